@@ -211,13 +211,15 @@ export interface TaskTextOptions {
   seed?: number;
   /** AgentBench data folder for the OS and DB problem texts. Default `../shared/data/agentbench` when it exists; skipped when absent. */
   dataDir?: string;
+  /** Chat template the conversations are rendered with (the one the model will use). Default Qwen2.5's. */
+  chatTemplate?: string;
   /** Where one-line notes go (a family that failed to start, data not found). Default: nowhere. */
   log?: (line: string) => void;
 }
 
 /**
  * The task families' own text, one document per expert episode (the whole conversation
- * rendered by the Qwen2.5 chat template, tools included), plus the OS and DB problem texts.
+ * rendered by the chosen chat template (Qwen2.5 by default), tools included), plus the OS and DB problem texts.
  * Deterministic for a seed. A few seconds for the defaults.
  */
 export async function gatherTaskText(options: TaskTextOptions = {}): Promise<string[]> {
@@ -237,7 +239,7 @@ export async function gatherTaskText(options: TaskTextOptions = {}): Promise<str
         const indices = family.indicesAt("train", difficulty).slice(0, perDifficulty);
         const episodes = await playEpisodes(family, indices, (index) => family.expert(index));
         for (const episode of episodes) {
-          documents.push(renderChatTemplate(QWEN25_CHAT_TEMPLATE, episode.messages as ChatMessage[], { tools: episode.tools as ChatToolSpec[] }));
+          documents.push(renderChatTemplate(options.chatTemplate ?? QWEN25_CHAT_TEMPLATE, episode.messages as ChatMessage[], { tools: episode.tools as ChatToolSpec[] }));
         }
       }
     } finally {

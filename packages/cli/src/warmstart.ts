@@ -24,11 +24,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SingleBar, Presets } from "cli-progress";
 import {
+  CHAT_TEMPLATES,
   Policy,
   Rng,
   Tokenizer,
   initBackend,
   trainByteLevelBpe,
+  type ChatTemplateName,
   type ModelConfig,
   type PresetName,
   type SafetensorsDtype,
@@ -61,6 +63,8 @@ export interface ArchitectureSpec {
   overrides?: Partial<ModelConfig>;
   /** Tokenizer vocabulary size. Default 4096. */
   vocabSize?: number;
+  /** Chat template of the fresh model's tokenizer (`compact` lists tools as one-line signatures). Default `qwen2.5`. */
+  chatTemplate?: ChatTemplateName;
 }
 
 export interface WarmStartOptions {
@@ -175,10 +179,33 @@ export interface WarmStartSummary {
  * the shipped `models/warmstart` (see docs/warmstart.md).
  */
 export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "model" | "log" | "signal">> = {
-  // Measured (docs/warmstart.md): on the shared 2-core machine only ALFWorld difficulty 0
-  // (one action, ~600-token rows) is learnable in a ~15-minute budget: 60 % greedy success
-  // after 51 steps. Step-based, so the same command gives the same model anywhere.
+  // docs/warmstart.md, run F: the compact chat template (tools as one-line signatures) makes
+  // KG rows 3x shorter, so all three in-process families fit one budget. Step-based, so the
+  // same command gives the same model anywhere.
   default: {
+    architecture: { preset: "tiny", overrides: { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32, maxPositionEmbeddings: 2048 }, vocabSize: 4096, chatTemplate: "compact" },
+    tasks: ["kg", "webshop", "alfworld"],
+    steps: 210,
+    scheduleSteps: 240,
+    batchSize: 6,
+    learningRate: 3e-3,
+    warmupSteps: 10,
+    schedule: "cosine",
+    difficulties: [0],
+    curriculum: "progressive",
+    promptLossWeight: 0.05,
+    maxSequenceTokens: 1400,
+    microBatchTokens: 2048,
+    evalLimit: 20,
+    evalDifficulties: [0],
+    evalEvery: 0,
+    evalMaxTurns: 6,
+    evalMaxNewTokens: 64,
+    saveDtype: "F16",
+  },
+  // The recipe of the first shipped checkpoint (docs/warmstart.md, runs C/D): ALFWorld only,
+  // Qwen2.5's full tool listing; 60 % greedy success on ALFWorld difficulty 0.
+  alfworld: {
     architecture: { preset: "tiny", overrides: { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32, maxPositionEmbeddings: 2048 }, vocabSize: 4096 },
     tasks: ["alfworld"],
     steps: 51,
@@ -434,8 +461,9 @@ export async function initWarmStartModel(
   options: { seed?: number; corpusEpisodesPerDifficulty?: number; log?: (line: string) => void } = {},
 ): Promise<void> {
   const seed = options.seed ?? 0;
-  const corpus = await tokenizerCorpus({ seed, episodesPerDifficulty: options.corpusEpisodesPerDifficulty, log: options.log });
-  const files = trainByteLevelBpe(corpus, { vocabSize: architecture.vocabSize ?? 4096 });
+  const chatTemplate = CHAT_TEMPLATES[architecture.chatTemplate ?? "qwen2.5"];
+  const corpus = await tokenizerCorpus({ seed, episodesPerDifficulty: options.corpusEpisodesPerDifficulty, chatTemplate, log: options.log });
+  const files = trainByteLevelBpe(corpus, { vocabSize: architecture.vocabSize ?? 4096, chatTemplate });
   const tokenizer = Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig);
   await initBackend();
   const policy = createPolicy(tokenizer, architecture.preset, architecture.overrides ?? {}, seed);

@@ -15,6 +15,8 @@ import {
   parseHfConfig,
   presetConfig,
   trainByteLevelBpe,
+  CHAT_TEMPLATES,
+  type ChatTemplateName,
   type ModelConfig,
   type PresetName,
 } from "@agentrl/policy";
@@ -36,6 +38,8 @@ export interface InitModelOptions {
   vocabSize?: number;
   /** Seed of the weight initialisation; default 0. */
   seed?: number;
+  /** Chat template written with the tokenizer: `qwen2.5` (default) or `compact` (tools as one-line signatures, for tiny models). */
+  chatTemplate?: ChatTemplateName;
 }
 
 export interface InitModelResult {
@@ -71,8 +75,12 @@ export function createPolicy(tokenizer: Tokenizer, preset: PresetName, overrides
 export async function initModel(options: InitModelOptions): Promise<InitModelResult> {
   const started = performance.now();
   if (!(options.preset in PRESETS)) throw new ModelCommandError(`unknown preset "${options.preset}" (${Object.keys(PRESETS).join(", ")})`);
-  const corpus = options.corpus && options.corpus.length > 0 ? await readCorpus(options.corpus) : await tokenizerCorpus();
-  const files = trainByteLevelBpe(corpus, { vocabSize: options.vocabSize ?? PRESET_VOCAB_SIZES[options.preset] });
+  if (options.chatTemplate !== undefined && !(options.chatTemplate in CHAT_TEMPLATES)) {
+    throw new ModelCommandError(`unknown chat template "${options.chatTemplate}" (${Object.keys(CHAT_TEMPLATES).join(", ")})`);
+  }
+  const chatTemplate = CHAT_TEMPLATES[options.chatTemplate ?? "qwen2.5"];
+  const corpus = options.corpus && options.corpus.length > 0 ? await readCorpus(options.corpus) : await tokenizerCorpus({ chatTemplate });
+  const files = trainByteLevelBpe(corpus, { vocabSize: options.vocabSize ?? PRESET_VOCAB_SIZES[options.preset], chatTemplate });
   const tokenizer = Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig);
   await initBackend();
   const policy = createPolicy(tokenizer, options.preset, {}, options.seed ?? 0);
@@ -170,9 +178,10 @@ export function registerModelCommands(program: Command): void {
     .option("--corpus <file>", "tokenizer training text (repeatable; default: built-in agent corpus)", (value: string, previous: string[]) => [...previous, value], [] as string[])
     .option("--vocab-size <n>", "tokenizer vocabulary size (default: the preset's)", positiveInteger("--vocab-size"))
     .option("--seed <n>", "weight initialisation seed", positiveIntegerOrZero, 0)
-    .addHelpText("after", "\nExamples:\n  agentrl model init --preset tiny --out models/tiny\n  agentrl model init --preset test --out /tmp/m --corpus tasks.txt --corpus more.txt --vocab-size 1024\n")
-    .action(async (options: { out: string; preset: string; corpus: string[]; vocabSize?: number; seed: number }) => {
-      const result = await initModel({ preset: options.preset as PresetName, out: options.out, corpus: options.corpus, vocabSize: options.vocabSize, seed: options.seed });
+    .option("--chat-template <name>", `chat template written with the tokenizer: ${Object.keys(CHAT_TEMPLATES).join(", ")} (compact lists tools as one-line signatures: 3x shorter KG prompts)`, "qwen2.5")
+    .addHelpText("after", "\nExamples:\n  agentrl model init --preset tiny --out models/tiny\n  agentrl model init --preset tiny --chat-template compact --out models/tiny-compact\n  agentrl model init --preset test --out /tmp/m --corpus tasks.txt --corpus more.txt --vocab-size 1024\n")
+    .action(async (options: { out: string; preset: string; corpus: string[]; vocabSize?: number; seed: number; chatTemplate: string }) => {
+      const result = await initModel({ preset: options.preset as PresetName, out: options.out, corpus: options.corpus, vocabSize: options.vocabSize, seed: options.seed, chatTemplate: options.chatTemplate as ChatTemplateName });
       console.log(`wrote ${result.directory}: ${options.preset} preset, ${result.parameters.toLocaleString("en-US")} parameters, vocabulary ${result.vocabSize} (${result.seconds.toFixed(1)} s)`);
     });
 

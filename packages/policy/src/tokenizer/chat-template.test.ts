@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
 import {
   QWEN25_CHAT_TEMPLATE,
+  COMPACT_CHAT_TEMPLATE,
   ChatTemplateError,
   prepareMessagesForTemplate,
   qwen25AssistantText,
@@ -157,6 +158,33 @@ describe("Qwen2.5 chat template", () => {
 
   test("a template that does not parse raises ChatTemplateError", () => {
     assert.throws(() => renderChatTemplate("{% if %}", [{ role: "user", content: "x" }]), ChatTemplateError);
+  });
+});
+
+describe("compact chat template", () => {
+  test("lists each tool as one signature line and renders the turns exactly as Qwen2.5 does", () => {
+    const compact = renderChatTemplate(COMPACT_CHAT_TEMPLATE, CONVERSATION, { tools: TOOLS });
+    const header =
+      "<|im_start|>system\n" +
+      "You are a weather assistant.\n" +
+      "\n" +
+      "# Tools\n" +
+      "\n" +
+      "get_weather(city)\n" +
+      "convert_units(value, to)\n" +
+      "\n" +
+      "Call a tool with <tool_call>\n" +
+      '{"name": <function-name>, "arguments": <args-json-object>}\n' +
+      "</tool_call><|im_end|>\n";
+    assert.ok(compact.startsWith(header), compact);
+    // After the system turn, both templates render every message identically.
+    const qwenTurns = EXPECTED_WITH_TOOLS.slice(EXPECTED_WITH_TOOLS.indexOf("<|im_start|>user"));
+    assert.equal(compact.slice(header.length), qwenTurns);
+  });
+
+  test("without tools it is Qwen2.5's rendering", () => {
+    const messages = CONVERSATION.filter((message) => message.role !== "tool" && !(message.role === "assistant" && message.tool_calls));
+    assert.equal(renderChatTemplate(COMPACT_CHAT_TEMPLATE, messages, { addGenerationPrompt: true }), render(messages, true, null));
   });
 });
 

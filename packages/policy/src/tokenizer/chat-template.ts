@@ -121,6 +121,82 @@ export const QWEN25_CHAT_TEMPLATE = `{%- if tools %}
 `;
 
 /**
+ * {@link QWEN25_CHAT_TEMPLATE} with the tool list shortened for tiny models trained from
+ * scratch: each tool is one line `name(argument, ...)` (no descriptions, no JSON schema),
+ * and the call instruction is one line. Everything else (turn markers, tool-call and
+ * tool-response rendering) is Qwen2.5's, character for character. A tiny model cannot use
+ * the descriptions, and attention over them is most of the cost of every training row
+ * (see docs/warmstart.md for the token counts).
+ */
+export const COMPACT_CHAT_TEMPLATE = `{%- if tools %}
+    {{- '<|im_start|>system\\n' }}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- messages[0]['content'] }}
+    {%- else %}
+        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
+    {%- endif %}
+    {{- "\\n\\n# Tools\\n" }}
+    {%- for tool in tools %}
+        {%- set function = tool.function if tool.function is defined else tool %}
+        {{- "\\n" + function.name + "(" }}
+        {%- if function.parameters is defined and function.parameters.properties is defined %}
+            {%- for name, schema in function.parameters.properties.items() %}
+                {{- name }}
+                {%- if not loop.last %}{{- ", " }}{%- endif %}
+            {%- endfor %}
+        {%- endif %}
+        {{- ")" }}
+    {%- endfor %}
+    {{- "\\n\\nCall a tool with <tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}
+{%- else %}
+    {%- if messages[0]['role'] == 'system' %}
+        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}
+    {%- else %}
+        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}
+    {%- endif %}
+{%- endif %}
+{%- for message in messages %}
+    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
+        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}
+    {%- elif message.role == "assistant" %}
+        {{- '<|im_start|>' + message.role }}
+        {%- if message.content %}
+            {{- '\\n' + message.content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls %}
+            {%- if tool_call.function is defined %}
+                {%- set tool_call = tool_call.function %}
+            {%- endif %}
+            {{- '\\n<tool_call>\\n{"name": "' }}
+            {{- tool_call.name }}
+            {{- '", "arguments": ' }}
+            {{- tool_call.arguments | tojson }}
+            {{- '}\\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\\n' }}
+    {%- elif message.role == "tool" %}
+        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
+            {{- '<|im_start|>user' }}
+        {%- endif %}
+        {{- '\\n<tool_response>\\n' }}
+        {{- message.content }}
+        {{- '\\n</tool_response>' }}
+        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
+            {{- '<|im_end|>\\n' }}
+        {%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\\n' }}
+{%- endif %}
+`;
+
+/** The chat templates the project writes into the models it makes, by name. */
+export const CHAT_TEMPLATES = { "qwen2.5": QWEN25_CHAT_TEMPLATE, compact: COMPACT_CHAT_TEMPLATE } as const;
+export type ChatTemplateName = keyof typeof CHAT_TEMPLATES;
+
+
+/**
  * Tool-call arguments as the templates expect them.
  *
  * OpenAI's format (and the envs API) carries `arguments` as a JSON *string*, while the

@@ -13,6 +13,9 @@ export {
 } from "./tokenizer.js";
 export {
   QWEN25_CHAT_TEMPLATE,
+  COMPACT_CHAT_TEMPLATE,
+  CHAT_TEMPLATES,
+  type ChatTemplateName,
   ChatTemplateError,
   parseToolCallArguments,
   prepareMessagesForTemplate,

@@ -66,6 +66,8 @@ export interface TrainByteLevelBpeOptions {
    * runs in the corpus (`=====`, base64) do not become huge single tokens. Default 32.
    */
   maxTokenLength?: number;
+  /** Chat template written into `tokenizer_config.json`. Default Qwen2.5's. */
+  chatTemplate?: string;
 }
 
 /** What {@link trainByteLevelBpe} returns: the two Hugging Face files as objects. */
@@ -133,7 +135,7 @@ export function trainByteLevelBpe(corpus: readonly string[], options: TrainByteL
   }));
   return {
     tokenizerJson: buildTokenizerJson(vocab, merges, addedTokens),
-    tokenizerConfig: buildTokenizerConfig(addedTokens),
+    tokenizerConfig: buildTokenizerConfig(addedTokens, options.chatTemplate ?? QWEN25_CHAT_TEMPLATE),
   };
 }
 
@@ -390,7 +392,7 @@ function buildTokenizerJson(
 }
 
 /** `tokenizer_config.json` like Qwen2.5-Instruct's: eos `<|im_end|>`, pad `<|endoftext|>`, its chat template. */
-function buildTokenizerConfig(addedTokens: AddedTokenJson[]): Record<string, unknown> {
+function buildTokenizerConfig(addedTokens: AddedTokenJson[], chatTemplate: string): Record<string, unknown> {
   const has = (content: string) => addedTokens.some((token) => token.content === content);
   const addedTokensDecoder: Record<string, unknown> = {};
   for (const token of addedTokens) {
@@ -405,7 +407,7 @@ function buildTokenizerConfig(addedTokens: AddedTokenJson[]): Record<string, unk
       .filter((token) => token.special && token.content !== "<|endoftext|>")
       .map((token) => token.content),
     bos_token: null,
-    chat_template: QWEN25_CHAT_TEMPLATE,
+    chat_template: chatTemplate,
     clean_up_tokenization_spaces: false,
     eos_token: has("<|im_end|>") ? "<|im_end|>" : (addedTokens.find((token) => token.special)?.content ?? null),
     errors: "replace",
