@@ -38,6 +38,9 @@ export const TaskConfigSchema = z
 
 export const DEFAULT_TASK_NAMES = ["alfworld", "db", "kg", "os", "webshop"] as const;
 
+/** Architecture of the shipped warm start (`agentrl sft --preset default`) and of the default run's fresh model. */
+export const DEFAULT_ARCHITECTURE = { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32, maxPositionEmbeddings: 2048 } as const;
+
 const ModelSchema = z
   .object({
     directory: z
@@ -57,8 +60,10 @@ const ModelSchema = z
       })
       .strict()
       .optional()
-      .describe("Fields of a fresh model's architecture replacing the preset's, e.g. `{hiddenSize: 192, numHiddenLayers: 3}`. Default none."),
+      .default({ ...DEFAULT_ARCHITECTURE })
+      .describe("Fields of a fresh model's architecture replacing the preset's, e.g. `{hiddenSize: 192, numHiddenLayers: 3}`. Default: the shipped warm start's (d 128, 3 layers, 4 heads / 2 kv heads, MLP 384, 2,048 positions: 1.1 M parameters)."),
     vocabSize: positiveInteger().optional().describe("Tokenizer vocabulary of a fresh model. Default: the preset's (test 512, tiny 4096, small 8192; the built-in corpus yields about 2,100 at most)."),
+    chatTemplate: z.enum(["compact", "qwen2.5"]).default("compact").describe("Chat template of a fresh model's tokenizer: `compact` lists tools as one-line signatures (KG prompts 3× shorter), `qwen2.5` is Qwen2.5-Instruct's."),
     backend: z.enum(["auto", "tensorflow", "wasm", "cpu"]).default("auto").describe("tfjs backend: `auto` picks the fastest that loads (tensorflow, then wasm, then cpu)."),
   })
   .strict();

@@ -3,7 +3,10 @@ import assert from "node:assert/strict";
 import { isDockerAvailable, type CurriculumTaskFamily } from "@agentrl/envs";
 import type { TaskEvaluation } from "@agentrl/trainer";
 import { validateConfig } from "../config.js";
-import { openTasks, successTable } from "./train.js";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { evaluationKey, openTasks, successTable } from "./train.js";
 
 /** A family whose index encodes (difficulty, split, k): difficulty × 100 + (test ? 50 : 0) + k. */
 function fakeFamily(name: string): CurriculumTaskFamily {
@@ -54,4 +57,27 @@ test("successTable: one column per measured point, percentages and the mean", ()
     "| webshop | 25.0% | 75.0% |",
     "| **mean** | 12.5% | 62.5% |",
   ].join("\n"));
+});
+
+test("evaluationKey: the same model files and settings give the same key; a changed weight file or setting another", async () => {
+  const directory = await mkdtemp(join(tmpdir(), "agentrl-evalkey-"));
+  try {
+    await writeFile(join(directory, "config.json"), "{}");
+    await writeFile(join(directory, "model.safetensors"), new Uint8Array([1, 2, 3]));
+    await writeFile(join(directory, "notes.txt"), "not part of the model");
+    const config = validateConfig({ tasks: [{ name: "kg" }] }, "test");
+    const request = { config, tasks: ["kg"], limit: 200 };
+    const key = await evaluationKey(directory, request);
+    assert.match(key, /^[0-9a-f]{16}$/);
+    assert.equal(await evaluationKey(directory, request), key);
+    await writeFile(join(directory, "notes.txt"), "changed: still not part of the model");
+    assert.equal(await evaluationKey(directory, request), key, "files outside the model do not count");
+    assert.notEqual(await evaluationKey(directory, { ...request, limit: 100 }), key);
+    assert.notEqual(await evaluationKey(directory, { ...request, config: validateConfig({ tasks: [{ name: "kg" }], evaluation: { temperature: 0.5 } }, "test") }), key);
+    assert.notEqual(await evaluationKey(directory, { ...request, config: validateConfig({ tasks: [{ name: "kg", difficulty: 1 }] }, "test") }), key);
+    await writeFile(join(directory, "model.safetensors"), new Uint8Array([1, 2, 4]));
+    assert.notEqual(await evaluationKey(directory, request), key);
+  } finally {
+    await rm(directory, { recursive: true, force: true });
+  }
 });

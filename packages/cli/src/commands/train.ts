@@ -14,7 +14,8 @@
  * what was not finished. SIGINT/SIGTERM stop the RL phase after a checkpoint.
  */
 import { existsSync } from "node:fs";
-import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
+import { createHash } from "node:crypto";
+import { copyFile, mkdir, readFile, readdir, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { PRESET_VOCAB_SIZES, Policy, initBackend } from "@agentrl/policy";
@@ -162,7 +163,7 @@ async function startingModel(config: TrainConfig, print: Printer): Promise<strin
   }
   const directory = join(config.run.directory, "initial-model");
   if (hasModel(directory)) return directory;
-  const architecture = { preset: config.model.preset, overrides: config.model.architecture ?? {}, vocabSize: config.model.vocabSize ?? PRESET_VOCAB_SIZES[config.model.preset] };
+  const architecture = { preset: config.model.preset, overrides: config.model.architecture ?? {}, vocabSize: config.model.vocabSize ?? PRESET_VOCAB_SIZES[config.model.preset], chatTemplate: config.model.chatTemplate };
   await initWarmStartModel(directory, architecture, { seed: config.run.seed, log: () => {} });
   const written = JSON.parse(await readFile(join(directory, "config.json"), "utf8")) as { hidden_size: number; num_hidden_layers: number; vocab_size: number };
   print(`fresh ${config.model.preset} model (hidden ${written.hidden_size}, ${written.num_hidden_layers} layers, ${written.vocab_size} tokens) → ${directory}`);
@@ -195,6 +196,8 @@ interface EvaluationRequest {
   phase: string;
   bars?: boolean;
   signal?: AbortSignal;
+  /** Where a note goes when a stored measurement is used. Default: nowhere. */
+  print?: Printer;
 }
 
 /** Evaluates a loaded policy on the test split with a progress bar. */
@@ -222,18 +225,59 @@ async function evaluatePolicy(policy: Policy, request: EvaluationRequest): Promi
   }
 }
 
-/** Evaluates the model of `directory`, or returns the result cached in `<run>/evaluations/<name>.json`. */
+/**
+ * What determines an evaluation's result: the model's files, the tasks and their test
+ * instances, every evaluation setting and the backend (greedy ties may break differently on
+ * another backend). Hex SHA-256, 16 characters.
+ */
+export async function evaluationKey(directory: string, request: Pick<EvaluationRequest, "config" | "tasks" | "limit">): Promise<string> {
+  const hash = createHash("sha256");
+  for (const file of (await readdir(directory)).filter((f) => f === "config.json" || f === "tokenizer.json" || f === "tokenizer_config.json" || f.endsWith(".safetensors")).sort()) {
+    hash.update(file).update(await readFile(join(directory, file)));
+  }
+  const { config } = request;
+  hash.update(
+    JSON.stringify({
+      tasks: request.tasks,
+      difficulties: request.tasks.map((name) => taskDifficulties(config.tasks.find((task) => task.name === name)!)),
+      limit: request.limit,
+      samples: config.evaluation.samples,
+      temperature: config.evaluation.temperature,
+      episode: episodeOptions(config),
+      seed: config.run.seed,
+      backend: await initBackend(),
+    }),
+  );
+  return hash.digest("hex").slice(0, 16);
+}
+
+/**
+ * Evaluates the model of `directory`, or returns a stored result: this run's
+ * `<run>/evaluations/<name>.json` (resume), else a memo `<model>/evaluations/<key>.json` or
+ * `models/warmstart/evaluations/<key>.json` keyed by {@link evaluationKey}: the same files
+ * and settings give the same numbers, so the shipped checkpoint carries its own measurement
+ * (and the fresh model's, which is re-made bit-identically from the seed).
+ */
 async function evaluateCached(name: string, directory: string, request: EvaluationRequest): Promise<Record<string, TaskEvaluation>> {
   const file = join(request.config.run.directory, "evaluations", `${name}.json`);
   if (existsSync(file)) return JSON.parse(await readFile(file, "utf8")) as Record<string, TaskEvaluation>;
-  const policy = await Policy.load(directory, { trainable: false });
+  const key = await evaluationKey(directory, request);
+  const memo = [join(directory, "evaluations", `${key}.json`), join(SHIPPED_WARM_START, "evaluations", `${key}.json`)].find((path) => existsSync(path));
   let result: Record<string, TaskEvaluation>;
-  try {
-    result = await evaluatePolicy(policy, request);
-  } finally {
-    policy.dispose();
+  if (memo) {
+    result = JSON.parse(await readFile(memo, "utf8")) as Record<string, TaskEvaluation>;
+    request.print?.(`${request.phase}: measured before with the same model files and settings (${memo})`);
+  } else {
+    const policy = await Policy.load(directory, { trainable: false });
+    try {
+      result = await evaluatePolicy(policy, request);
+    } finally {
+      policy.dispose();
+    }
+    if (request.signal?.aborted) return result;
+    await mkdir(join(directory, "evaluations"), { recursive: true }).catch(() => {});
+    await writeFile(join(directory, "evaluations", `${key}.json`), JSON.stringify(result, null, 2)).catch(() => {});
   }
-  if (request.signal?.aborted) return result;
   await mkdir(join(request.config.run.directory, "evaluations"), { recursive: true });
   await writeFile(file, JSON.stringify(result, null, 2));
   return result;
@@ -285,7 +329,13 @@ export async function warmStartPhase(options: WarmStartPhaseOptions): Promise<vo
 /** Whether the model section is the default one (a fresh tiny model): only then may the shipped warm start stand in for it. */
 function usesDefaultModel(config: TrainConfig): boolean {
   const defaults = defaultConfig().model;
-  return !config.model.directory && config.model.preset === defaults.preset && !config.model.architecture && config.model.vocabSize === defaults.vocabSize;
+  return (
+    !config.model.directory &&
+    config.model.preset === defaults.preset &&
+    JSON.stringify(config.model.architecture) === JSON.stringify(defaults.architecture) &&
+    config.model.chatTemplate === defaults.chatTemplate &&
+    config.model.vocabSize === defaults.vocabSize
+  );
 }
 
 /** A warm model that exists already: `warmStart.checkpoint`, this run's, or the shipped `models/warmstart` (only for the default model). */
@@ -486,7 +536,7 @@ export async function runTrainCommand(options: TrainCommandOptions = {}): Promis
 
   const opened = await openTasks(config, print, options.createFamily);
   const taskNames = opened.tasks.map((task) => task.name);
-  const evaluation = (limit: number, phase: string): EvaluationRequest => ({ config, client: opened.client, tasks: taskNames, limit, phase, bars: options.bars, signal: options.signal });
+  const evaluation = (limit: number, phase: string): EvaluationRequest => ({ config, client: opened.client, tasks: taskNames, limit, phase, bars: options.bars, signal: options.signal, print });
   const tables: TrainResult["tables"] = {};
   try {
     // The starting model is made only when something needs it (a shipped warm start may make it unnecessary).
