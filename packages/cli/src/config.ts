@@ -111,6 +111,7 @@ const RlSchema = z
     advantageEstimator: z.enum(["grpo", "grpo_no_std"]).default("grpo").describe("Group advantage: (R − mean)/(std + ε), or R − mean."),
     taskAdvantageNormalization: z.boolean().default(true).describe("Re-normalise advantages per task across the batch before the loss (AgentRL)."),
     ppoEpochs: positiveInteger().default(1).describe("Optimizer steps over the same batch."),
+    skipUniformGroups: z.boolean().default(true).describe("Drop groups whose rewards are all equal before the loss: their advantages are 0, so they only cost compute (DAPO's dynamic-sampling filter)."),
     microBatchTokens: positiveInteger().default(1024).describe("Padded tokens per micro-batch (gradients accumulate across micro-batches). On wasm the heap is capped at 4 GiB: a 1,024-token row of the tiny model needs about 2 GiB."),
     temperature: z.number().positive().default(0.8).describe("Sampling temperature of the rollout (the loss divides logits by it too)."),
     maxStaleness: z

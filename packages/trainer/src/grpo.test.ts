@@ -66,3 +66,21 @@ test("a GRPO step raises the log-probs of positive-advantage tokens and lowers t
   assert.ok(metrics!.microBatches >= 2, "the small budget splits the batch");
   assert.ok(Number.isFinite(metrics!.gradNorm) && metrics!.gradNorm > 0);
 });
+
+test("prepareBatch drops groups whose rewards are all equal (no GRPO signal) unless told to keep them", () => {
+  const policy = Policy.create(presetConfig("test"), { seed: 4 });
+  const tokens = [1, 5, 9, 14, 20, 33, 2];
+  const group = (id: string, rewards: number[]): TrajectoryGroup => ({
+    groupId: id, task: "t", index: 0, minVersion: 0, maxVersion: 0,
+    trajectories: rewards.map((reward) => trajectory(policy, "t", id, tokens, 3, reward)),
+  });
+  const groups = [group("mixed", [1, 0, 0]), group("all-failed", [-0.2, -0.2, -0.2]), group("all-solved", [1, 1, 1])];
+  const skipped = prepareBatch(groups, DEFAULT_GRPO);
+  assert.equal(skipped.rows.length, 3, "only the mixed group's episodes");
+  assert.equal(skipped.tokenCount, 3 * 4);
+  const kept = prepareBatch(groups, { ...DEFAULT_GRPO, skipUniformGroups: false });
+  assert.equal(kept.rows.length, 9);
+  // With task normalization the uniform groups' zero advantages are shifted, not kept at 0.
+  assert.ok(kept.rows.slice(3).every((row) => Number.isFinite(row.advantage)));
+  assert.equal(prepareBatch([groups[1]], DEFAULT_GRPO).rows.length, 0, "a batch of uniform groups trains nothing");
+});

@@ -29,6 +29,13 @@ export interface GrpoOptions extends PolicyObjectiveOptions {
   ppoEpochs: number;
   /** Token budget of one micro-batch (B × T after padding); gradients accumulate across micro-batches. Default 4096. */
   microBatchTokens: number;
+  /**
+   * Drop groups whose rewards are all equal before the advantages: the group step gives
+   * each of their episodes advantage 0, so they carry no policy gradient and would only cost
+   * a forward and backward pass (and dilute the token mean). DAPO's dynamic-sampling filter,
+   * applied to the batch at hand. Default true.
+   */
+  skipUniformGroups: boolean;
 }
 
 export const DEFAULT_GRPO: GrpoOptions = {
@@ -38,6 +45,7 @@ export const DEFAULT_GRPO: GrpoOptions = {
   temperature: 0.8,
   ppoEpochs: 1,
   microBatchTokens: 4096,
+  skipUniformGroups: true,
 };
 
 /** One episode ready for the loss. */
@@ -69,10 +77,14 @@ function countOnes(mask: Uint8Array): number {
 }
 
 /** Group advantages, then (optionally) task advantage normalization, then sample weights. */
-export function prepareBatch(groups: readonly TrajectoryGroup[], options: Pick<GrpoOptions, "advantageEstimator" | "taskAdvantageNormalization">): PreparedBatch {
+export function prepareBatch(
+  groups: readonly TrajectoryGroup[],
+  options: Pick<GrpoOptions, "advantageEstimator" | "taskAdvantageNormalization"> & Partial<Pick<GrpoOptions, "skipUniformGroups">>,
+): PreparedBatch {
   const estimator = getAdvantageEstimator(options.advantageEstimator);
   const episodes: { task: string; advantage: number; generatedTokens: number; trajectory: TrajectoryGroup["trajectories"][number] }[] = [];
-  for (const group of groups) {
+  const informative = (group: TrajectoryGroup) => group.trajectories.some((t) => t.reward !== group.trajectories[0].reward);
+  for (const group of options.skipUniformGroups ? groups.filter(informative) : groups) {
     const advantages = estimator(group.trajectories.map((t) => t.reward));
     group.trajectories.forEach((trajectory, i) => {
       episodes.push({ task: group.task, advantage: advantages[i], generatedTokens: countOnes(trajectory.lossMask), trajectory });

@@ -455,6 +455,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
           taskAdvantageNormalization: config.rl.taskAdvantageNormalization,
           temperature: config.rl.temperature,
           ppoEpochs: config.rl.ppoEpochs,
+          skipUniformGroups: config.rl.skipUniformGroups,
           microBatchTokens: config.rl.microBatchTokens,
         },
         schedule: {
