@@ -14,7 +14,8 @@ import { FaultyClient, echoFamily, testPolicy, testTokenizer } from "../packages
 import { environmentLatencyMs, seededUniform } from "./latency.js";
 import type { BenchResult } from "./types.js";
 
-const CONCURRENCIES = [1, 8, 32, 64];
+/** Concurrency levels measured (`AGENTRL_BENCH_CONCURRENCIES=1,32` to pick some). */
+const CONCURRENCIES = (process.env.AGENTRL_BENCH_CONCURRENCIES ?? "1,8,32,64").split(",").map(Number);
 /** Wall time of each measurement, seconds (after a short warm-up). */
 const SECONDS_PER_LEVEL = Number(process.env.AGENTRL_BENCH_SECONDS ?? 20);
 const MAX_NEW_TOKENS_PER_TURN = 32;
@@ -68,7 +69,7 @@ export async function run(): Promise<BenchResult> {
       msPerDecodeStep: (after.decodeMs - before.decodeMs) / steps,
     };
     levels.push(level);
-    console.log(`[bench rollout] ${JSON.stringify(level)} prefill: ${after.prefillCalls - before.prefillCalls} calls, ${after.prefilledTokens - before.prefilledTokens} tokens, ${(after.prefillMs - before.prefillMs).toFixed(0)} ms; reused ${after.reusedCacheTokens - before.reusedCacheTokens}; steps ${after.decodeSteps - before.decodeSteps}`);
+    console.log(`[bench rollout] ${JSON.stringify(level)} prefill: ${after.prefillCalls - before.prefillCalls} calls, ${after.prefilledTokens - before.prefilledTokens} tokens, ${(after.prefillMs - before.prefillMs).toFixed(0)} ms; reused ${after.reusedCacheTokens - before.reusedCacheTokens}; fed by decode ${after.decodeFedTokens - before.decodeFedTokens}; steps ${after.decodeSteps - before.decodeSteps}`);
     engine.close();
   }
   await client.close();

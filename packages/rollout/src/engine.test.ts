@@ -65,6 +65,19 @@ describe("InferenceEngine (scripted model)", () => {
     assert.equal(engine.stats().keptCaches, 0);
   });
 
+  test("a weight update drops kept caches, unless keepCachesOnUpdate (then the next turn still prefills only its suffix)", async () => {
+    for (const keep of [false, true]) {
+      const model = new ScriptedModel(64, () => 0);
+      const engine = new InferenceEngine(model, { temperature: 0, stopTokenIds: [0], keepCachesOnUpdate: keep });
+      const first = await engine.generate({ promptTokens: [5, 6, 7], maxNewTokens: 4, cacheKey: "e" });
+      await engine.updateWeights(1, 1);
+      assert.equal(engine.stats().keptCaches, keep ? 1 : 0);
+      const second = await engine.generate({ promptTokens: [5, 6, 7, ...first.tokens, 8, 9], maxNewTokens: 4, cacheKey: "e" });
+      assert.equal(second.prefilledTokens, keep ? 3 : 6, `keepCachesOnUpdate ${keep}`);
+      assert.deepEqual(second.versions, [1], "the new turn's tokens carry the new version");
+    }
+  });
+
   test("prefix cache: the same opening prompt is prefilled once, later ones fork it", async () => {
     const model = new ScriptedModel(64, () => 0);
     const engine = new InferenceEngine(model, { temperature: 0, stopTokenIds: [0], minPrefixTokens: 4 });

@@ -20,8 +20,8 @@
  * Caches kept between turns: a request with a `cacheKey` leaves its KV sequence behind when
  * it finishes; the next request with the same key whose prompt extends those tokens only
  * prefills the new suffix (the environment's reply). Kept caches are dropped on a weight
- * update (they were computed with the old weights) and evicted oldest-first under memory
- * pressure.
+ * update (they were computed with the old weights; see `keepCachesOnUpdate`) and evicted
+ * oldest-first under memory pressure.
  */
 import { Rng, sampleToken, PolicySnapshot, type ExportedWeights, type KVSequence, type Policy } from "@agentrl/policy";
 
@@ -112,6 +112,17 @@ export interface InferenceEngineOptions {
   stopTokenIds?: number[];
   /** What happens to in-flight requests on a weight update. Default `continue`. */
   updateMode?: WeightUpdateMode;
+  /**
+   * Keep the caches episodes left between turns across a weight update (default false: drop
+   * them, so every later turn re-prefills its whole context with the new weights). With
+   * true, an episode's next turn attends to keys/values its earlier turns computed with the
+   * older weights, as in-flight requests under `continue` already do (PipelineRL-style
+   * in-flight updates). The sampled tokens' log-probs and versions stay exactly those of the
+   * distribution that drew them, so the learner's importance ratios remain correct; what
+   * changes is only that this distribution mixes versions within one context. The prefix
+   * cache (shared prompts) is dropped either way.
+   */
+  keepCachesOnUpdate?: boolean;
   /** Policy version of the initial weights. Default 0. */
   initialVersion?: number;
   /** Seed of the sampler. Default 0. */
@@ -247,6 +258,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
   readonly topK: number;
   readonly stopTokenIds: number[];
   readonly updateMode: WeightUpdateMode;
+  readonly keepCachesOnUpdate: boolean;
   private readonly model: EngineModel<Sequence, Weights>;
   private readonly random: Rng;
   private currentVersion: number;
@@ -279,6 +291,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     this.topK = options.topK ?? 0;
     this.stopTokenIds = options.stopTokenIds ?? [];
     this.updateMode = options.updateMode ?? "continue";
+    this.keepCachesOnUpdate = options.keepCachesOnUpdate ?? false;
     this.currentVersion = options.initialVersion ?? 0;
     this.random = new Rng(options.seed ?? 0);
     if (!(this.maxBatchSize >= 1)) throw new RangeError(`maxBatchSize must be ≥ 1, got ${this.maxBatchSize}`);
@@ -408,7 +421,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     }
     this.currentVersion = newest.version;
     this.counters.weightUpdates += 1;
-    for (const key of [...this.kept.keys()]) this.releaseCache(key);
+    if (!this.keepCachesOnUpdate) for (const key of [...this.kept.keys()]) this.releaseCache(key);
     this.dropPrefixes(this.prefixes.length);
     for (const update of updates) update.resolve();
   }

@@ -20,6 +20,7 @@ import {
   TrajectoryBuffer,
   createPolicyEngine,
   type ChatTokenizer,
+  type EngineStats,
   type EpisodeOptions,
   type InferenceEngineOptions,
   type MetricsSnapshot,
@@ -153,6 +154,25 @@ function describeFailures(groups: readonly TrajectoryGroup[]): string {
   return [...counts].map(([key, n]) => `${n} × ${key}`).join(", ");
 }
 
+/**
+ * What the current engine did since the previous step: generated, prefilled and reused
+ * (kept or prefix cache) tokens, and seconds in decode steps and prefill.
+ */
+function engineMetrics(now: EngineStats | undefined, before: EngineStats | undefined): Metrics {
+  if (!now) return {};
+  const delta = (key: "generatedTokens" | "prefilledTokens" | "reusedCacheTokens" | "decodeMs" | "prefillMs" | "decodeSteps") => now[key] - (before?.[key] ?? 0);
+  const steps = delta("decodeSteps");
+  const batchSum = now.meanBatchSize * now.decodeSteps - (before ? before.meanBatchSize * before.decodeSteps : 0);
+  return {
+    "rollout/generated_tokens": delta("generatedTokens"),
+    "rollout/prefilled_tokens": delta("prefilledTokens"),
+    "rollout/reused_cache_tokens": delta("reusedCacheTokens"),
+    "rollout/mean_decode_batch": steps > 0 ? batchSum / steps : 0,
+    "time/rollout_decode": delta("decodeMs") / 1000,
+    "time/rollout_prefill": delta("prefillMs") / 1000,
+  };
+}
+
 /** Runs the loop to `steps` (or until aborted); returns the last step's record. */
 export async function runTraining(options: TrainingRunOptions): Promise<StepRecord | undefined> {
   options = { log: (line) => console.warn(`agentrl: ${line}`), ...options };
@@ -231,6 +251,8 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   void sampling?.scheduler.start();
   let record: StepRecord | undefined;
   let rolloutSnapshot: MetricsSnapshot | undefined;
+  // Engine counters at the previous step (async: one engine for the whole run; sync: a new one each step).
+  let engineBefore: EngineStats | undefined;
   try {
     while (state.step < options.steps && !options.signal?.aborted) {
       const began = performance.now();
@@ -240,6 +262,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
         sampling = makeSampling(state.step);
         await sampling.scheduler.start();
         rolloutSnapshot = sampling.scheduler.snapshot();
+        engineBefore = undefined;
         groups = buffer.takeAvailable(options.batchGroups);
         await sampling.close();
       } else {
@@ -285,7 +308,9 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
         "rollout/format_errors": rolloutSnapshot?.formatErrors ?? 0,
         "rollout/stale_turns": rolloutSnapshot?.turnsByPolicy.stale ?? 0,
         "buffer/dropped_stale_groups": rolloutSnapshot?.buffer?.droppedStaleGroups ?? 0,
+        ...engineMetrics(rolloutSnapshot?.engines.current, engineBefore),
       };
+      engineBefore = rolloutSnapshot?.engines.current;
       if (options.evaluation && state.step % options.evaluation.every === 0) {
         Object.assign(metrics, await options.evaluation.run(current, state.step));
       }

@@ -17,21 +17,26 @@ import {
   type ToolReply,
   type ToolSpec,
 } from "@agentrl/envs";
-import { Policy, Tokenizer, initBackend, presetConfig, trainByteLevelBpe, type PresetName } from "@agentrl/policy";
+import { CHAT_TEMPLATES, Policy, Tokenizer, initBackend, presetConfig, trainByteLevelBpe, type ChatTemplateName, type PresetName } from "@agentrl/policy";
 import type { EngineModel, EngineSequence } from "../engine.js";
 import { formatToolCalls } from "../toolcall.js";
 
 export { Tokenizer };
 
 /**
- * A byte-level BPE tokenizer (Qwen2.5 chat template) trained on rendered echo conversations
- * and some words and numbers. `vocabSize` is an upper bound (default 512, the `test` preset).
+ * A byte-level BPE tokenizer trained on rendered echo conversations and some words and
+ * numbers. `vocabSize` is an upper bound (default 512, the `test` preset); `chatTemplate`
+ * is one of `@agentrl/policy`'s CHAT_TEMPLATES (default `qwen2.5`; `compact` lists tools as
+ * one-line signatures, as fresh models of the CLI do).
  */
-export function testTokenizer(vocabSize = 512): Tokenizer {
-  const cached = tokenizers.get(vocabSize);
+export function testTokenizer(vocabSize = 512, options: { chatTemplate?: ChatTemplateName } = {}): Tokenizer {
+  const templateName = options.chatTemplate ?? "qwen2.5";
+  const cacheKey = `${vocabSize}/${templateName}`;
+  const cached = tokenizers.get(cacheKey);
   if (cached) return cached;
+  const chatTemplate = CHAT_TEMPLATES[templateName];
   const words = "the of and to in is that for it as was with be by on not this are or from at which have an they you file list count lines table select answer city shop buy search click item price".split(" ");
-  const seed = trainByteLevelBpe(["hello world"], { vocabSize: 300, minFrequency: 1 });
+  const seed = trainByteLevelBpe(["hello world"], { vocabSize: 300, minFrequency: 1, chatTemplate });
   const renderer = new Tokenizer(seed.tokenizerJson, seed.tokenizerConfig);
   const corpus: string[] = [];
   for (let i = 0; i < 60; i++) {
@@ -40,13 +45,13 @@ export function testTokenizer(vocabSize = 512): Tokenizer {
     corpus.push(renderer.applyChatTemplate([...messages, { role: "assistant", content: call }, { role: "tool", tool_call_id: "c", content: `echo: hello number ${i}` }], { tools: [ECHO_TOOL], addGenerationPrompt: true }));
     corpus.push(Array.from({ length: 80 }, (_, j) => (j % 7 === 0 ? String((i * 31 + j * 17) % 1000) : words[(i * 13 + j * 7) % words.length])).join(" "));
   }
-  const trained = trainByteLevelBpe(corpus, { vocabSize });
+  const trained = trainByteLevelBpe(corpus, { vocabSize, chatTemplate });
   const tokenizer = new Tokenizer(trained.tokenizerJson, trained.tokenizerConfig);
-  tokenizers.set(vocabSize, tokenizer);
+  tokenizers.set(cacheKey, tokenizer);
   return tokenizer;
 }
 
-const tokenizers = new Map<number, Tokenizer>();
+const tokenizers = new Map<string, Tokenizer>();
 
 /** A freshly initialised policy of a preset (default `test`) with the test tokenizer. */
 export async function testPolicy(options: { preset?: PresetName; seed?: number; tokenizer?: Tokenizer } = {}): Promise<Policy> {
@@ -77,8 +82,11 @@ class EchoSession extends FunctionCallSession {
 
 export interface EchoFamilyOptions {
   name?: string;
-  /** Instances; instance i needs 1 + (i mod maxTurnsNeeded) turns. Default 16. */
+  /** Instances; instance i needs minTurnsNeeded + (i mod (maxTurnsNeeded − minTurnsNeeded + 1)) turns. Default 16. */
   size?: number;
+  /** Fewest turns an instance needs. Default 1. */
+  minTurnsNeeded?: number;
+  /** Most turns an instance needs. Default 4. */
   maxTurnsNeeded?: number;
   /** The session's turn limit. Default 10. */
   maxTurns?: number;
@@ -86,14 +94,15 @@ export interface EchoFamilyOptions {
   latency?: () => number;
 }
 
-/** Echo tasks of mixed lengths (1 … maxTurnsNeeded turns). */
+/** Echo tasks of mixed lengths (minTurnsNeeded … maxTurnsNeeded turns). */
 export function echoFamily(options: EchoFamilyOptions = {}): TaskFamily {
   const size = options.size ?? 16;
-  const maxTurnsNeeded = options.maxTurnsNeeded ?? 4;
+  const minTurnsNeeded = options.minTurnsNeeded ?? 1;
+  const spread = Math.max(1, (options.maxTurnsNeeded ?? 4) - minTurnsNeeded + 1);
   return {
     name: options.name ?? "echo",
     indices: (split: Split) => Array.from({ length: size }, (_, i) => (split === "train" ? i : size + i)),
-    startSession: async (index: number) => new EchoSession(1 + (index % maxTurnsNeeded), options.maxTurns ?? 10, options.latency ?? (() => 0)),
+    startSession: async (index: number) => new EchoSession(minTurnsNeeded + (index % spread), options.maxTurns ?? 10, options.latency ?? (() => 0)),
   };
 }
 
