@@ -6,9 +6,9 @@
  *
  * Workload (identical for both modes): the `tiny` preset (random weights) with the compact
  * chat template (the CLI's default for fresh models: a 52-token opening prompt) on echo tasks
- * that need 3-8 turns; each turn generates up to 32 tokens (random weights always use them)
- * and the environment answers with a short observation (~26 tokens); every environment step
- * takes a heavy-tailed time (log-normal, median 50 ms, p99 2 s, as in the rollout benchmark).
+ * that need 3-8 turns; each turn generates up to 24 tokens (a tool call is 23; random
+ * weights always use all 24) and the environment answers with a short observation (~25
+ * tokens); every environment step takes a heavy-tailed time (log-normal, median 50 ms, p99 2 s, as in the rollout benchmark).
  * Each step trains on 2 groups × 4 episodes (the project's default RL budget). Both modes
  * run the same engine settings and at most `MAX_CONCURRENT_EPISODES` episodes at once:
  * - sync: one batch of 8 episodes generated with the current weights (all 8 at once), then
@@ -35,7 +35,8 @@ const BATCH_GROUPS = 2;
 const GROUP_SIZE = 4;
 const MIN_TURNS = 3;
 const MAX_TURNS = 8;
-const MAX_NEW_TOKENS_PER_TURN = 32;
+/** Up to 24 new tokens a turn: a tool call `<tool_call>{"name": "echo", "arguments": {"text": "hello number 12"}}</tool_call><|im_end|>` is 23 tokens in this tokenizer. */
+const MAX_NEW_TOKENS_PER_TURN = 24;
 /** Episodes at once (sync launches only its batch of 8). */
 const MAX_CONCURRENT_EPISODES = 24;
 /** Groups in flight or waiting in the buffer (async's back-pressure). */
@@ -153,7 +154,7 @@ export async function run(): Promise<BenchResult> {
     `### Pipeline: sync vs async (${STEPS} steps × ${BATCH_GROUPS} groups × ${GROUP_SIZE} episodes)`,
     "",
     `\`tiny\` preset (random weights, vocab ${tokenizer.vocabSize}, compact chat template: 52-token opening prompt), echo tasks of ${MIN_TURNS}-${MAX_TURNS} turns,`,
-    `${MAX_NEW_TOKENS_PER_TURN} new tokens per turn, ~26-token observations, every environment step sleeps a log-normal time (median 50 ms, p99 2 s).`,
+    `${MAX_NEW_TOKENS_PER_TURN} new tokens per turn (a tool call is 23), ~25-token observations, every environment step sleeps a log-normal time (median 50 ms, p99 2 s).`,
     `Both modes: the same engine settings, at most ${MAX_CONCURRENT_EPISODES} episodes at once (sync generates its batch of ${BATCH_GROUPS * GROUP_SIZE} at once, then trains in the main thread);`,
     `async: learner in a worker thread, up to ${BUFFER_GROUPS} groups in flight or waiting, episodes keep their KV caches across weight updates, max staleness ${MAX_STALENESS}.`,
     "Figures over steps 2… (step 1 is warm-up). Trained tokens = generated tokens in the loss; processed = all tokens run through the learner.",

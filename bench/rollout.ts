@@ -9,7 +9,7 @@
 import { cpus, loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import * as tf from "@tensorflow/tfjs-core";
-import { PolicyPool, RolloutScheduler, TrajectoryBuffer, createPolicyEngine } from "@agentrl/rollout";
+import { PolicyPool, RolloutScheduler, TrajectoryBuffer, createPolicyEngine, type InferenceEngineOptions } from "@agentrl/rollout";
 import { FaultyClient, echoFamily, testPolicy, testTokenizer } from "../packages/rollout/src/testing/fixtures.js";
 import { environmentLatencyMs, seededUniform } from "./latency.js";
 import type { BenchResult } from "./types.js";
@@ -19,6 +19,11 @@ const CONCURRENCIES = (process.env.AGENTRL_BENCH_CONCURRENCIES ?? "1,8,32,64").s
 /** Wall time of each measurement, seconds (after a short warm-up). */
 const SECONDS_PER_LEVEL = Number(process.env.AGENTRL_BENCH_SECONDS ?? 20);
 const MAX_NEW_TOKENS_PER_TURN = 32;
+/** Chat template of the tokenizer (`AGENTRL_BENCH_TEMPLATE`): `compact` (the CLI's default for fresh models; 52-token prompt) or `qwen2.5` (146). */
+const CHAT_TEMPLATE = (process.env.AGENTRL_BENCH_TEMPLATE ?? "compact") as "compact" | "qwen2.5";
+
+/** Extra engine options as JSON (`AGENTRL_BENCH_ENGINE='{"joinIntervalSteps":0}'`), for experiments. */
+const ENGINE_OVERRIDES = JSON.parse(process.env.AGENTRL_BENCH_ENGINE ?? "{}") as InferenceEngineOptions;
 
 interface Level {
   concurrency: number;
@@ -32,13 +37,13 @@ interface Level {
 }
 
 export async function run(): Promise<BenchResult> {
-  const tokenizer = testTokenizer(4096);
+  const tokenizer = testTokenizer(4096, { chatTemplate: CHAT_TEMPLATE });
   const policy = await testPolicy({ preset: "tiny", tokenizer, seed: 1 });
   const random = seededUniform(17);
   const client = new FaultyClient([echoFamily({ size: 64, maxTurnsNeeded: 4, maxTurns: 8, latency: () => environmentLatencyMs(random) })]);
   const levels: Level[] = [];
   for (const concurrency of CONCURRENCIES) {
-    const engine = createPolicyEngine(policy, { temperature: 0.8, maxBatchSize: 64, seed: concurrency });
+    const engine = createPolicyEngine(policy, { temperature: 0.8, maxBatchSize: 64, seed: concurrency, ...ENGINE_OVERRIDES });
     const scheduler = new RolloutScheduler({
       client, tokenizer, pool: new PolicyPool({ current: engine }),
       buffer: new TrajectoryBuffer({ capacityGroups: 1_000_000 }),
@@ -83,7 +88,7 @@ export async function run(): Promise<BenchResult> {
   const markdown = [
     "## Rollout: continuous batching against slow environments",
     "",
-    `\`tiny\` preset (random weights, vocab ${tokenizer.vocabSize}), backend ${tf.getBackend()}, temperature 0.8, ${MAX_NEW_TOKENS_PER_TURN} new tokens per turn, echo tasks of 1-4 turns;`,
+    `\`tiny\` preset (random weights, vocab ${tokenizer.vocabSize}, ${CHAT_TEMPLATE} chat template), backend ${tf.getBackend()}, temperature 0.8, ${MAX_NEW_TOKENS_PER_TURN} new tokens per turn, echo tasks of 1-4 turns;`,
     `every environment step sleeps a log-normal time (median 50 ms, p99 2 s). ${SECONDS_PER_LEVEL} s per row after a 2 s warm-up.`,
     "Occupancy = mean sequences per decode step / concurrent episodes.",
     "",
