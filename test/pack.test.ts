@@ -18,6 +18,8 @@
  *    ```js blocks are plain JavaScript ESM (also valid TypeScript), written to a .mjs file
  *    and run with `node`; ```bash blocks run with `bash -e` with node_modules/.bin on the
  *    PATH. A README's blocks run in order in the same folder; each must exit 0 and print.
+ * 4. The ```js examples type-check as strict TypeScript (.mts, the repository's tsc) against
+ *    the declarations in the installed tarballs.
  */
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -223,7 +225,10 @@ describe("npm pack: tarballs that install and run their README examples", { skip
       const readme = readFileSync(join(repositoryRoot, "packages", name, "README.md"), "utf8");
       const examples = readmeExamples(readme);
       assert.ok(examples.length > 0, `packages/${name}/README.md has no runnable example (a \`\`\`js or \`\`\`bash block on the line after ${EXAMPLE_MARKER})`);
-      const env = { ...process.env, PATH: `${join(app, "node_modules", ".bin")}${delimiter}${process.env.PATH}`, NODE_OPTIONS: "" };
+      // TMPDIR inside the workspace: what the examples put in tmpdir() goes with it.
+      const temporary = join(workspace, "tmp");
+      mkdirSync(temporary, { recursive: true });
+      const env = { ...process.env, PATH: `${join(app, "node_modules", ".bin")}${delimiter}${process.env.PATH}`, NODE_OPTIONS: "", TMPDIR: temporary };
       examples.forEach((example, i) => {
         const file = join(app, `${name}-example-${i + 1}.${example.language === "js" ? "mjs" : "sh"}`);
         writeFileSync(file, example.code);
@@ -239,6 +244,30 @@ describe("npm pack: tarballs that install and run their README examples", { skip
       });
     });
   }
+
+  test("the README's JavaScript examples are strict TypeScript too, against the tarballs' declarations", (t) => {
+    if (installSkip) return t.skip(installSkip);
+    const typescript = join(repositoryRoot, "node_modules", "typescript", "bin", "tsc");
+    if (!existsSync(typescript)) return t.skip("no typescript in the repository's node_modules");
+    const files: string[] = [];
+    for (const name of PACKAGES) {
+      const examples = readmeExamples(readFileSync(join(repositoryRoot, "packages", name, "README.md"), "utf8"));
+      examples.forEach((example, i) => {
+        if (example.language !== "js") return;
+        const file = join(app, `${name}-example-${i + 1}.mts`);
+        writeFileSync(file, example.code);
+        files.push(file);
+      });
+    }
+    assert.ok(files.length >= PACKAGES.length, `${files.length} JavaScript examples`);
+    // skipLibCheck as most projects set it: tfjs-core's own declarations need the DOM library.
+    const checked = run(process.execPath, [
+      typescript, "--noEmit", "--strict", "--skipLibCheck", "--target", "es2022", "--lib", "es2023",
+      "--module", "nodenext", "--moduleResolution", "nodenext",
+      "--types", "node", "--typeRoots", join(repositoryRoot, "node_modules", "@types"), ...files,
+    ], { cwd: app, timeoutMs: 120_000 });
+    assert.equal(checked.status, 0, `tsc found errors in the README examples:\n${output(checked)}`);
+  });
 });
 
 describe("readmeExamples", () => {
