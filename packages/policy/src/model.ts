@@ -287,12 +287,13 @@ export class Transformer {
       const [batch, length] = inputIds.shape;
       if (length > this.config.maxPositionEmbeddings) throw new WeightsError(`sequence of ${length} tokens exceeds max_position_embeddings ${this.config.maxPositionEmbeddings}`);
       let x = tf.gather(this.embedding, tf.reshape(inputIds, [-1])) as tf.Tensor2D;
-      const rotary = this.rotaryRange(0, length);
-      const mask = causalMask(0, length);
-      for (const layer of this.layers) {
-        const { output } = this.layer(layer, x, batch, length, rotary, mask);
-        x = output;
-      }
+      const half = this.config.headDim / 2;
+      const rotary = {
+        cos: tf.reshape(tf.slice(this.ropeCos, [0, 0], [length, half]), [1, length, 1, half]),
+        sin: tf.reshape(tf.slice(this.ropeSin, [0, 0], [length, half]), [1, length, 1, half]),
+      };
+      const plan = causalPlan(length, this.config.numAttentionHeads / this.config.numKeyValueHeads);
+      for (const layer of this.layers) x = this.trainingBlock(layer, x, batch, length, rotary, plan);
       return rmsNorm(x, this.finalNorm, this.config.rmsNormEps);
     });
   }
@@ -300,30 +301,18 @@ export class Transformer {
   // ---------------------------------------------------------------- one transformer block
 
   /**
-   * One block over rows x [B·S, d] (B sequences of S new tokens). `past` holds cached
-   * keys/values [B, kvHeads, W, headDim]; mask is additive, broadcastable to [B, 1, S, W+S].
-   * Returns the block output and this layer's full keys/values (past + new).
+   * One block of the full causal pass over rows x [B·S, d] (B sequences of S tokens).
+   * Queries are pre-scaled by 1/√headDim; attention runs per (sequence, kv head) as rank-2
+   * matmuls (see `causalAttention`).
    */
-  private layer(
-    layer: Layer,
-    x: tf.Tensor2D,
-    batch: number,
-    steps: number,
-    rotary: { cos: tf.Tensor; sin: tf.Tensor },
-    mask: tf.Tensor,
-    past?: { keys: tf.Tensor4D; values: tf.Tensor4D },
-    fused?: FusedLayer,
-  ): { output: tf.Tensor2D; keys: tf.Tensor4D; values: tf.Tensor4D } {
+  private trainingBlock(layer: Layer, x: tf.Tensor2D, batch: number, steps: number, rotary: { cos: tf.Tensor; sin: tf.Tensor }, plan: CausalPlan): tf.Tensor2D {
+    const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim } = this.config;
     const normed = rmsNorm(x, layer.inputNorm, this.config.rmsNormEps);
-    const projected = this.queriesKeysValues(layer, normed, batch, steps, rotary, fused);
-    const { q } = projected;
-    let { keys, values } = projected;
-    if (past) {
-      keys = tf.concat([past.keys, keys], 2);
-      values = tf.concat([past.values, values], 2);
-    }
-    const attended = attention(q, keys, values, mask, this.config.numKeyValueHeads); // [B·S, heads·headDim]
-    return { output: this.finishBlock(layer, x, attended, fused), keys, values };
+    const heads4d = (t: tf.Tensor2D, count: number) => tf.reshape(t, [batch, steps, count, headDim]) as tf.Tensor4D;
+    const q = applyRotary(heads4d(tf.mul(project(normed, layer.q), 1 / Math.sqrt(headDim)), heads), rotary);
+    const keys = applyRotary(heads4d(project(normed, layer.k), kvHeads), rotary);
+    const values = heads4d(project(normed, layer.v), kvHeads);
+    return this.finishBlock(layer, x, causalAttention(q, keys, values, plan));
   }
 
   /**
@@ -403,13 +392,6 @@ export class Transformer {
       this.headCache = { source, transposed: tf.keep(tf.transpose(this.embedding)) as tf.Tensor2D };
     }
     return this.headCache.transposed;
-  }
-
-  private rotaryRange(start: number, count: number): { cos: tf.Tensor; sin: tf.Tensor } {
-    const half = this.config.headDim / 2;
-    const cos = tf.reshape(tf.slice(this.ropeCos, [start, 0], [count, half]), [1, 1, count, half]);
-    const sin = tf.reshape(tf.slice(this.ropeSin, [start, 0], [count, half]), [1, 1, count, half]);
-    return { cos, sin };
   }
 
   // ---------------------------------------------------------------- inference with a KV cache
@@ -699,30 +681,66 @@ function applyRotary(x: tf.Tensor4D, rotary: { cos: tf.Tensor; sin: tf.Tensor })
   ) as tf.Tensor4D;
 }
 
-/** Additive causal mask [1, 1, S, start+S]: new token i sees columns ≤ start + i. */
-function causalMask(start: number, steps: number): tf.Tensor4D {
-  const width = start + steps;
-  const data = new Float32Array(steps * width);
-  for (let i = 0; i < steps; i++) for (let j = start + i + 1; j < width; j++) data[i * width + j] = -1e9;
-  return tf.tensor4d(data, [1, 1, steps, width]);
+/** Query positions per attention chunk: a chunk of queries only meets the keys up to its last position. */
+export const ATTENTION_CHUNK_POSITIONS = 128;
+
+/**
+ * How `causalAttention` cuts S positions into query chunks, with one additive mask per
+ * chunk: chunk [start, end) has rows (position-major, the g query heads of a kv head
+ * adjacent) [(end − start)·g, end], −1e9 where a key lies after the row's position.
+ */
+interface CausalPlan {
+  chunks: { start: number; end: number; mask: tf.Tensor2D }[];
+}
+
+function causalPlan(steps: number, group: number, chunkPositions = ATTENTION_CHUNK_POSITIONS): CausalPlan {
+  const chunks: CausalPlan["chunks"] = [];
+  for (let start = 0; start < steps; start += chunkPositions) {
+    const end = Math.min(steps, start + chunkPositions);
+    const data = new Float32Array((end - start) * group * end);
+    for (let position = start; position < end; position++) {
+      for (let member = 0; member < group; member++) {
+        const row = ((position - start) * group + member) * end;
+        data.fill(-1e9, row + position + 1, row + end);
+      }
+    }
+    chunks.push({ start, end, mask: tf.tensor2d(data, [(end - start) * group, end]) });
+  }
+  return { chunks };
 }
 
 /**
- * Grouped-query attention without repeating keys: q [B, H, S, hd] is viewed as
- * [B, kvH, g·S, hd] (query head h uses kv head ⌊h/g⌋, as HF repeat_kv). keys/values
- * [B, kvH, W, hd]; mask additive, broadcastable to [B, 1, S, W]. Returns [B·S, H·hd].
+ * Causal grouped-query attention for training, as rank-2 matmuls only (the fast path of
+ * wasm; its batched matmul runs at ~2 GFLOP/s). q [B, S, H, hd] (already scaled by
+ * 1/√hd), keys/values [B, S, kvH, hd]. For each (sequence, kv head), the g = H/kvH query
+ * heads that share it form one matrix [S·g, hd] (position-major) against keysᵀ [hd, S]; the
+ * queries go in chunks of positions so the keys after a chunk's last position are never
+ * computed (about half the work at long S). Returns [B·S, H·hd] (query head h uses kv head
+ * ⌊h/g⌋, as HF repeat_kv).
  */
-function attention(q: tf.Tensor4D, keys: tf.Tensor4D, values: tf.Tensor4D, mask: tf.Tensor, kvHeads: number): tf.Tensor2D {
-  const [batch, heads, steps, headDim] = q.shape;
+function causalAttention(q: tf.Tensor4D, keys: tf.Tensor4D, values: tf.Tensor4D, plan: CausalPlan): tf.Tensor2D {
+  const [batch, steps, heads, headDim] = q.shape;
+  const kvHeads = keys.shape[2];
   const group = heads / kvHeads;
-  const width = keys.shape[2];
-  const grouped = tf.reshape(q, [batch, kvHeads, group * steps, headDim]);
-  const keysT = tf.transpose(keys, [0, 1, 3, 2]); // explicit transpose: fast matmul on wasm
-  let scores = tf.mul(tf.matMul(grouped, keysT), 1 / Math.sqrt(headDim)); // [B, kvH, g·S, W]
-  scores = tf.add(tf.reshape(scores, [batch, kvHeads, group, steps, width]), tf.reshape(mask, [mask.shape[0], 1, 1, steps, width]));
-  const probabilities = tf.reshape(tf.softmax(scores), [batch, kvHeads, group * steps, width]);
-  const context = tf.reshape(tf.matMul(probabilities, values), [batch, heads, steps, headDim]);
-  return tf.reshape(tf.transpose(context, [0, 2, 1, 3]), [batch * steps, heads * headDim]);
+  const blocks = batch * kvHeads;
+  // per-block matrices by splitting rank-2 views along rows (wasm's Unpack is slower)
+  const queries = tf.split(tf.reshape(tf.transpose(tf.reshape(q, [batch, steps, kvHeads, group * headDim]), [0, 2, 1, 3]), [blocks * steps * group, headDim]), blocks, 0);
+  const keysT = tf.split(tf.reshape(tf.transpose(keys, [0, 2, 3, 1]), [blocks * headDim, steps]), blocks, 0);
+  const valueBlocks = tf.split(tf.reshape(tf.transpose(values, [0, 2, 1, 3]), [blocks * steps, headDim]), blocks, 0);
+  const { chunks } = plan;
+  const contexts = queries.map((query, block) => {
+    const queryChunks = chunks.length === 1 ? [query] : tf.split(query, chunks.map((c) => (c.end - c.start) * group), 0);
+    const outputs = queryChunks.map((chunkQueries, i) => {
+      const { end, mask } = chunks[i];
+      const chunkKeys = end === steps ? keysT[block] : tf.slice(keysT[block], [0, 0], [headDim, end]);
+      const chunkValues = end === steps ? valueBlocks[block] : tf.slice(valueBlocks[block], [0, 0], [end, headDim]);
+      const probabilities = tf.softmax(tf.add(tf.matMul(chunkQueries as tf.Tensor2D, chunkKeys as tf.Tensor2D), mask));
+      return tf.matMul(probabilities, chunkValues as tf.Tensor2D);
+    });
+    return outputs.length === 1 ? outputs[0] : tf.concat(outputs, 0);
+  });
+  const stacked = tf.reshape(contexts.length === 1 ? contexts[0] : tf.concat(contexts, 0), [batch, kvHeads, steps, group * headDim]);
+  return tf.reshape(tf.transpose(stacked, [0, 2, 1, 3]), [batch * steps, heads * headDim]);
 }
 
 function isStoredTransposed(name: string): boolean {
