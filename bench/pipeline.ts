@@ -15,7 +15,7 @@
  *   one training step in the main thread, repeat;
  * - async: episodes run continuously (up to `BUFFER_GROUPS` groups in flight or waiting),
  *   the learner trains in a worker thread on the oldest 2 complete groups, episodes keep
- *   their KV caches across weight updates (`keepCachesOnUpdate`), groups older than
+ *   their KV caches across weight updates (`keepCachesOnUpdate`, the loop's async default), groups older than
  *   `MAX_STALENESS` versions are dropped.
  * Throughput counts steps 2… (step 1 includes warm-up: kernel compilation, the first batch).
  */
@@ -83,7 +83,7 @@ async function measure(mode: "sync" | "async", modelDirectory: string): Promise<
       maxConcurrentEpisodes: MAX_CONCURRENT_EPISODES,
       bufferGroups: BUFFER_GROUPS,
       maxStaleness: MAX_STALENESS,
-      engine: { temperature: 0.8, keepCachesOnUpdate: true },
+      engine: { temperature: 0.8 }, // async keeps KV caches across updates (the loop's default)
       episode: { maxTurns: MAX_TURNS, maxNewTokensPerTurn: MAX_NEW_TOKENS_PER_TURN, maxTokens: 2048 },
     },
     crossPolicy: { staleProbability: 0, refreshEvery: 25 },

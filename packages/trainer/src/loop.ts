@@ -57,6 +57,12 @@ export interface TrainingRunOptions {
   rollout: {
     /** Episodes running at once. */
     maxConcurrentEpisodes: number;
+    /**
+     * Engine settings of the samplers. `maxBatchSize` defaults to `maxConcurrentEpisodes`;
+     * `keepCachesOnUpdate` defaults to true in async mode (episodes keep their KV caches
+     * across the weight update of every step; the recorded log-probs stay exact) and false
+     * in sync mode (no update happens while a batch is generated).
+     */
     engine: InferenceEngineOptions;
     episode: EpisodeOptions;
     /** Largest staleness (policy versions) of a group when taken; `Infinity` for none. */
@@ -209,7 +215,13 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   buffer.setPolicyVersion(current.version);
 
   const makeSampling = (step: number) => {
-    const engineOptions = { ...options.rollout.engine, maxBatchSize: options.rollout.engine.maxBatchSize ?? options.rollout.maxConcurrentEpisodes };
+    const engineOptions = {
+      ...options.rollout.engine,
+      maxBatchSize: options.rollout.engine.maxBatchSize ?? options.rollout.maxConcurrentEpisodes,
+      // async: an update arrives every step while episodes are mid-way; re-prefilling every
+      // in-flight context after each one would double the rollout's compute (see TrainingRunOptions.rollout.engine)
+      keepCachesOnUpdate: options.rollout.engine.keepCachesOnUpdate ?? options.mode === "async",
+    };
     const currentEngine = createPolicyEngine(current, { ...engineOptions, seed: stepSeed(state.seed, step, 1) });
     const staleEngine = stale ? createPolicyEngine(stale, { ...engineOptions, seed: stepSeed(state.seed, step, 2) }) : undefined;
     const pool = new PolicyPool<ExportedWeights>({
