@@ -275,10 +275,14 @@ export class Transformer {
   forward(inputIds: tf.Tensor2D): tf.Tensor3D {
     return tf.tidy(() => {
       const [batch, length] = inputIds.shape;
-      const hidden = this.hiddenStates(inputIds);
-      const logits = tf.matMul(hidden, this.headWeight(true));
+      const logits = this.headLogits(this.hiddenStates(inputIds));
       return tf.reshape(logits, [batch, length, this.config.vocabSize]);
     });
+  }
+
+  /** LM head over final-norm hidden rows [n, d] → logits [n, V]. Differentiable. */
+  headLogits(hidden: tf.Tensor2D): tf.Tensor2D {
+    return tf.matMul(hidden, this.headWeight(true));
   }
 
   /** Final-norm hidden states [B·T, d] of a causal pass (no cache). */

@@ -70,6 +70,35 @@ describe("tokenLogProbs", () => {
   });
 });
 
+describe("tokenLogProbs with a mask", () => {
+  test("scores only masked positions: same values there, 0 elsewhere, same gradient of the masked loss", () => {
+    const model = new Transformer(tinyConfig(), undefined, { seed: 4 });
+    const ids = tf.tensor2d([[1, 5, 9, 3, 7, 2, 8], [4, 4, 8, 0, 6, 1, 0]], undefined, "int32");
+    const mask = tf.tensor2d([[0, 1, 1, 0, 1, 0], [1, 0, 0, 1, 1, 0]]);
+    const full = tokenLogProbs(model, ids, { temperature: 0.8, entropy: true });
+    const masked = tokenLogProbs(model, ids, { temperature: 0.8, entropy: true, mask });
+    const m = mask.dataSync();
+    const [fullValues, maskedValues] = [full.logProbs.dataSync(), masked.logProbs.dataSync()];
+    const [fullEntropy, maskedEntropy] = [full.entropy!.dataSync(), masked.entropy!.dataSync()];
+    for (let i = 0; i < m.length; i++) {
+      assert.ok(Math.abs(maskedValues[i] - (m[i] > 0 ? fullValues[i] : 0)) < 1e-5, `log-prob at ${i}`);
+      assert.ok(Math.abs(maskedEntropy[i] - (m[i] > 0 ? fullEntropy[i] : 0)) < 1e-5, `entropy at ${i}`);
+    }
+    const variables = model.trainableVariables();
+    const lossWith = (options: { mask?: tf.Tensor2D }) => () => tf.tidy(() => tf.neg(tf.sum(tf.mul(tokenLogProbs(model, ids, options).logProbs, mask))) as tf.Scalar);
+    const a = tf.variableGrads(lossWith({}), variables);
+    const b = tf.variableGrads(lossWith({ mask }), variables);
+    assert.ok(Math.abs(a.value.dataSync()[0] - b.value.dataSync()[0]) < 1e-4);
+    for (const variable of variables) {
+      const difference = tf.tidy(() => tf.max(tf.abs(tf.sub(a.grads[variable.name], b.grads[variable.name]))).dataSync()[0]);
+      assert.ok(difference < 1e-5, `${variable.name} gradient differs by ${difference}`);
+    }
+    assert.throws(() => tokenLogProbs(model, ids, { mask: tf.ones([2, 7]) as tf.Tensor2D }), RangeError);
+    tf.dispose([full.logProbs, full.entropy!, masked.logProbs, masked.entropy!, a.value, b.value, ...Object.values(a.grads), ...Object.values(b.grads), ids, mask]);
+    model.dispose();
+  });
+});
+
 describe("AdamW and trainStep", () => {
   test("micro-batches with sum reduction give the same update as one batch with the summed loss", () => {
     const config = tinyConfig();

@@ -11,6 +11,13 @@ export interface TokenLogProbOptions {
   temperature?: number;
   /** Also return the entropy of each position's (temperature-scaled) distribution. Default false. */
   entropy?: boolean;
+  /**
+   * [B, T-1]: score only the positions where mask > 0 (e.g. the loss mask). The others get
+   * log-prob 0 (and entropy 0) and no gradient, and the LM head and its softmax run only over
+   * the scored rows: the head is the costliest part of a small-model step, so pass the loss
+   * mask whenever most positions are masked out. Read back once (a sync). Default: all.
+   */
+  mask?: tf.Tensor2D;
 }
 
 export interface TokenLogProbs {
@@ -22,47 +29,78 @@ export interface TokenLogProbs {
 
 /**
  * Scores given token sequences. inputIds: int32 [B, T], right-padded (mask the padded
- * positions out of the loss yourself). Differentiable with respect to the model's variables.
- * The chosen token is picked with a one-hot product (no gatherND: it has no gradient).
+ * positions out of the loss yourself, or pass them as `mask`). Differentiable with respect
+ * to the model's variables. The chosen token's logit is picked with a flat gather inside a
+ * hand-written gradient (gatherND has no gradient).
  */
 export function tokenLogProbs(model: Transformer, inputIds: tf.Tensor2D, options: TokenLogProbOptions = {}): TokenLogProbs {
   const temperature = options.temperature ?? 1;
   if (!(temperature > 0)) throw new RangeError(`temperature must be > 0, got ${temperature}`);
+  const [batch, length] = inputIds.shape;
+  if (length < 2) throw new RangeError("tokenLogProbs needs sequences of at least 2 tokens");
+  if (options.mask && options.mask.shape.join() !== [batch, length - 1].join()) {
+    throw new RangeError(`mask has shape [${options.mask.shape}] but the scored positions are [${batch}, ${length - 1}]`);
+  }
+  const selected = options.mask ? selectedRows(options.mask) : undefined;
   return tf.tidy(() => {
-    const [batch, length] = inputIds.shape;
-    if (length < 2) throw new RangeError("tokenLogProbs needs sequences of at least 2 tokens");
-    const vocab = model.config.vocabSize;
-    const logits = model.forward(tf.slice(inputIds, [0, 0], [batch, length - 1]) as tf.Tensor2D); // [B, T-1, V]
-    const scaled = tf.reshape(temperature === 1 ? logits : tf.div(logits, temperature), [batch * (length - 1), vocab]) as tf.Tensor2D;
-    const targets = tf.reshape(tf.slice(inputIds, [0, 1], [batch, length - 1]), [-1]);
-    const oneHot = tf.oneHot(tf.cast(targets, "int32") as tf.Tensor1D, vocab);
-    const logProbs = tf.reshape(chosenLogProbs(scaled, oneHot), [batch, length - 1]) as tf.Tensor2D;
+    const targets = tf.reshape(tf.slice(inputIds, [0, 1], [batch, length - 1]), [-1]) as tf.Tensor1D;
+    let hidden = model.hiddenStates(tf.slice(inputIds, [0, 0], [batch, length - 1]) as tf.Tensor2D); // [B·(T-1), d]
+    let chosen = tf.cast(targets, "int32") as tf.Tensor1D;
+    if (selected) {
+      const rows = tf.tensor1d(selected.rows, "int32");
+      hidden = tf.gather(hidden, rows) as tf.Tensor2D;
+      chosen = tf.gather(chosen, rows) as tf.Tensor1D;
+    }
+    const logits = model.headLogits(hidden); // [n, V]
+    const scaled = temperature === 1 ? logits : (tf.div(logits, temperature) as tf.Tensor2D);
+    // back to [B, T-1]: unscored positions read the appended 0
+    const expand = (values: tf.Tensor1D) =>
+      tf.reshape(selected ? tf.gather(tf.concat([values, tf.zeros([1])]), tf.tensor1d(selected.index, "int32")) : values, [batch, length - 1]) as tf.Tensor2D;
+    const logProbs = expand(chosenLogProbs(scaled, chosen) as tf.Tensor1D);
     if (!options.entropy) return { logProbs };
     const logSoftmax = tf.logSoftmax(scaled);
-    const entropy = tf.reshape(tf.neg(tf.sum(tf.mul(tf.exp(logSoftmax), logSoftmax), -1)), [batch, length - 1]) as tf.Tensor2D;
+    const entropy = expand(tf.neg(tf.sum(tf.mul(tf.exp(logSoftmax), logSoftmax), -1)) as tf.Tensor1D);
     return { logProbs, entropy };
   });
 }
 
 /**
- * log softmax(scaled)[chosen] per row, with a hand-written gradient: d/dscaled = dy · (oneHot − softmax).
- * scaled [N, V], oneHot [N, V] → [N]. (Autodiff through logSumExp's max would run an
- * element-wise Equal over [N, V], which is very slow on wasm.)
+ * Rows of a [B, T-1] mask that are > 0 (`rows`, in order), and for every position the index
+ * of its row among them, or rows.length when it is not scored (`index`).
  */
-const chosenLogProbs = tf.customGrad(((scaled: tf.Tensor, oneHot: tf.Tensor, save: tf.GradSaveFunc) => {
-  const maximum = tf.max(scaled, -1, true);
-  const shifted = tf.sub(scaled, maximum);
-  const logNormalizer = tf.log(tf.sum(tf.exp(shifted), -1, true)); // [N, 1]
-  const logSoftmax = tf.sub(shifted, logNormalizer);
-  save([logSoftmax, oneHot]);
+function selectedRows(mask: tf.Tensor2D): { rows: Int32Array; index: Int32Array } {
+  const values = mask.dataSync();
+  const index = new Int32Array(values.length);
+  const rows: number[] = [];
+  for (let i = 0; i < values.length; i++) if (values[i] > 0) rows.push(i);
+  let next = 0;
+  for (let i = 0; i < values.length; i++) index[i] = values[i] > 0 ? next++ : rows.length;
+  return { rows: Int32Array.from(rows), index };
+}
+
+/**
+ * log softmax(scaled)[chosen] per row, with a hand-written gradient: d/dscaled = dy · (oneHot − softmax).
+ * scaled [N, V], chosen int32 [N] → [N]. Uses wasm's native Softmax (one pass) instead of
+ * exp/log over [N, V]: log Z = max − log(max softmax), exact since max softmax ≥ 1/V.
+ * (Autodiff through logSumExp's max would run an element-wise Equal over [N, V], very slow on wasm.)
+ */
+const chosenLogProbs = tf.customGrad(((scaled: tf.Tensor2D, chosen: tf.Tensor1D, save: tf.GradSaveFunc) => {
+  const [rows, vocab] = scaled.shape;
+  const probabilities = tf.softmax(scaled);
+  const flatChosen = tf.add(tf.mul(tf.range(0, rows, 1, "int32"), tf.scalar(vocab, "int32")), chosen);
+  const chosenLogits = tf.gather(tf.reshape(scaled, [-1]), flatChosen);
+  const logNormalizer = tf.sub(tf.max(scaled, -1), tf.log(tf.max(probabilities, -1))); // [N]
+  save([probabilities, flatChosen]);
   return {
-    value: tf.sum(tf.mul(logSoftmax, oneHot), -1),
+    value: tf.sub(chosenLogits, logNormalizer),
     gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
-      const [savedLogSoftmax, savedOneHot] = saved;
-      return [tf.mul(tf.expandDims(dy, -1), tf.sub(savedOneHot, tf.exp(savedLogSoftmax))), tf.zerosLike(savedOneHot)];
+      const [savedProbabilities, savedFlatChosen] = saved;
+      const [n, v] = savedProbabilities.shape;
+      const atChosen = tf.reshape(tf.scatterND(tf.reshape(savedFlatChosen, [n, 1]), dy, [n * v]), [n, v]);
+      return [tf.sub(atChosen, tf.mul(savedProbabilities, tf.reshape(dy, [n, 1]))), tf.zerosLike(savedFlatChosen)];
     },
   };
-}) as unknown as Parameters<typeof tf.customGrad>[0]) as (scaled: tf.Tensor, oneHot: tf.Tensor) => tf.Tensor;
+}) as unknown as Parameters<typeof tf.customGrad>[0]) as (scaled: tf.Tensor, chosen: tf.Tensor) => tf.Tensor;
 
 /**
  * Supervised next-token loss: mean of -log p over positions where mask [B, T-1] is 1
@@ -70,7 +108,7 @@ const chosenLogProbs = tf.customGrad(((scaled: tf.Tensor, oneHot: tf.Tensor, sav
  */
 export function nextTokenLoss(model: Transformer, inputIds: tf.Tensor2D, mask?: tf.Tensor2D): tf.Scalar {
   return tf.tidy(() => {
-    const { logProbs } = tokenLogProbs(model, inputIds);
+    const { logProbs } = tokenLogProbs(model, inputIds, mask ? { mask } : {});
     if (!mask) return tf.neg(tf.mean(logProbs)) as tf.Scalar;
     return tf.div(tf.neg(tf.sum(tf.mul(logProbs, mask))), tf.maximum(tf.sum(mask), 1)) as tf.Scalar;
   });
