@@ -94,8 +94,8 @@ const RlSchema = z
   .object({
     mode: z.enum(["async", "sync"]).default("async").describe("`async`: rollout never stops, the learner trains in its own thread; `sync`: generate a batch, train, repeat (the baseline)."),
     steps: positiveInteger().default(6).describe("Optimizer steps of the RL phase."),
-    batchGroups: positiveInteger().default(2).describe("Complete groups (task instances) per step."),
-    groupSize: positiveInteger().default(4).describe("Episodes per task instance (GRPO's n)."),
+    batchGroups: positiveInteger().default(4).describe("Complete groups (task instances) per step."),
+    groupSize: positiveInteger().default(8).describe("Episodes per task instance (GRPO's n)."),
     learningRate: z.number().positive().default(2e-4).describe("Peak learning rate (AdamW)."),
     warmupSteps: nonNegativeInteger().default(0).describe("Steps of linear learning-rate warm-up."),
     schedule: z.enum(["constant", "cosine"]).default("constant").describe("Learning rate after warm-up: constant, or cosine decay to `minLearningRateRatio` × peak."),
@@ -131,8 +131,8 @@ const CrossPolicySchema = z
 
 const RolloutSchema = z
   .object({
-    concurrency: positiveInteger().default(20).describe("Episodes running at once over all tasks (also the decode batch)."),
-    maxTurns: positiveInteger().default(8).describe("Assistant turns before an episode ends with `task limit reached`."),
+    concurrency: positiveInteger().default(32).describe("Episodes running at once over all tasks (also the decode batch)."),
+    maxTurns: positiveInteger().default(5).describe("Assistant turns before an episode ends with `task limit reached`."),
     maxTokens: positiveInteger().default(1280).describe("Tokens of a whole trajectory before it ends with `agent context limit` (also capped by the model's context). Bounded by training memory: on wasm a 1,600-token row of the tiny model overflows the 4 GiB heap."),
     maxNewTokensPerTurn: positiveInteger().default(96).describe("Tokens generated per turn at most."),
     turnTimeoutSeconds: z.number().positive().default(120).describe("Time limit of one turn (generation + environment)."),
@@ -145,7 +145,7 @@ const EvaluationSchema = z
   .object({
     every: nonNegativeInteger().default(3).describe("RL steps between evaluations on the test split (success per task into metrics.jsonl and the plot); 0 turns them off."),
     limit: positiveInteger().default(4).describe("Test instances per task in each evaluation (the first ones at the task's difficulty)."),
-    finalLimit: positiveInteger().default(8).describe("Test instances per task of the before/after tables."),
+    finalLimit: positiveInteger().default(200).describe("Test instances per task of the before/after tables."),
     samples: positiveInteger().default(1).describe("Samples per instance (pass@k with k = samples)."),
     temperature: z.number().nonnegative().default(0).describe("Sampling temperature of evaluation; 0 is greedy."),
     concurrency: positiveInteger().default(40).describe("Evaluation episodes at once."),

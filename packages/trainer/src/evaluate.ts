@@ -26,6 +26,8 @@ export interface EvaluationOptions {
   seed?: number;
   /** Called after each episode with the count done and the total. */
   onProgress?: (done: number, total: number) => void;
+  /** Called with every finished episode (e.g. to print or save transcripts). */
+  onEpisode?: (trajectory: Trajectory) => void;
   signal?: AbortSignal;
 }
 
@@ -75,6 +77,7 @@ export async function evaluate(options: EvaluationOptions): Promise<Record<strin
             options.signal,
           );
           results.get(job.task)![job.slot].push(trajectory);
+          options.onEpisode?.(trajectory);
           options.onProgress?.(++done, jobs.length);
         }),
       ),

@@ -59,7 +59,7 @@ test("successTable: one column per measured point, percentages and the mean", ()
   ].join("\n"));
 });
 
-test("evaluationKey: the same model files and settings give the same key; a changed weight file or setting another", async () => {
+test("evaluationKey: per task; the same model files and settings give the same key; a changed weight file or setting another", async () => {
   const directory = await mkdtemp(join(tmpdir(), "agentrl-evalkey-"));
   try {
     await writeFile(join(directory, "config.json"), "{}");
@@ -67,16 +67,18 @@ test("evaluationKey: the same model files and settings give the same key; a chan
     await writeFile(join(directory, "notes.txt"), "not part of the model");
     const config = validateConfig({ tasks: [{ name: "kg" }] }, "test");
     const request = { config, tasks: ["kg"], limit: 200 };
-    const key = await evaluationKey(directory, request);
+    const key = await evaluationKey(directory, request, "kg");
     assert.match(key, /^[0-9a-f]{16}$/);
-    assert.equal(await evaluationKey(directory, request), key);
+    assert.equal(await evaluationKey(directory, request, "kg"), key);
     await writeFile(join(directory, "notes.txt"), "changed: still not part of the model");
-    assert.equal(await evaluationKey(directory, request), key, "files outside the model do not count");
-    assert.notEqual(await evaluationKey(directory, { ...request, limit: 100 }), key);
-    assert.notEqual(await evaluationKey(directory, { ...request, config: validateConfig({ tasks: [{ name: "kg" }], evaluation: { temperature: 0.5 } }, "test") }), key);
-    assert.notEqual(await evaluationKey(directory, { ...request, config: validateConfig({ tasks: [{ name: "kg", difficulty: 1 }] }, "test") }), key);
+    assert.equal(await evaluationKey(directory, request, "kg"), key, "files outside the model do not count");
+    assert.notEqual(await evaluationKey(directory, { ...request, limit: 100 }, "kg"), key);
+    assert.notEqual(await evaluationKey(directory, { ...request, config: validateConfig({ tasks: [{ name: "kg" }], evaluation: { temperature: 0.5 } }, "test") }, "kg"), key);
+    assert.notEqual(await evaluationKey(directory, { ...request, config: validateConfig({ tasks: [{ name: "kg", difficulty: 1 }] }, "test") }, "kg"), key);
+    assert.notEqual(await evaluationKey(directory, request, "webshop"), key, "another task");
+    assert.equal(await evaluationKey(directory, { ...request, tasks: ["kg", "alfworld"] }, "kg"), key, "greedy: the other tasks evaluated alongside do not count");
     await writeFile(join(directory, "model.safetensors"), new Uint8Array([1, 2, 4]));
-    assert.notEqual(await evaluationKey(directory, request), key);
+    assert.notEqual(await evaluationKey(directory, request, "kg"), key);
   } finally {
     await rm(directory, { recursive: true, force: true });
   }

@@ -226,20 +226,23 @@ async function evaluatePolicy(policy: Policy, request: EvaluationRequest): Promi
 }
 
 /**
- * What determines an evaluation's result: the model's files, the tasks and their test
- * instances, every evaluation setting and the backend (greedy ties may break differently on
- * another backend). Hex SHA-256, 16 characters.
+ * What determines one task's evaluation result: the model's files, the task, its
+ * difficulties, every evaluation setting and the backend (greedy ties may break differently
+ * on another backend). Sampled evaluations also depend on the other tasks evaluated with it
+ * (they share the episode seeds), so then the whole task list counts. Hex SHA-256, 16 characters.
  */
-export async function evaluationKey(directory: string, request: Pick<EvaluationRequest, "config" | "tasks" | "limit">): Promise<string> {
+export async function evaluationKey(directory: string, request: Pick<EvaluationRequest, "config" | "tasks" | "limit">, task: string): Promise<string> {
   const hash = createHash("sha256");
   for (const file of (await readdir(directory)).filter((f) => f === "config.json" || f === "tokenizer.json" || f === "tokenizer_config.json" || f.endsWith(".safetensors")).sort()) {
     hash.update(file).update(await readFile(join(directory, file)));
   }
   const { config } = request;
+  const entry = config.tasks.find((candidate) => candidate.name === task);
   hash.update(
     JSON.stringify({
-      tasks: request.tasks,
-      difficulties: request.tasks.map((name) => taskDifficulties(config.tasks.find((task) => task.name === name)!)),
+      task,
+      difficulties: entry ? taskDifficulties(entry) : null,
+      together: config.evaluation.temperature > 0 ? request.tasks : null,
       limit: request.limit,
       samples: config.evaluation.samples,
       temperature: config.evaluation.temperature,
@@ -252,31 +255,42 @@ export async function evaluationKey(directory: string, request: Pick<EvaluationR
 }
 
 /**
- * Evaluates the model of `directory`, or returns a stored result: this run's
- * `<run>/evaluations/<name>.json` (resume), else a memo `<model>/evaluations/<key>.json` or
- * `models/warmstart/evaluations/<key>.json` keyed by {@link evaluationKey}: the same files
+ * Evaluates the model of `directory`, or returns stored results: this run's
+ * `<run>/evaluations/<name>.json` (resume), else per task a memo `<model>/evaluations/<key>.json`
+ * or `models/warmstart/evaluations/<key>.json` keyed by {@link evaluationKey}: the same files
  * and settings give the same numbers, so the shipped checkpoint carries its own measurement
- * (and the fresh model's, which is re-made bit-identically from the seed).
+ * (and the fresh model's, which is re-made bit-identically from the seed). Only the tasks
+ * without a memo are evaluated.
  */
 async function evaluateCached(name: string, directory: string, request: EvaluationRequest): Promise<Record<string, TaskEvaluation>> {
   const file = join(request.config.run.directory, "evaluations", `${name}.json`);
   if (existsSync(file)) return JSON.parse(await readFile(file, "utf8")) as Record<string, TaskEvaluation>;
-  const key = await evaluationKey(directory, request);
-  const memo = [join(directory, "evaluations", `${key}.json`), join(SHIPPED_WARM_START, "evaluations", `${key}.json`)].find((path) => existsSync(path));
-  let result: Record<string, TaskEvaluation>;
-  if (memo) {
-    result = JSON.parse(await readFile(memo, "utf8")) as Record<string, TaskEvaluation>;
-    request.print?.(`${request.phase}: measured before with the same model files and settings (${memo})`);
-  } else {
+  const result: Record<string, TaskEvaluation> = {};
+  const missing: { task: string; key: string }[] = [];
+  for (const task of request.tasks) {
+    const key = await evaluationKey(directory, request, task);
+    const memo = [join(directory, "evaluations", `${key}.json`), join(SHIPPED_WARM_START, "evaluations", `${key}.json`)].find((path) => existsSync(path));
+    if (!memo) {
+      missing.push({ task, key });
+      continue;
+    }
+    result[task] = JSON.parse(await readFile(memo, "utf8")) as TaskEvaluation;
+    request.print?.(`${request.phase}: ${task} measured before with the same model files and settings (${memo})`);
+  }
+  if (missing.length > 0) {
     const policy = await Policy.load(directory, { trainable: false });
+    let measured: Record<string, TaskEvaluation>;
     try {
-      result = await evaluatePolicy(policy, request);
+      measured = await evaluatePolicy(policy, { ...request, tasks: missing.map((m) => m.task) });
     } finally {
       policy.dispose();
     }
-    if (request.signal?.aborted) return result;
+    if (request.signal?.aborted) return { ...result, ...measured };
     await mkdir(join(directory, "evaluations"), { recursive: true }).catch(() => {});
-    await writeFile(join(directory, "evaluations", `${key}.json`), JSON.stringify(result, null, 2)).catch(() => {});
+    for (const { task, key } of missing) {
+      result[task] = measured[task];
+      await writeFile(join(directory, "evaluations", `${key}.json`), JSON.stringify(measured[task], null, 2)).catch(() => {});
+    }
   }
   await mkdir(join(request.config.run.directory, "evaluations"), { recursive: true });
   await writeFile(file, JSON.stringify(result, null, 2));
