@@ -24,7 +24,7 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync, type SpawnSyncReturns } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { builtinModules } from "node:module";
 import { tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
@@ -129,6 +129,27 @@ export function importedPackages(source: string): string[] {
 function sourceCandidates(distPath: string): string[] {
   const base = distPath.replace(/^dist\//, "src/").replace(/(\.d\.ts|\.js)(\.map)?$/, "");
   return [`${base}.ts`, `${base}.js`, `${base}.mts`];
+}
+
+/** Newest modification time (ms) of the files under a folder whose name passes `keep`. */
+function newestFile(folder: string, keep: (name: string) => boolean): number {
+  let newest = 0;
+  for (const entry of readdirSync(folder, { withFileTypes: true })) {
+    const path = join(folder, entry.name);
+    if (entry.isDirectory()) newest = Math.max(newest, newestFile(path, keep));
+    else if (keep(entry.name)) newest = Math.max(newest, statSync(path).mtimeMs);
+  }
+  return newest;
+}
+
+/** A hint for failure messages when a package's dist is older than its sources (the tarballs hold dist). */
+function staleBuildHint(): string {
+  const stale = PACKAGES.filter((name) => {
+    const folder = join(repositoryRoot, "packages", name);
+    const isSource = (file: string) => file.endsWith(".ts") && !file.endsWith(".test.ts");
+    return newestFile(join(folder, "src"), isSource) > newestFile(join(folder, "dist"), (file) => file.endsWith(".js"));
+  });
+  return stale.length > 0 ? `\n(the build of ${stale.join(", ")} is older than its sources: run \`npm run build\` and try again)` : "";
 }
 
 const skipReason = missingBuild();
@@ -238,7 +259,7 @@ describe("npm pack: tarballs that install and run their README examples", { skip
           : run("bash", ["-e", "-o", "pipefail", file], { cwd: app, timeoutMs: EXAMPLE_TIMEOUT_MS, env });
         const where = `packages/${name}/README.md line ${example.line}`;
         assert.equal(result.error, undefined, `${where}: ${result.error?.message}`);
-        assert.equal(result.status, 0, `${where} exited with ${result.status}:\n${output(result)}`);
+        assert.equal(result.status, 0, `${where} exited with ${result.status}:\n${output(result)}${staleBuildHint()}`);
         assert.ok(result.stdout.trim().length > 0, `${where} printed nothing`);
         t.diagnostic(`${where}: ${((performance.now() - began) / 1000).toFixed(1)} s, last line: ${result.stdout.trim().split("\n").at(-1)}`);
       });
@@ -266,7 +287,7 @@ describe("npm pack: tarballs that install and run their README examples", { skip
       "--module", "nodenext", "--moduleResolution", "nodenext",
       "--types", "node", "--typeRoots", join(repositoryRoot, "node_modules", "@types"), ...files,
     ], { cwd: app, timeoutMs: 120_000 });
-    assert.equal(checked.status, 0, `tsc found errors in the README examples:\n${output(checked)}`);
+    assert.equal(checked.status, 0, `tsc found errors in the README examples:\n${output(checked)}${staleBuildHint()}`);
   });
 });
 
