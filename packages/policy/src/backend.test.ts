@@ -43,3 +43,31 @@ test("wasm and cpu agree on logits and gradients (including the embedding gradie
   assert.ok(wasm.embedding.some((v) => v !== 0));
   await initBackend({ log: null });
 });
+
+test("wasm's replaced Slice, SplitV and Unpack equal cpu's (strided, contiguous, int32)", async (t) => {
+  const backends = await availableBackends();
+  if (!backends.includes("wasm")) return t.skip("wasm backend does not load here");
+  const run = async (backend: "wasm" | "cpu") => {
+    await setBackend(backend, { log: null });
+    return tf.tidy(() => {
+      const x = tf.reshape(tf.range(0, 3 * 4 * 5 * 6), [3, 4, 5, 6]);
+      const ints = tf.cast(x, "int32");
+      const parts = [
+        tf.slice(x, [1, 1, 2, 0], [2, 2, 3, 6]),
+        tf.slice(x, [0, 2, 0, 1], [3, 1, 5, 4]),
+        tf.slice(x, [2, 0, 0, 0], [1, 4, 5, 6]),
+        tf.slice(ints, [0, 0, 1, 2], [3, 4, 2, 3]),
+        ...tf.split(x, [1, 3, 2], 3),
+        ...tf.split(tf.reshape(x, [60, 6]), 4, 0),
+        ...tf.unstack(x, 1),
+        ...tf.unstack(ints, 0),
+      ];
+      return parts.map((p) => ({ shape: p.shape, dtype: p.dtype, values: Array.from(p.dataSync()) }));
+    });
+  };
+  const wasm = await run("wasm");
+  const cpu = await run("cpu");
+  assert.deepEqual(wasm, cpu);
+  assert.equal(wasm.length, 4 + 3 + 4 + 4 + 3);
+  await initBackend({ log: null });
+});

@@ -10,6 +10,8 @@
  *   XNNPACK only without transpose flags (flags run 10-40× slower).
  * - `UnsortedSegmentSum` (the gradient of `gather`, i.e. of the embedding) registered for
  *   wasm on top of wasm's own `ScatterNd`, which sums duplicate indices.
+ * - wasm's `Slice`, `SplitV` and `Unpack` replaced: the originals copy the whole input out
+ *   of the wasm heap on every call (a split into n parts copied it n times).
  */
 import * as tf from "@tensorflow/tfjs-core";
 import "@tensorflow/tfjs-backend-cpu";
@@ -153,6 +155,7 @@ let wasmKernelsRegistered = false;
 function registerWasmKernels(): void {
   if (wasmKernelsRegistered) return;
   wasmKernelsRegistered = true;
+  registerWasmSliceKernels();
   if (tf.getKernel("UnsortedSegmentSum", "wasm")) return;
   const scatter = tf.getKernel("ScatterNd", "wasm");
   const reshape = tf.getKernel("Reshape", "wasm");
@@ -182,6 +185,92 @@ function registerWasmKernels(): void {
       if (intIds !== segmentIds) disposeData(intIds);
       return result;
     },
+  });
+}
+
+/** The parts of tfjs-backend-wasm's backend object the slice kernels use. */
+interface WasmBackendHeap {
+  makeOutput(shape: number[], dtype: tf.DataType): tf.TensorInfo;
+  typedArrayFromHeap(info: tf.TensorInfo): Float32Array | Int32Array | Uint8Array;
+}
+
+/**
+ * x[begin : begin + size] copied from a view of the wasm heap. tfjs-backend-wasm's own
+ * Slice (which its SplitV and Unpack call directly) first copies the WHOLE input out of the
+ * heap (`readSync`) on every call, so splitting a tensor into n parts copied it n times
+ * (page faults included): a split of [8128, 32] into 16 took 15-100 ms instead of ~0.2.
+ */
+function sliceFromHeap(backend: WasmBackendHeap, x: tf.TensorInfo, begin: number[], size: number[]): tf.TensorInfo {
+  const out = backend.makeOutput(size, x.dtype); // may grow the heap: take views after it
+  const input = backend.typedArrayFromHeap(x);
+  const output = backend.typedArrayFromHeap(out);
+  const rank = x.shape.length;
+  const strides = new Array<number>(rank);
+  strides[rank - 1] = 1;
+  for (let axis = rank - 2; axis >= 0; axis--) strides[axis] = strides[axis + 1] * x.shape[axis + 1];
+  // the innermost axes that are taken whole form one contiguous run
+  let runAxis = rank - 1;
+  while (runAxis > 0 && begin[runAxis] === 0 && size[runAxis] === x.shape[runAxis]) runAxis--;
+  const runLength = size.slice(runAxis).reduce((a, b) => a * b, 1);
+  const runCount = size.slice(0, runAxis).reduce((a, b) => a * b, 1);
+  const index = new Array<number>(runAxis).fill(0);
+  let written = 0;
+  for (let run = 0; run < runCount; run++) {
+    let offset = begin[runAxis] * strides[runAxis];
+    for (let axis = 0; axis < runAxis; axis++) offset += (begin[axis] + index[axis]) * strides[axis];
+    output.set(input.subarray(offset, offset + runLength), written);
+    written += runLength;
+    for (let axis = runAxis - 1; axis >= 0; axis--) {
+      if (++index[axis] < size[axis]) break;
+      index[axis] = 0;
+    }
+  }
+  return out;
+}
+
+/** Replaces wasm's Slice, SplitV and Unpack (non-string tensors) with copies from heap views. */
+function registerWasmSliceKernels(): void {
+  const replace = (kernelName: string, kernelFunc: (args: { inputs: tf.NamedTensorInfoMap; backend: unknown; attrs: tf.NamedAttrMap }) => tf.TensorInfo | tf.TensorInfo[]) => {
+    const original = tf.getKernel(kernelName, "wasm");
+    if (!original) return;
+    tf.unregisterKernel(kernelName, "wasm");
+    tf.registerKernel({
+      kernelName,
+      backendName: "wasm",
+      kernelFunc: ((args: { inputs: tf.NamedTensorInfoMap; backend: unknown; attrs: tf.NamedAttrMap }) =>
+        Object.values(args.inputs)[0]?.dtype === "string" ? original.kernelFunc(args as never) : kernelFunc(args)) as tf.KernelFunc,
+    });
+  };
+  replace("Slice", ({ inputs, backend, attrs }) => {
+    const x = inputs.x!;
+    const [begin, size] = tf.slice_util.parseSliceParams(x as tf.TensorInfo as tf.Tensor, attrs.begin as number | number[], attrs.size as number | number[]);
+    return sliceFromHeap(backend as WasmBackendHeap, x, begin, size);
+  });
+  replace("SplitV", ({ inputs, backend, attrs }) => {
+    const x = inputs.x!;
+    const axis = tf.util.parseAxisParam(attrs.axis as number, x.shape)[0];
+    const sizes = tf.backend_util.prepareSplitSize(x as tf.Tensor, attrs.numOrSizeSplits as number | number[], axis);
+    const begin = new Array<number>(x.shape.length).fill(0);
+    return sizes.map((partSize) => {
+      const size = x.shape.slice();
+      size[axis] = partSize;
+      const part = sliceFromHeap(backend as WasmBackendHeap, x, begin, size);
+      begin[axis] += partSize;
+      return part;
+    });
+  });
+  replace("Unpack", ({ inputs, backend, attrs }) => {
+    const x = inputs.value!;
+    const axis = ((attrs.axis as number) + x.shape.length) % x.shape.length;
+    const outShape = x.shape.filter((_, i) => i !== axis);
+    const begin = new Array<number>(x.shape.length).fill(0);
+    const size = x.shape.slice();
+    size[axis] = 1;
+    return Array.from({ length: x.shape[axis] }, (_, i) => {
+      begin[axis] = i;
+      const part = sliceFromHeap(backend as WasmBackendHeap, x, begin, size);
+      return { ...part, shape: outShape };
+    });
   });
 }
 
