@@ -131,3 +131,35 @@ test("runWarmStart: a fresh test-preset model trains a few steps, lowers its los
     await rm(out, { recursive: true, force: true });
   }
 });
+
+test("runWarmStart with `then`: a second stage continues from the first stage's model in the same folder", async () => {
+  const out = await mkdtemp(join(tmpdir(), "warmstart-stages-"));
+  try {
+    const lines: string[] = [];
+    const summary = await runWarmStart({
+      out,
+      architecture: { preset: "test", vocabSize: 600, overrides: { maxPositionEmbeddings: 2048 }, chatTemplate: "compact" },
+      corpusEpisodesPerDifficulty: 2,
+      tasks: ["alfworld"],
+      steps: 2,
+      batchSize: 1,
+      difficulties: [0],
+      evalLimit: 0,
+      progress: false,
+      log: (line) => lines.push(line),
+      then: { steps: 3, learningRate: 1e-3 },
+    });
+    const first = JSON.parse(await readFile(join(out, "warmstart-stage-1.json"), "utf8")) as WarmStartSummary;
+    assert.equal(first.steps, 2);
+    assert.equal(first.options.model, null, "stage 1 starts from a fresh model");
+    assert.equal(summary.steps, 3);
+    assert.equal(summary.options.model, out, "stage 2 starts from stage 1's model");
+    assert.equal(summary.options.learningRate, 1e-3);
+    assert.ok(lines.some((line) => line.includes("stage 2")), lines.join("\n"));
+    const loaded = await Policy.load(out);
+    assert.match(String(loaded.tokenizer!.tokenizerConfig.chat_template), /Call a tool with/, "the compact template is saved with the model");
+    loaded.dispose();
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+});

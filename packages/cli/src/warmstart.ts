@@ -19,7 +19,7 @@
  *
  * Every option has a documented default; `resolveWarmStartOptions` fills them in.
  */
-import { mkdtemp, mkdir, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SingleBar, Presets } from "cli-progress";
@@ -48,6 +48,7 @@ import {
 import { Learner, evaluate, expertSequence, type SupervisedRow } from "@agentrl/trainer";
 import type { ChatTokenizer } from "@agentrl/rollout";
 import { tokenizerCorpus } from "./corpus.js";
+import { DEFAULT_ARCHITECTURE } from "./config.js";
 import { createPolicy } from "./commands/model.js";
 
 /** A warm start that cannot run (bad option, no family could start). */
@@ -138,6 +139,12 @@ export interface WarmStartOptions {
   log?: (line: string) => void;
   /** Stops training early when aborted (the model trained so far is still evaluated and saved). Default none. */
   signal?: AbortSignal;
+  /**
+   * A second stage that continues from this one's model in the same `out` folder, with these
+   * options replacing the first stage's (the first stage's summary is kept as
+   * `warmstart-stage-1.json`). Default none.
+   */
+  then?: Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "then">;
 }
 
 /** Success of one evaluation, per task, per difficulty. */
@@ -154,7 +161,7 @@ export interface WarmStartEvaluation {
 export interface WarmStartSummary {
   out: string;
   /** The options after defaults (without `log` and `signal`). */
-  options: Omit<Required<WarmStartOptions>, "log" | "model" | "minutes" | "signal"> & { model: string | null; minutes: number | null };
+  options: Omit<Required<WarmStartOptions>, "log" | "model" | "minutes" | "signal" | "then"> & { model: string | null; minutes: number | null };
   parameters: number;
   vocabSize: number;
   steps: number;
@@ -179,11 +186,11 @@ export interface WarmStartSummary {
  * the shipped `models/warmstart` (see docs/warmstart.md).
  */
 export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "model" | "log" | "signal">> = {
-  // docs/warmstart.md, run F: the compact chat template (tools as one-line signatures) makes
+  // docs/warmstart.md, runs F and G: the compact chat template (tools as one-line signatures) makes
   // KG rows 3x shorter, so all three in-process families fit one budget. Step-based, so the
   // same command gives the same model anywhere.
   default: {
-    architecture: { preset: "tiny", overrides: { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32, maxPositionEmbeddings: 2048 }, vocabSize: 4096, chatTemplate: "compact" },
+    architecture: { preset: "tiny", overrides: { ...DEFAULT_ARCHITECTURE }, vocabSize: 4096, chatTemplate: "compact" },
     tasks: ["kg", "webshop", "alfworld"],
     steps: 210,
     scheduleSteps: 240,
@@ -202,6 +209,9 @@ export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "
     evalMaxTurns: 6,
     evalMaxNewTokens: 64,
     saveDtype: "F16",
+    // Run G: the same three tasks, 300 more steps of 8 rows (the copying of entity names and
+    // instructions that KG and WebShop need comes late).
+    then: { steps: 300, scheduleSteps: 300, batchSize: 8, learningRate: 2e-3, warmupSteps: 10 },
   },
   // The recipe of the first shipped checkpoint (docs/warmstart.md, runs C/D): ALFWorld only,
   // Qwen2.5's full tool listing; 60 % greedy success on ALFWorld difficulty 0.
@@ -476,6 +486,14 @@ export async function initWarmStartModel(
 
 /** Runs the supervised warm start; see the top of this file. */
 export async function runWarmStart(options: WarmStartOptions): Promise<WarmStartSummary> {
+  if (options.then) {
+    const { then, ...first } = options;
+    await runWarmStart(first);
+    await rename(join(options.out, "warmstart.json"), join(options.out, "warmstart-stage-1.json"));
+    if (options.signal?.aborted) return JSON.parse(await readFile(join(options.out, "warmstart-stage-1.json"), "utf8")) as WarmStartSummary;
+    (options.log ?? console.log)(`warm start: stage 2 continues from ${options.out}`);
+    return runWarmStart({ ...first, ...then, model: options.out });
+  }
   const started = performance.now();
   const log = options.log ?? console.log;
   const settings = resolveWarmStartOptions(options);
