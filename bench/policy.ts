@@ -3,14 +3,16 @@
  *   - the backend's own matmul GFLOP/s (rank-2, no transpose flags);
  *   - prefill tokens/s, decode tokens/s at batch 1 and 32 (tiny preset, KV cache, greedy);
  *   - training tokens/s (forward + backward + AdamW) and the GFLOP/s it achieves,
- *     counted as 6 · parameters · tokens plus attention (12 · layers · T · d per token).
+ *     counted as 6 · parameters · tokens plus attention (12 · layers · T · d per token);
+ *   - training tokens/s of the warm-start SFT shape (long rows, small model), with and
+ *     without the loss mask passed to tokenLogProbs (not on the slow cpu backend).
  *   npm run bench -- policy
  * The pure-JS cpu backend is 10-20× slower: it runs the same measurements on fewer tokens.
  */
 import { performance } from "node:perf_hooks";
 import { cpus, loadavg } from "node:os";
 import * as tf from "@tensorflow/tfjs-core";
-import { AdamW, Transformer, availableBackends, nextTokenLoss, presetConfig, setBackend, trainStep, type BackendName } from "@agentrl/policy";
+import { AdamW, Transformer, availableBackends, nextTokenLoss, presetConfig, setBackend, tokenLogProbs, trainStep, type BackendName } from "@agentrl/policy";
 import type { BenchResult } from "./types.js";
 
 interface BackendFigures {
@@ -25,6 +27,61 @@ interface BackendFigures {
   decodeBatch1Cpu: number;
   decodeBatch32Cpu: number;
   trainShape: string;
+  /** SFT shape (see `measureSupervisedShape`); absent on the slow cpu backend. */
+  supervised?: SupervisedFigures;
+}
+
+interface SupervisedFigures {
+  /** Real (unpadded) tokens per second, wall and CPU, all positions scored. */
+  all: { wall: number; cpu: number };
+  /** The same with `tokenLogProbs(..., { mask })` (a third of the positions scored). */
+  masked: { wall: number; cpu: number };
+}
+
+/** Row lengths and micro-batch budget of the warm-start SFT shape. */
+const SUPERVISED_LENGTHS = [320, 480, 560, 640, 760, 900];
+const SUPERVISED_MICRO_BATCH_TOKENS = 2048;
+
+/**
+ * One `trainStep` of the warm-start SFT shape: the shipped warm-start architecture (d 128,
+ * 3 layers, 4 heads / 2 kv heads, vocab 4096, 1.1 M parameters), 6 rows of 320-900 tokens
+ * right-padded into micro-batches of at most 2,048 tokens, masked next-token loss (every
+ * third position scored, like assistant turns). Tokens counted without padding.
+ */
+function measureSupervisedShape(): SupervisedFigures {
+  const config = presetConfig("tiny", { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32, maxPositionEmbeddings: 2048 });
+  const model = new Transformer(config, undefined, { seed: 0 });
+  const optimizer = new AdamW(model.variables, { learningRate: 1e-4 });
+  const groups: number[][] = [[]];
+  for (const length of SUPERVISED_LENGTHS) {
+    const group = groups.at(-1)!;
+    if ((group.length + 1) * Math.max(length, ...group) > SUPERVISED_MICRO_BATCH_TOKENS) groups.push([length]);
+    else group.push(length);
+  }
+  const microBatches = groups.map((lengths) => {
+    const width = Math.max(...lengths);
+    const ids = new Int32Array(lengths.length * width);
+    const mask = new Float32Array(lengths.length * (width - 1));
+    lengths.forEach((length, row) => {
+      for (let t = 0; t < length; t++) ids[row * width + t] = (row * 31 + t * 13) % config.vocabSize;
+      for (let t = 1; t < length; t++) mask[row * (width - 1) + t - 1] = t % 3 === 0 ? 1 : 0;
+    });
+    return { ids: tf.tensor2d(ids, [lengths.length, width], "int32"), mask: tf.tensor2d(mask, [lengths.length, width - 1]) };
+  });
+  const tokens = SUPERVISED_LENGTHS.reduce((a, b) => a + b, 0);
+  const rate = (useMask: boolean) => {
+    const seconds = measure(() => {
+      trainStep(model, optimizer, microBatches, (m) =>
+        tf.tidy(() => tf.div(tf.neg(tf.sum(tf.mul(tokenLogProbs(model, m.ids, useMask ? { mask: m.mask } : {}).logProbs, m.mask))), 1000) as tf.Scalar),
+      );
+    }, 2);
+    return { wall: tokens / seconds.wall, cpu: tokens / seconds.cpu };
+  };
+  const figures = { all: rate(false), masked: rate(true) };
+  for (const m of microBatches) tf.dispose([m.ids, m.mask]);
+  optimizer.dispose();
+  model.dispose();
+  return figures;
 }
 
 /** CPU seconds (user + system) this process used since `start`. */
@@ -119,6 +176,7 @@ function measureBackend(backend: string, slow: boolean): BackendFigures {
   optimizer.dispose();
   ids.dispose();
   model.dispose();
+  const supervised = slow ? undefined : measureSupervisedShape();
   return {
     backend,
     matmul,
@@ -131,6 +189,7 @@ function measureBackend(backend: string, slow: boolean): BackendFigures {
     trainGflops: (flopsPerToken * tokens) / trainSeconds.wall / 1e9,
     trainCpuGflops: (flopsPerToken * tokens) / trainSeconds.cpu / 1e9,
     trainShape: `${batch}×${length}`,
+    ...(supervised ? { supervised } : {}),
   };
 }
 
@@ -175,6 +234,17 @@ export async function run(): Promise<BenchResult> {
         `| ${f.backend} | ${fixed(f.matmul[0].cpuGflops, 1)} | ${fixed(f.decodeBatch1Cpu)} | ${fixed(f.decodeBatch32Cpu)} | ${fixed(f.decodeBatch32Cpu / f.decodeBatch1Cpu, 1)}× | ${fixed(f.trainCpuGflops, 1)} | ${fixed((100 * f.trainCpuGflops) / f.matmul[0].cpuGflops)} % |`,
     ),
   );
+  const supervisedRows = figures.filter((f) => f.supervised);
+  if (supervisedRows.length > 0) {
+    lines.push(
+      "",
+      `Warm-start SFT shape (d 128, 3 layers, 4 heads / 2 kv heads, vocab 4096: 1.1 M parameters; rows of ${SUPERVISED_LENGTHS.join(", ")} tokens right-padded into micro-batches of ≤ ${fixed(SUPERVISED_MICRO_BATCH_TOKENS)} tokens; one \`trainStep\`; tokens counted without padding; a third of the positions in the loss):`,
+      "",
+      "| backend | train tok/s | per CPU-second | with `tokenLogProbs(…, { mask })` | per CPU-second |",
+      "|---|---|---|---|---|",
+      ...supervisedRows.map((f) => `| ${f.backend} | ${fixed(f.supervised!.all.wall)} | ${fixed(f.supervised!.all.cpu)} | ${fixed(f.supervised!.masked.wall)} | ${fixed(f.supervised!.masked.cpu)} |`),
+    );
+  }
   const markdown = lines.join("\n");
   console.log(markdown);
   return { name: "policy", markdown };
