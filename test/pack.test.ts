@@ -125,7 +125,7 @@ export function importedPackages(source: string): string[] {
   return [...names];
 }
 
-/** The source file a dist file was compiled from, or undefined for files that are not compiled. */
+/** The files in the package a dist file may have been compiled (or copied) from. */
 function sourceCandidates(distPath: string): string[] {
   const base = distPath.replace(/^dist\//, "src/").replace(/(\.d\.ts|\.js)(\.map)?$/, "");
   return [`${base}.ts`, `${base}.js`, `${base}.mts`];
@@ -155,13 +155,15 @@ function staleBuildHint(): string {
 const skipReason = missingBuild();
 
 describe("npm pack: tarballs that install and run their README examples", { skip: skipReason }, () => {
-  const workspace = mkdtempSync(join(tmpdir(), "agentrl-pack-"));
   const tarballs = new Map<PackageName, PackResult>();
-  const app = join(workspace, "app");
+  let workspace = ""; // a temporary folder: the tarballs, and app/ where they are installed
+  let app = "";
   let installSkip: string | undefined;
   let installSeconds = 0;
 
   before(() => {
+    workspace = mkdtempSync(join(tmpdir(), "agentrl-pack-"));
+    app = join(workspace, "app");
     for (const name of PACKAGES) {
       const packed = run("npm", ["pack", "--ignore-scripts", "--json", "--pack-destination", workspace], { cwd: join(repositoryRoot, "packages", name), timeoutMs: 120_000 });
       assert.equal(packed.status, 0, `npm pack of ${name} failed:\n${output(packed)}`);
@@ -187,7 +189,9 @@ describe("npm pack: tarballs that install and run their README examples", { skip
     }
   });
 
-  after(() => rmSync(workspace, { recursive: true, force: true }));
+  after(() => {
+    if (workspace) rmSync(workspace, { recursive: true, force: true });
+  });
 
   for (const name of PACKAGES) {
     test(`@agentrl/${name}: the tarball holds dist, README and package.json, and nothing else`, () => {
