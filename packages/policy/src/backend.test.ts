@@ -71,3 +71,23 @@ test("wasm's replaced Slice, SplitV and Unpack equal cpu's (strided, contiguous,
   assert.equal(wasm.length, 4 + 3 + 4 + 4 + 3);
   await initBackend({ log: null });
 });
+
+test("wasm's Identity shares data: a clone outlives its source, and a variable reassigned after a gradient keeps the saved value", async (t) => {
+  const backends = await availableBackends();
+  if (!backends.includes("wasm")) return t.skip("wasm backend does not load here");
+  await setBackend("wasm", { log: null });
+  const source = tf.tensor1d([1, 2, 3]);
+  const copy = tf.clone(source);
+  source.dispose();
+  assert.deepEqual(Array.from(copy.dataSync()), [1, 2, 3]);
+  const weight = tf.variable(tf.tensor1d([2, 3, 4]));
+  // d/dw sum(w²) = 2w uses the saved w; reassigning w afterwards must not change it
+  const { grads } = tf.variableGrads(() => {
+    const loss = tf.sum(tf.square(weight)) as tf.Scalar;
+    weight.assign(tf.tensor1d([100, 100, 100]));
+    return loss;
+  }, [weight]);
+  assert.deepEqual(Array.from(grads[weight.name].dataSync()), [4, 6, 8]);
+  tf.dispose([copy, weight, ...Object.values(grads)]);
+  await initBackend({ log: null });
+});

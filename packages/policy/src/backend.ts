@@ -11,7 +11,8 @@
  * - `UnsortedSegmentSum` (the gradient of `gather`, i.e. of the embedding) registered for
  *   wasm on top of wasm's own `ScatterNd`, which sums duplicate indices.
  * - wasm's `Slice`, `SplitV` and `Unpack` replaced: the originals copy the whole input out
- *   of the wasm heap on every call (a split into n parts copied it n times).
+ *   of the wasm heap on every call (a split into n parts copied it n times); wasm's
+ *   `Identity` (every tensor saved for a gradient goes through it) shares data instead of copying.
  */
 import * as tf from "@tensorflow/tfjs-core";
 import "@tensorflow/tfjs-backend-cpu";
@@ -228,7 +229,7 @@ function sliceFromHeap(backend: WasmBackendHeap, x: tf.TensorInfo, begin: number
   return out;
 }
 
-/** Replaces wasm's Slice, SplitV and Unpack (non-string tensors) with copies from heap views. */
+/** Replaces wasm's Identity (shares data) and Slice, SplitV, Unpack (copies from heap views), for non-string tensors. */
 function registerWasmSliceKernels(): void {
   const replace = (kernelName: string, kernelFunc: (args: { inputs: tf.NamedTensorInfoMap; backend: unknown; attrs: tf.NamedAttrMap }) => tf.TensorInfo | tf.TensorInfo[]) => {
     const original = tf.getKernel(kernelName, "wasm");
@@ -241,6 +242,14 @@ function registerWasmSliceKernels(): void {
         Object.values(args.inputs)[0]?.dtype === "string" ? original.kernelFunc(args as never) : kernelFunc(args)) as tf.KernelFunc,
     });
   };
+  // tfjs saves every tensor a gradient needs with engine.clone → Identity, which wasm copies
+  // (~900 copies per training step of the tiny preset); tensors are immutable, so share the
+  // data with a reference count instead, as the cpu backend does.
+  replace("Identity", ({ inputs, backend }) => {
+    const x = inputs.x!;
+    (backend as tf.KernelBackend).incRef(x.dataId);
+    return { dataId: x.dataId, shape: x.shape, dtype: x.dtype };
+  });
   replace("Slice", ({ inputs, backend, attrs }) => {
     const x = inputs.x!;
     const [begin, size] = tf.slice_util.parseSliceParams(x as tf.TensorInfo as tf.Tensor, attrs.begin as number | number[], attrs.size as number | number[]);
