@@ -54,7 +54,10 @@ interface Totals {
 }
 
 /** Runs `concurrency` episodes at once for a 2 s warm-up plus `seconds`; returns what the engine did in the measured part. */
-async function measureWindow(policy: Policy, tokenizer: Tokenizer, client: FaultyClient, concurrency: number, seconds: number, seed: number): Promise<Totals> {
+async function measureWindow(policy: Policy, tokenizer: Tokenizer, concurrency: number, seconds: number, seed: number, latencySeed: number): Promise<Totals> {
+  // Every level of a round draws the same sequence of environment delays.
+  const random = seededUniform(latencySeed);
+  const client = new FaultyClient([echoFamily({ size: 64, maxTurnsNeeded: 4, maxTurns: 8, latency: () => environmentLatencyMs(random) })]);
   const engine = createPolicyEngine(policy, { temperature: 0.8, maxBatchSize: 64, seed, ...ENGINE_OVERRIDES });
   const scheduler = new RolloutScheduler({
     client, tokenizer, pool: new PolicyPool({ current: engine }),
@@ -74,6 +77,7 @@ async function measureWindow(policy: Policy, tokenizer: Tokenizer, client: Fault
   await scheduler.stop();
   await done;
   engine.close();
+  await client.close();
   return {
     seconds: measured,
     generatedTokens: after.generatedTokens - before.generatedTokens,
@@ -91,14 +95,12 @@ async function measureWindow(policy: Policy, tokenizer: Tokenizer, client: Fault
 export async function run(): Promise<BenchResult> {
   const tokenizer = testTokenizer(4096, { chatTemplate: CHAT_TEMPLATE });
   const policy = await testPolicy({ preset: "tiny", tokenizer, seed: 1 });
-  const random = seededUniform(17);
-  const client = new FaultyClient([echoFamily({ size: 64, maxTurnsNeeded: 4, maxTurns: 8, latency: () => environmentLatencyMs(random) })]);
   // Levels are measured in interleaved rounds (1, 8, 32, 64, 1, 8, …) so that a change of the
   // machine's load during the run affects every level alike.
   const totals = new Map<number, Totals>();
   for (let round = 0; round < ROUNDS; round++) {
     for (const concurrency of CONCURRENCIES) {
-      const window = await measureWindow(policy, tokenizer, client, concurrency, SECONDS_PER_LEVEL / ROUNDS, concurrency + 1000 * round);
+      const window = await measureWindow(policy, tokenizer, concurrency, SECONDS_PER_LEVEL / ROUNDS, concurrency + 1000 * round, 17 + round);
       const sum = totals.get(concurrency);
       totals.set(concurrency, sum ? (Object.fromEntries(Object.entries(sum).map(([key, value]) => [key, value + window[key as keyof Totals]])) as unknown as Totals) : window);
       console.log(`[bench rollout] round ${round + 1}/${ROUNDS}, ${concurrency} episodes: ${(window.generatedTokens / window.seconds).toFixed(0)} tokens/s, ${(window.decodeMs / Math.max(1, window.decodeSteps)).toFixed(1)} ms per step at batch ${(window.batchSum / Math.max(1, window.decodeSteps)).toFixed(1)}; prefill ${window.prefillCalls} calls, ${window.prefilledTokens} tokens; fed by decode ${window.fedByDecode}`);
@@ -118,7 +120,6 @@ export async function run(): Promise<BenchResult> {
       msPerDecodeStep: t.decodeMs / steps,
     };
   });
-  await client.close();
   policy.dispose();
   const base = levels[0].tokensPerSecond;
   const rows = levels.map(
