@@ -200,13 +200,14 @@ export function grpoUpdate(
   try {
     if (options.klCoefficient > 0) {
       if (!reference) throw new Error("klCoefficient > 0 needs a reference model");
-      for (const m of micro) m.referenceLogProbs = tf.tidy(() => tokenLogProbs(reference, m.inputIds, { temperature: options.temperature }).logProbs);
+      for (const m of micro) m.referenceLogProbs = tf.tidy(() => tokenLogProbs(reference, m.inputIds, { temperature: options.temperature, mask: m.mask }).logProbs);
     }
     const totals = { loss: 0, policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, gradNorm: 0 };
     for (let epoch = 0; epoch < options.ppoEpochs; epoch++) {
       const diagnostics = { policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, weight: 0 };
       const result = trainStep(policy.model, optimizer, micro, (m) => {
-        const scored = tokenLogProbs(policy.model, m.inputIds, { temperature: options.temperature, entropy: options.entropyCoefficient > 0 });
+        // The LM head runs only over the loss-mask positions (the generated tokens): the rest score 0 and are masked out anyway.
+        const scored = tokenLogProbs(policy.model, m.inputIds, { temperature: options.temperature, entropy: options.entropyCoefficient > 0, mask: m.mask });
         const out = policyObjective(
           { logProbs: scored.logProbs, oldLogProbs: m.oldLogProbs, advantages: m.advantages, mask: m.mask, referenceLogProbs: m.referenceLogProbs, entropy: scored.entropy },
           options,

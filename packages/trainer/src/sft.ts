@@ -72,7 +72,7 @@ export function supervisedStep(policy: Policy, optimizer: AdamW, rows: readonly 
   });
   try {
     const result = trainStep(policy.model, optimizer, micro, (m) =>
-      tf.tidy(() => tf.div(tf.neg(tf.sum(tf.mul(tokenLogProbs(policy.model, m.inputIds).logProbs, m.mask))), Math.max(1, total)) as tf.Scalar),
+      tf.tidy(() => tf.div(tf.neg(tf.sum(tf.mul(tokenLogProbs(policy.model, m.inputIds, { mask: m.mask }).logProbs, m.mask))), Math.max(1, total)) as tf.Scalar),
     );
     policy.bumpVersion();
     return { loss: result.loss, gradNorm: result.gradNorm, tokens: total };
