@@ -11,10 +11,14 @@
  *
  * Cross-policy sampling: a second engine holds a stale copy of the policy, refreshed every
  * `refreshEvery` steps; each turn is drawn from it with probability `staleProbability`.
+ * Optionally an external model behind an OpenAI-compatible API takes each turn with its own
+ * probability; its turns enter the trajectory with loss mask 0 (never trained on) and
+ * version −1 (never counted against staleness).
  */
 import { join } from "node:path";
 import { Policy, type ExportedWeights } from "@agentrl/policy";
 import {
+  ExternalChatModel,
   PolicyPool,
   RolloutScheduler,
   TrajectoryBuffer,
@@ -22,6 +26,7 @@ import {
   type ChatTokenizer,
   type EngineStats,
   type EpisodeOptions,
+  type ExternalChatModelOptions,
   type InferenceEngineOptions,
   type MetricsSnapshot,
   type TaskMixEntry,
@@ -75,10 +80,14 @@ export interface TrainingRunOptions {
     staleProbability: number;
     /** Steps between refreshes of the stale copy (AgentRL: 25). */
     refreshEvery: number;
+    /** An external model drawn per turn besides the stale copy (see ExternalPolicyMember). Default none. */
+    external?: ExternalPolicyMember;
   };
   checkpoint: { every: number; keep: number };
   /** Resume from the newest checkpoint of the run directory, if any. */
   resume: boolean;
+  /** Called with each step's batch of complete groups (0-based `step` before the update), just before it is trained on. */
+  onBatch?: (batch: { step: number; groups: readonly TrajectoryGroup[] }) => void;
   /** Called after each step with its record; and every `evaluation.every` steps, the evaluation hook. */
   onStep?: (record: StepRecord) => void;
   evaluation?: { every: number; run: (policy: Policy, step: number) => Promise<Metrics> };
@@ -86,6 +95,27 @@ export interface TrainingRunOptions {
   signal?: AbortSignal;
   /** Where warnings go (one line each). Default `console.warn`. */
   log?: (line: string) => void;
+}
+
+/**
+ * The external member of the cross-policy pool: a model behind an OpenAI-compatible
+ * `POST {baseUrl}/chat/completions` (the rollout's ExternalChatModel), drawn for a turn with
+ * `probability`; the stale copy keeps its own `staleProbability`, the current policy takes
+ * the rest. Its answers are tokenized with the chat template and enter the trajectory with
+ * loss mask 0 and policy id `external`, so they shape episodes but are never trained on, and
+ * with version −1, so they never count against `maxStaleness`.
+ *
+ * `temperature` defaults to the rollout's sampling temperature (the episode's, else the
+ * engine's) and `maxTokens` to the episode's `maxNewTokensPerTurn`, when those are set.
+ */
+export interface ExternalPolicyMember extends ExternalChatModelOptions {
+  /** Probability that a turn comes from the external model; `staleProbability` + this must not exceed 1. */
+  probability: number;
+}
+
+/** Thrown before anything loads when the run's options contradict each other. */
+export class TrainingOptionsError extends Error {
+  override name = "TrainingOptionsError";
 }
 
 export interface StepRecord {
@@ -114,15 +144,17 @@ export function stepSeed(seed: number, step: number, stream: number): number {
   return h;
 }
 
-/** Per-task reward and success of a batch, and its staleness. */
+/** Per-task reward and success of a batch, its staleness, and its turns from the external model. */
 function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metrics {
   const out: Metrics = {};
   const byTask = new Map<string, { reward: number; success: number; n: number; turns: number }>();
   let staleness = 0;
   let tokens = 0;
+  let externalTurns = 0;
   for (const group of groups) {
     if (group.minVersion >= 0) staleness = Math.max(staleness, version - group.minVersion);
     for (const t of group.trajectories) {
+      for (const turn of t.turns) if (turn.policy === "external") externalTurns += 1;
       const s = byTask.get(t.task) ?? { reward: 0, success: 0, n: 0, turns: 0 };
       s.reward += t.reward;
       s.success += isSuccess(t) ? 1 : 0;
@@ -147,6 +179,8 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
   out.success = n ? success / n : 0;
   out.staleness = staleness;
   out.batchTokens = tokens;
+  // Counted on the batch itself, so it is the step's own count in both modes.
+  out["rollout/external_turns"] = externalTurns;
   return out;
 }
 
@@ -179,9 +213,36 @@ function engineMetrics(now: EngineStats | undefined, before: EngineStats | undef
   };
 }
 
+/**
+ * The external pool member of the run, when configured: its ExternalChatModel (temperature and
+ * `max_tokens` defaulting to the rollout's) and probability. Throws TrainingOptionsError when
+ * the probabilities do not fit in [0, 1].
+ */
+function externalModel(options: TrainingRunOptions): { model: ExternalChatModel; probability: number } | undefined {
+  const { staleProbability, external } = options.crossPolicy;
+  if (!external) return undefined;
+  const { probability, temperature: ownTemperature, maxTokens: ownMaxTokens, ...rest } = external;
+  if (!(probability >= 0 && probability <= 1) || !(staleProbability + probability <= 1)) {
+    throw new TrainingOptionsError(
+      `crossPolicy.external.probability (${probability}) must lie in [0, 1] and, with crossPolicy.staleProbability (${staleProbability}), sum to at most 1`,
+    );
+  }
+  const temperature = ownTemperature ?? options.rollout.episode.temperature ?? options.rollout.engine.temperature;
+  const maxTokens = ownMaxTokens ?? options.rollout.episode.maxNewTokensPerTurn;
+  // Options given as undefined must not override ExternalChatModel's own defaults.
+  const given = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined)) as typeof rest;
+  const model = new ExternalChatModel({
+    ...given,
+    ...(temperature !== undefined ? { temperature } : {}),
+    ...(maxTokens !== undefined ? { maxTokens } : {}),
+  });
+  return { model, probability };
+}
+
 /** Runs the loop to `steps` (or until aborted); returns the last step's record. */
 export async function runTraining(options: TrainingRunOptions): Promise<StepRecord | undefined> {
   options = { log: (line) => console.warn(`agentrl: ${line}`), ...options };
+  const external = externalModel(options);
   const checkpoints = join(options.runDirectory, "checkpoints");
   const resumeFrom = options.resume ? await latestCheckpoint(checkpoints) : undefined;
   const state: RunState = { step: 0, seed: options.seed, mode: options.mode, groupsTrained: 0 };
@@ -228,6 +289,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       current: currentEngine as never,
       stale: staleEngine as never,
       staleProbability: options.crossPolicy.staleProbability,
+      ...(external ? { external: external.model, externalProbability: external.probability } : {}),
       refreshEvery: Number.MAX_SAFE_INTEGER, // the loop refreshes the stale copy itself
       seed: stepSeed(state.seed, step, 3),
     });
@@ -287,6 +349,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
         rolloutSnapshot = sampling!.scheduler.snapshot();
       }
       const waited = performance.now();
+      options.onBatch?.({ step: state.step, groups });
       // 2. Train on it.
       const update = await learner.update(groups);
       const trained = performance.now();

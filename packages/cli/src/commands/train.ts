@@ -77,7 +77,16 @@ export async function resolveTrainConfig(options: Pick<TrainCommandOptions, "con
   const config = await loadConfig({ file, set: options.set });
   if (options.runDirectory) config.run.directory = options.runDirectory;
   if (options.resume) config.run.resume = true;
+  checkCrossPolicy(config);
   return config;
+}
+
+/** The stale copy and the external model share each turn's draw: their probabilities must sum to at most 1 (checked before the warm start, not at the RL phase). */
+function checkCrossPolicy(config: TrainConfig): void {
+  const external = config.crossPolicy.external;
+  if (external && config.crossPolicy.staleProbability + external.probability > 1) {
+    throw new ConfigError(`crossPolicy.staleProbability (${config.crossPolicy.staleProbability}) + crossPolicy.external.probability (${external.probability}) must not exceed 1`);
+  }
 }
 
 // ── 2. environments ─────────────────────────────────────────────────────────
@@ -433,7 +442,8 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
   const latest = config.run.resume ? await latestCheckpoint(checkpoints) : undefined;
   if (latest) print(`resuming RL from ${latest.folder} (step ${latest.step})`);
   if (latest && latest.step >= config.rl.steps) return { finalModel: join(latest.folder, "policy"), steps: latest.step };
-  if (config.crossPolicy.external) print("crossPolicy.external: the training loop has no external-model member yet; training without it");
+  const external = config.crossPolicy.external;
+  if (external) print(`crossPolicy.external: ${external.model} at ${external.url} takes a turn with p = ${external.probability} (loss mask 0)`);
 
   const tasks: TaskMixEntry[] = opened.tasks.map((task) => ({
     name: task.name,
@@ -487,7 +497,11 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
         episode: { ...episodeOptions(config), maxTokens: contextLength, temperature: config.rl.temperature },
         maxStaleness: config.rl.maxStaleness === "infinite" ? Infinity : config.rl.maxStaleness,
       },
-      crossPolicy: { staleProbability: config.crossPolicy.staleProbability, refreshEvery: config.crossPolicy.refreshEvery },
+      crossPolicy: {
+        staleProbability: config.crossPolicy.staleProbability,
+        refreshEvery: config.crossPolicy.refreshEvery,
+        ...(external ? { external: { baseUrl: external.url, model: external.model, probability: external.probability } } : {}),
+      },
       checkpoint: config.checkpoint,
       resume: config.run.resume,
       signal: options.signal,
