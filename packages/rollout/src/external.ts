@@ -20,8 +20,24 @@ export interface ExternalChatModelOptions {
   temperature?: number;
   /** `max_tokens` sent. Default 1,024. */
   maxTokens?: number;
+  /**
+   * More tries of a request whose connection the server reset before answering (a kept-alive
+   * connection it closed while this thread was busy, e.g. in a training step, past its idle
+   * timeout). Default 2.
+   */
+  connectionRetries?: number;
   /** The fetch to use (tests). Default the global `fetch`. */
   fetch?: typeof fetch;
+}
+
+/** Socket errors (the `code` of fetch's cause) after which a request is sent again on a new connection. */
+const RETRIED_CONNECTION_ERRORS = new Set(["ECONNRESET", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CLOSED"]);
+
+/** The socket error code behind a failed fetch (`TypeError: fetch failed` carries it in `cause`), if any. */
+function connectionErrorCode(error: unknown): string | undefined {
+  const cause = (error as { cause?: { code?: unknown } } | undefined)?.cause;
+  const code = cause?.code ?? (error as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" ? code : undefined;
 }
 
 const ResponseSchema = z.object({
@@ -49,7 +65,25 @@ export class ExternalChatModel {
   readonly options: Required<Omit<ExternalChatModelOptions, "apiKey">> & { apiKey?: string };
 
   constructor(options: ExternalChatModelOptions) {
-    this.options = { temperature: 0.8, maxTokens: 1024, fetch: globalThis.fetch, ...options };
+    this.options = { temperature: 0.8, maxTokens: 1024, connectionRetries: 2, fetch: globalThis.fetch, ...options };
+  }
+
+  /**
+   * POSTs `body`; a connection reset before the answer is retried (up to `connectionRetries`
+   * times), any other failure to reach the server is an ExternalModelError. Aborts propagate as they are.
+   */
+  private async post(url: string, headers: Record<string, string>, body: string, signal: AbortSignal | undefined): Promise<Response> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.options.fetch(url, { method: "POST", headers, body, signal });
+      } catch (error) {
+        if (signal?.aborted) throw error;
+        const code = connectionErrorCode(error);
+        if (code !== undefined && RETRIED_CONNECTION_ERRORS.has(code) && attempt < this.options.connectionRetries) continue;
+        const tries = attempt + 1;
+        throw new ExternalModelError(`${url} could not be reached (${code ?? (error as Error).message}${tries > 1 ? `, ${tries} tries` : ""})`, { cause: error });
+      }
+    }
   }
 
   /** The model's next assistant message for the conversation. Throws ExternalModelError. */
@@ -64,7 +98,7 @@ export class ExternalChatModel {
       temperature: this.options.temperature,
       max_tokens: this.options.maxTokens,
     };
-    const response = await this.options.fetch(url, { method: "POST", headers, body: JSON.stringify(body), signal });
+    const response = await this.post(url, headers, JSON.stringify(body), signal);
     if (!response.ok) throw new ExternalModelError(`${url} answered HTTP ${response.status}: ${(await response.text()).slice(0, 200)}`);
     const parsed = ResponseSchema.safeParse(await response.json());
     if (!parsed.success) throw new ExternalModelError(`${url} answered an unexpected body: ${parsed.error.issues[0]?.message}`);

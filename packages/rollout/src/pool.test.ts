@@ -66,6 +66,7 @@ describe("cross-policy sampling", () => {
     let server: Server;
     let baseUrl: string;
     let requests = 0;
+    let resets = 0;
     before(async () => {
       server = createServer((request, response) => {
         let body = "";
@@ -73,6 +74,12 @@ describe("cross-policy sampling", () => {
         request.on("end", () => {
           requests += 1;
           const parsed = JSON.parse(body);
+          // `reset-once` drops the connection of every other request unanswered; `reset-always` of every request.
+          if (parsed.model === "reset-always" || (parsed.model === "reset-once" && resets % 2 === 0)) {
+            resets += 1;
+            request.socket.destroy();
+            return;
+          }
           if (parsed.model === "broken") {
             response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ nothing: true }));
             return;
@@ -104,6 +111,22 @@ describe("cross-policy sampling", () => {
       }
       assert.equal(trajectory.metrics.templateFallbacks, 0);
       assert.ok(requests >= externalTurns.length);
+    });
+
+    test("a connection reset before the answer is sent again; resets beyond connectionRetries are an ExternalModelError", async () => {
+      resets = 0;
+      const once = new ExternalChatModel({ baseUrl, model: "reset-once" });
+      const message = await once.complete([{ role: "user", content: "hi" }], []);
+      assert.equal(message.tool_calls?.[0].function.name, "echo");
+      assert.equal(resets, 1);
+      resets = 0;
+      const always = new ExternalChatModel({ baseUrl, model: "reset-always" });
+      await assert.rejects(always.complete([{ role: "user", content: "hi" }], []), (error: Error) => error instanceof ExternalModelError && /could not be reached \(\w+, 3 tries\)/.test(error.message));
+      assert.equal(resets, 3, "the first try and 2 retries");
+      resets = 0;
+      const noRetries = new ExternalChatModel({ baseUrl, model: "reset-once", connectionRetries: 0 });
+      await assert.rejects(noRetries.complete([{ role: "user", content: "hi" }], []), (error: Error) => error instanceof ExternalModelError && /could not be reached \(\w+\)/.test(error.message));
+      assert.equal(resets, 1);
     });
 
     test("a malformed answer is an ExternalModelError, and the episode ends as a task error", async () => {
