@@ -163,8 +163,18 @@ function measureBackend(backend: string, slow: boolean): BackendFigures {
     for (const s of sequences) s.dispose();
     return { wall: (batch * steps) / seconds, cpu: (batch * steps) / cpu };
   };
-  const decodeBatch1 = decode(1, slow ? 4 : 64);
-  const decodeBatch32 = decode(32, slow ? 2 : 32);
+  // Interleaved rounds, median of each: a single window swings ±30 % with the machine's load and GC.
+  const rounds = slow ? 1 : 3;
+  const batch1Rounds: { wall: number; cpu: number }[] = [];
+  const batch32Rounds: { wall: number; cpu: number }[] = [];
+  for (let round = 0; round < rounds; round++) {
+    batch1Rounds.push(decode(1, slow ? 4 : 64));
+    batch32Rounds.push(decode(32, slow ? 2 : 32));
+  }
+  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  const medianRound = (list: { wall: number; cpu: number }[]) => ({ wall: median(list.map((r) => r.wall)), cpu: median(list.map((r) => r.cpu)) });
+  const decodeBatch1 = medianRound(batch1Rounds);
+  const decodeBatch32 = medianRound(batch32Rounds);
 
   const batch = slow ? 1 : 8;
   const length = slow ? 32 : 128;
@@ -219,7 +229,7 @@ export async function run(): Promise<BenchResult> {
   const lines = [
     "## Policy (tfjs)",
     "",
-    `Tiny preset (${fixed(parameterCount)} parameters: d 256, 4 layers, 8 heads / 2 kv heads, vocab 4096). Decode: prompt 32, greedy, KV cache; prefill: one 128-token prompt (cpu: 32); training: forward + backward + AdamW on one batch, GFLOP/s counted as 6·params·tokens + attention. Best of a few runs; the machine is shared. Backends that do not load here (tfjs-node) are absent.`,
+    `Tiny preset (${fixed(parameterCount)} parameters: d 256, 4 layers, 8 heads / 2 kv heads, vocab 4096). Decode: prompt 32, greedy, KV cache, the median of 3 interleaved windows per batch size (64 steps at batch 1, 32 at batch 32); prefill: one 128-token prompt (cpu: 32); training: forward + backward + AdamW on one batch, GFLOP/s counted as 6·params·tokens + attention. Matmul, prefill and training: best of a few runs; the machine is shared. Backends that do not load here (tfjs-node) are absent.`,
     "",
     `| backend | ${figures[0].matmul.map((m) => `matmul ${m.label} GFLOP/s`).join(" | ")} | prefill tok/s | decode tok/s batch 1 | decode tok/s batch 32 | batch 32 / batch 1 | train tok/s (batch) | train GFLOP/s | train / matmul 512³ |`,
     `|---|${figures[0].matmul.map(() => "---").join("|")}|---|---|---|---|---|---|---|`,

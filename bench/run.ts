@@ -30,7 +30,6 @@ for (const name of names) {
 
 const docPath = join(here, "..", "docs", "benchmarks.md");
 const header = "# Benchmarks\n\nWritten by `npm run bench`; each section is replaced when its benchmark runs again.\nMachine: 2 CPU cores, no GPU (see `shared/design/tfjs-on-this-machine.md`).\n";
-let doc = existsSync(docPath) ? readFileSync(docPath, "utf8") : header;
 
 function replaceSection(text: string, name: string, body: string): string {
   const start = `<!-- bench:${name} -->`;
@@ -64,9 +63,10 @@ for (const name of names) {
   }
   if (parts.length) {
     const stamp = `_Measured ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC, node ${process.version}._`;
-    doc = replaceSection(doc, name, `## ${name}\n\n${stamp}\n\n${parts.join("\n\n")}`);
+    // Read the file again right before writing: another benchmark may have written its section meanwhile.
+    const doc = existsSync(docPath) ? readFileSync(docPath, "utf8") : header;
+    writeFileSync(docPath, replaceSection(doc, name, `## ${name}\n\n${stamp}\n\n${parts.join("\n\n")}`));
+    console.log(`[bench] wrote the ${name} section of ${docPath}`);
   }
 }
-writeFileSync(docPath, doc);
-console.log(`[bench] wrote ${docPath}`);
 process.exit(failed ? 1 : 0);
