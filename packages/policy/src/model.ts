@@ -18,9 +18,11 @@
  * - `prefill(sequence, tokenIds)`: extends one sequence's KV cache, returns last-position logits;
  * - `decodeStep(sequences, tokenIds)`: one token for each of a batch of independent sequences
  *   (each with its own length), returns logits per sequence. Sequences may join and leave
- *   between steps for free: each sequence keeps its own cache in plain memory, the
- *   projections and MLP of all sequences run as one rank-2 matmul each, and attention runs
- *   per sequence in JS over its cache (see `KVSequence`, `attendCached`, docs/decode.md).
+ *   between steps for free: each sequence keeps its own cache in the kernel heap (one
+ *   WebAssembly.Memory, not tfjs's), the projections and MLP of all sequences run as one
+ *   rank-2 matmul each, and attention runs per sequence over its cache in a hand-written
+ *   WebAssembly SIMD kernel, JS where SIMD is missing (see `KVSequence`,
+ *   kernels/attention.ts, docs/decode.md).
  *
  * Inference (prefill, decodeStep) uses cached concatenations [Wq|Wk|Wv] and [Wgate|Wup]
  * (rebuilt after a weight update) and the cached transposed tied embedding; training
@@ -30,6 +32,7 @@
 import * as tf from "@tensorflow/tfjs-core";
 import { type ModelConfig, validateConfig } from "./config.js";
 import { warnIfBackendNotInitialised } from "./backend.js";
+import { attendRows, kernelHeap, type HeapBlock } from "./kernels/attention.js";
 
 /** Something wrong with weights given to the model (missing, extra, mis-shaped). */
 export class WeightsError extends Error {
@@ -114,8 +117,6 @@ export class Transformer {
   private readonly ropeCos: tf.Tensor2D; // [maxPositions, headDim/2]
   private readonly ropeSin: tf.Tensor2D;
   private headCache?: { source: object; transposed: tf.Tensor2D };
-  /** Scratch for decode attention scores (grows as needed). */
-  private scoreScratch = new Float32Array(0);
   private fusedCache?: { ids: (object | undefined)[]; layers: FusedLayer[] };
   /** HF weight name → its projection. */
   private readonly linears = new Map<string, Linear>();
@@ -473,7 +474,7 @@ export class Transformer {
    * The one inference path: appends tokenLists[i] to sequences[i] (distinct sequences) and
    * returns the logits [V] after each list's last token. Per layer: q/k/v of all rows as one
    * matmul [rows, d]×[d, q+2kv], one read-back [rows, q+2kv], each row's key/value written
-   * into its sequence's cache, causal attention per row in JS (a row at position p sees
+   * into its sequence's cache, causal attention per row (`attendRows`: a row at position p sees
    * positions ≤ p of its own sequence), then o-projection and MLP batched again.
    */
   private feedRows(sequences: KVSequence[], tokenLists: number[][]): Float32Array[] {
@@ -487,7 +488,7 @@ export class Transformer {
     const lastRows: number[] = [];
     tokenLists.forEach((list, i) => {
       const sequence = sequences[i];
-      sequence.reserve(sequence.length + list.length, this.layers.length, kvHeads, headDim);
+      sequence.reserve(sequence.length + list.length);
       list.forEach((token, t) => {
         owners.push(sequence);
         positions.push(sequence.length + t);
@@ -496,7 +497,10 @@ export class Transformer {
       lastRows.push(tokens.length - 1);
     });
     const rows = tokens.length;
-    this.ensureScoreScratch(Math.max(...positions) + 1);
+    const lengths = positions.map((position) => position + 1);
+    const capacities = owners.map((owner) => owner.capacity);
+    const keyOffsets = new Array<number>(rows);
+    const valueOffsets = new Array<number>(rows);
     const fused = this.fusedLayers();
     const logits = tf.tidy(() => {
       let x = tf.gather(this.embedding, tf.tensor1d(tokens, "int32")) as tf.Tensor2D;
@@ -514,12 +518,11 @@ export class Transformer {
         for (let row = 0; row < rows; row++) {
           const offset = row * rowWidth;
           owners[row].write(i, positions[row], 1, data, offset + qWidth, data, offset + qWidth + kvWidth, kvHeads, headDim);
+          keyOffsets[row] = owners[row].keyOffset(i);
+          valueOffsets[row] = owners[row].valueOffset(i);
         }
-        const context = new Float32Array(rows * qWidth);
-        for (let row = 0; row < rows; row++) {
-          const owner = owners[row];
-          attendCached(data, row * rowWidth, owner.keys[i], owner.values[i], owner.capacity, positions[row] + 1, heads, kvHeads, headDim, context, row * qWidth, this.scoreScratch);
-        }
+        // each row over its own sequence's cache (WebAssembly SIMD kernel, or JS: kernels/attention.ts)
+        const context = attendRows(data, rowWidth, rows, keyOffsets, valueOffsets, capacities, lengths, heads, kvHeads, headDim);
         x = this.finishBlock(layer, x, tf.tensor2d(context, [rows, qWidth]), fused?.[i]);
       });
       const last = rows === sequences.length ? x : (tf.gather(x, tf.tensor1d(lastRows, "int32")) as tf.Tensor2D);
@@ -532,18 +535,12 @@ export class Transformer {
     return sequences.map((_, i) => all.subarray(i * V, (i + 1) * V));
   }
 
-  /** Grows the attention-score scratch to hold one kv head's group of query heads over `positions`. */
-  private ensureScoreScratch(positions: number): void {
-    const needed = (this.config.numAttentionHeads / this.config.numKeyValueHeads) * positions;
-    if (this.scoreScratch.length < needed) this.scoreScratch = new Float32Array(2 * needed);
-  }
-
   /**
    * One decoding step for a batch of independent sequences: feeds tokenIds[i] to sequences[i]
    * and returns logits [V] for each (in the same order). Each sequence must have been
    * prefilled. Per layer: one matmul [B, d]×[d, q+2kv] for all sequences, one read-back of
    * the new queries/keys/values, each sequence's new key/value appended to its cache in place
-   * and its attention computed in JS (no tensor holds a cache, so nothing is copied when the
+   * and its attention computed by `attendRows` (no tensor holds a cache, so nothing is copied when the
    * batch changes), then o-projection and MLP as batched matmuls again.
    */
   decodeStep(sequences: KVSequence[], tokenIds: number[]): Float32Array[] {
@@ -779,21 +776,27 @@ function checkWeightNames(config: ModelConfig, weights: Map<string, unknown>): v
   if (extra.length > 0) throw new WeightsError(`unexpected weights: ${extra.slice(0, 5).join(", ")}`);
 }
 
+
 // -------------------------------------------------------------------- KV cache
 
+/** Frees the heap block of a sequence that was garbage-collected without `dispose()`. */
+const unreleasedCaches = new FinalizationRegistry<HeapBlock>((block) => kernelHeap().release(block));
+
 /**
- * One sequence's KV cache, in plain memory: per layer, keys and values float32
- * [kvHeads, capacity, headDim] (the first `length` positions used). Decode steps append one
- * position in place (capacity doubles when full: amortised O(1), no per-step copy), and the
- * attention of a decode step reads it directly, so sequences join and leave a batch for free.
+ * One sequence's KV cache, in the kernel heap (kernels/attention.ts: one WebAssembly.Memory
+ * shared by all sequences, separate from tfjs's heap). The sequence owns one block laid out
+ * per layer as keys [kvHeads, capacity, headDim] then values [kvHeads, capacity, headDim]
+ * (the first `length` positions used). Decode steps append one position in place; when
+ * full, the capacity doubles (a new block, the used positions copied, the old block back to
+ * the heap's free list: amortised O(1)). Attention reads the cache where it is, so sequences
+ * join and leave a batch for free. `dispose()` gives the block back (a sequence garbage-
+ * collected without it is freed by a FinalizationRegistry, later).
  */
 export class KVSequence {
-  /** @internal Keys per layer, [kvHeads, capacity, headDim]. */
-  keys: Float32Array[] = [];
-  /** @internal Values per layer, [kvHeads, capacity, headDim]. */
-  values: Float32Array[] = [];
-  /** @internal Positions each buffer holds per kv head. */
+  /** @internal Positions the cache holds per kv head. */
   capacity = 0;
+  /** The heap block (byte offset, size); {0, 0} before the first token. Shared with the finalizer. */
+  private readonly block: HeapBlock = { offset: 0, bytes: 0 };
   private tokenCount = 0;
   private disposed = false;
 
@@ -812,15 +815,32 @@ export class KVSequence {
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    this.keys = [];
-    this.values = [];
+    this.freeBlock();
     this.capacity = 0;
+  }
+
+  private freeBlock(): void {
+    if (this.block.bytes === 0) return;
+    unreleasedCaches.unregister(this);
+    kernelHeap().release({ ...this.block });
+    this.block.offset = 0;
+    this.block.bytes = 0;
   }
 
   /** @internal */
   assertUsable(model: Transformer): void {
     if (this.disposed) throw new Error("sequence is disposed");
     if (model !== this.model) throw new Error("sequence belongs to another model");
+  }
+
+  /** @internal Float offset in `kernelHeap().f32` of a layer's keys (kv head 0). */
+  keyOffset(layer: number): number {
+    return cacheOffset(this.model.config, this.block.offset / 4, this.capacity, layer, 0);
+  }
+
+  /** @internal Float offset in `kernelHeap().f32` of a layer's values (kv head 0). */
+  valueOffset(layer: number): number {
+    return cacheOffset(this.model.config, this.block.offset / 4, this.capacity, layer, 1);
   }
 
   /**
@@ -831,34 +851,32 @@ export class KVSequence {
     if (this.disposed) throw new Error("sequence is disposed");
     const copy = new KVSequence(this.model);
     if (this.tokenCount > 0) {
-      const { numKeyValueHeads: kvHeads, headDim } = this.model.config;
-      copy.reserve(this.tokenCount, this.keys.length, kvHeads, headDim);
-      const copyLayers = (from: Float32Array[], to: Float32Array[]) =>
-        from.forEach((source, layer) => {
-          for (let head = 0; head < kvHeads; head++) {
-            to[layer].set(source.subarray(head * this.capacity * headDim, (head * this.capacity + this.tokenCount) * headDim), head * copy.capacity * headDim);
-          }
-        });
-      copyLayers(this.keys, copy.keys);
-      copyLayers(this.values, copy.values);
+      copy.reserve(this.tokenCount);
+      copyPositions(this.model.config, this.block.offset / 4, this.capacity, copy.block.offset / 4, copy.capacity, this.tokenCount);
       copy.tokenCount = this.tokenCount;
     }
     return copy;
   }
 
-  /** @internal Makes room for `positions` positions in total (doubling, at least 64). */
-  reserve(positions: number, layers: number, kvHeads: number, headDim: number): void {
+  /**
+   * @internal Makes room for `positions` positions in total: capacity doubles from 64 (and
+   * takes whatever else fits in the power-of-two block).
+   */
+  reserve(positions: number): void {
     if (positions <= this.capacity) return;
-    let capacity = Math.max(64, this.capacity);
-    while (capacity < positions) capacity *= 2;
-    const grow = (old: Float32Array | undefined) => {
-      const buffer = new Float32Array(kvHeads * capacity * headDim);
-      if (old) for (let head = 0; head < kvHeads; head++) buffer.set(old.subarray(head * this.capacity * headDim, (head * this.capacity + this.tokenCount) * headDim), head * capacity * headDim);
-      return buffer;
-    };
-    this.keys = Array.from({ length: layers }, (_, layer) => grow(this.keys[layer]));
-    this.values = Array.from({ length: layers }, (_, layer) => grow(this.values[layer]));
+    const { numHiddenLayers: layers, numKeyValueHeads: kvHeads, headDim } = this.model.config;
+    const bytesPerPosition = 2 * layers * kvHeads * headDim * 4;
+    let wanted = Math.max(64, 2 * this.capacity);
+    while (wanted < positions) wanted *= 2;
+    const heap = kernelHeap();
+    const block = heap.allocate(wanted * bytesPerPosition); // may grow the heap
+    const capacity = Math.floor(block.bytes / bytesPerPosition);
+    if (this.tokenCount > 0) copyPositions(this.model.config, this.block.offset / 4, this.capacity, block.offset / 4, capacity, this.tokenCount);
+    this.freeBlock();
+    this.block.offset = block.offset;
+    this.block.bytes = block.bytes;
     this.capacity = capacity;
+    unreleasedCaches.register(this, this.block, this);
   }
 
   /**
@@ -867,10 +885,13 @@ export class KVSequence {
    */
   write(layer: number, start: number, count: number, keys: Float32Array, keyOffset: number, values: Float32Array, valueOffset: number, kvHeads: number, headDim: number): void {
     const size = count * headDim;
+    const cache = kernelHeap().f32;
+    const keyBase = this.keyOffset(layer);
+    const valueBase = this.valueOffset(layer);
     for (let head = 0; head < kvHeads; head++) {
       const to = (head * this.capacity + start) * headDim;
-      this.keys[layer].set(keys.subarray(keyOffset + head * size, keyOffset + (head + 1) * size), to);
-      this.values[layer].set(values.subarray(valueOffset + head * size, valueOffset + (head + 1) * size), to);
+      cache.set(keys.subarray(keyOffset + head * size, keyOffset + (head + 1) * size), keyBase + to);
+      cache.set(values.subarray(valueOffset + head * size, valueOffset + (head + 1) * size), valueBase + to);
     }
   }
 
@@ -880,117 +901,22 @@ export class KVSequence {
   }
 }
 
-/**
- * Attention of one decode step for one sequence, in plain JS: query heads `queries`
- * [heads, headDim] (at `queryOffset`) over the sequence's first `length` cached positions of
- * one layer; writes the context [heads, headDim] to `output` at `outputOffset`. Query head h
- * uses kv head ⌊h / group⌋ (HF repeat_kv). `scores` is scratch space of ≥ group·length floats.
- * Each cached key row is read once for the whole group of query heads that shares it.
- */
-function attendCached(
-  queries: Float32Array, queryOffset: number, keys: Float32Array, values: Float32Array, capacity: number, length: number,
-  heads: number, kvHeads: number, headDim: number, output: Float32Array, outputOffset: number, scores: Float32Array,
-): void {
-  const group = heads / kvHeads;
-  if (group === 4) return attendCachedGroupOf4(queries, queryOffset, keys, values, capacity, length, kvHeads, headDim, output, outputOffset, scores);
-  const scale = 1 / Math.sqrt(headDim);
-  for (let kvHead = 0; kvHead < kvHeads; kvHead++) {
-    const base = kvHead * capacity * headDim;
-    const firstQuery = queryOffset + kvHead * group * headDim;
-    const firstOutput = outputOffset + kvHead * group * headDim;
-    for (let position = 0; position < length; position++) {
-      const keyOffset = base + position * headDim;
-      for (let member = 0; member < group; member++) {
-        const query = firstQuery + member * headDim;
-        let dot = 0;
-        for (let c = 0; c < headDim; c++) dot += queries[query + c] * keys[keyOffset + c];
-        scores[member * length + position] = dot * scale;
-      }
-    }
-    for (let member = 0; member < group; member++) {
-      const row = member * length;
-      let max = -Infinity;
-      for (let position = 0; position < length; position++) if (scores[row + position] > max) max = scores[row + position];
-      let sum = 0;
-      for (let position = 0; position < length; position++) {
-        const e = Math.exp(scores[row + position] - max);
-        scores[row + position] = e;
-        sum += e;
-      }
-      const inverse = 1 / sum;
-      for (let position = 0; position < length; position++) scores[row + position] *= inverse;
-      output.fill(0, firstOutput + member * headDim, firstOutput + (member + 1) * headDim);
-    }
-    for (let position = 0; position < length; position++) {
-      const valueOffset = base + position * headDim;
-      for (let member = 0; member < group; member++) {
-        const p = scores[member * length + position];
-        const out = firstOutput + member * headDim;
-        for (let c = 0; c < headDim; c++) output[out + c] += p * values[valueOffset + c];
-      }
-    }
-  }
+/** Float offset of a layer's keys (part 0) or values (part 1) in a cache block starting at float `base`. */
+function cacheOffset(config: ModelConfig, base: number, capacity: number, layer: number, part: 0 | 1): number {
+  return base + (2 * layer + part) * config.numKeyValueHeads * capacity * config.headDim;
 }
 
-/** `attendCached` for 4 query heads per kv head, the four accumulators in registers (~2× faster in V8). */
-function attendCachedGroupOf4(
-  queries: Float32Array, queryOffset: number, keys: Float32Array, values: Float32Array, capacity: number, length: number,
-  kvHeads: number, headDim: number, output: Float32Array, outputOffset: number, scores: Float32Array,
-): void {
-  const scale = 1 / Math.sqrt(headDim);
-  for (let kvHead = 0; kvHead < kvHeads; kvHead++) {
-    const base = kvHead * capacity * headDim;
-    const q0 = queryOffset + kvHead * 4 * headDim;
-    const [q1, q2, q3] = [q0 + headDim, q0 + 2 * headDim, q0 + 3 * headDim];
-    let [max0, max1, max2, max3] = [-Infinity, -Infinity, -Infinity, -Infinity];
-    for (let position = 0; position < length; position++) {
-      const keyOffset = base + position * headDim;
-      let [s0, s1, s2, s3] = [0, 0, 0, 0];
-      for (let c = 0; c < headDim; c++) {
-        const key = keys[keyOffset + c];
-        s0 += queries[q0 + c] * key;
-        s1 += queries[q1 + c] * key;
-        s2 += queries[q2 + c] * key;
-        s3 += queries[q3 + c] * key;
-      }
-      s0 *= scale;
-      s1 *= scale;
-      s2 *= scale;
-      s3 *= scale;
-      scores[position] = s0;
-      scores[length + position] = s1;
-      scores[2 * length + position] = s2;
-      scores[3 * length + position] = s3;
-      if (s0 > max0) max0 = s0;
-      if (s1 > max1) max1 = s1;
-      if (s2 > max2) max2 = s2;
-      if (s3 > max3) max3 = s3;
-    }
-    const inverses = [max0, max1, max2, max3].map((max, member) => {
-      const row = member * length;
-      let sum = 0;
-      for (let position = 0; position < length; position++) {
-        const e = Math.exp(scores[row + position] - max);
-        scores[row + position] = e;
-        sum += e;
-      }
-      return 1 / sum;
-    });
-    const o0 = outputOffset + kvHead * 4 * headDim;
-    const [o1, o2, o3] = [o0 + headDim, o0 + 2 * headDim, o0 + 3 * headDim];
-    output.fill(0, o0, o0 + 4 * headDim);
-    for (let position = 0; position < length; position++) {
-      const valueOffset = base + position * headDim;
-      const p0 = scores[position] * inverses[0];
-      const p1 = scores[length + position] * inverses[1];
-      const p2 = scores[2 * length + position] * inverses[2];
-      const p3 = scores[3 * length + position] * inverses[3];
-      for (let c = 0; c < headDim; c++) {
-        const value = values[valueOffset + c];
-        output[o0 + c] += p0 * value;
-        output[o1 + c] += p1 * value;
-        output[o2 + c] += p2 * value;
-        output[o3 + c] += p3 * value;
+/** Copies the first `positions` positions of every layer's keys and values between two cache blocks of the heap. */
+function copyPositions(config: ModelConfig, fromBase: number, fromCapacity: number, toBase: number, toCapacity: number, positions: number): void {
+  const { numHiddenLayers: layers, numKeyValueHeads: kvHeads, headDim } = config;
+  const cache = kernelHeap().f32;
+  for (let layer = 0; layer < layers; layer++) {
+    for (const part of [0, 1] as const) {
+      const source = cacheOffset(config, fromBase, fromCapacity, layer, part);
+      const target = cacheOffset(config, toBase, toCapacity, layer, part);
+      for (let head = 0; head < kvHeads; head++) {
+        const start = source + head * fromCapacity * headDim;
+        cache.copyWithin(target + head * toCapacity * headDim, start, start + positions * headDim);
       }
     }
   }

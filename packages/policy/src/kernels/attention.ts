@@ -1,0 +1,422 @@
+/**
+ * Decode/prefill attention over per-sequence KV caches, and the memory those caches live in.
+ *
+ * - `KernelHeap` (one per process, `kernelHeap()`): a single WebAssembly.Memory holding every
+ *   sequence's KV cache plus the scratch of attention calls, with a buddy allocator
+ *   (power-of-two blocks aligned to their size; a released block merges with its free
+ *   buddy, a larger free block is split; the memory grows only when nothing free fits, and
+ *   never shrinks). It is separate from tfjs-backend-wasm's heap.
+ *   `heap.f32` is a Float32Array view of the whole memory, re-created when the memory has
+ *   grown (growing detaches the old buffer): read it again after every allocation.
+ * - `attendRows`: the attention of a batch of query rows, each over its own sequence's
+ *   cache of one layer. Two implementations with the same layout and results (≤ 1e-5):
+ *   a hand-written WebAssembly SIMD kernel (`attention.wat`, compiled by
+ *   scripts/build-kernels.mjs into `attention-wasm.ts`), used when the engine validates
+ *   SIMD and headDim is a multiple of 4, and plain JS loops (the fallback and reference).
+ *   `AGENTRL_ATTENTION_KERNEL=js|wasm` or `setAttentionKernel` chooses one.
+ *
+ * Cache layout (see KVSequence): per layer, keys [kvHeads, capacity, headDim] then values
+ * the same, float offsets into `heap.f32`. Query head h uses kv head ⌊h / group⌋ (HF repeat_kv).
+ */
+import { ATTENTION_WASM_BASE64 } from "./attention-wasm.js";
+
+// ---------------------------------------------------------------- WebAssembly (typed locally: no DOM lib)
+
+interface WasmMemory {
+  readonly buffer: ArrayBuffer;
+  grow(pages: number): number;
+}
+interface WasmApi {
+  Memory: new (descriptor: { initial: number; maximum?: number }) => WasmMemory;
+  Module: new (bytes: Uint8Array) => object;
+  Instance: new (module: object, imports: Record<string, Record<string, unknown>>) => { exports: Record<string, unknown> };
+  validate(bytes: Uint8Array): boolean;
+}
+const wasmApi = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
+
+type AttendExport = (
+  q: number, out: number, k: number, v: number, headStride: number, length: number,
+  kvHeads: number, group: number, headDim: number, scale: number, scores: number,
+) => void;
+
+// ---------------------------------------------------------------- the heap
+
+const PAGE_BYTES = 65536;
+/** wasm32's limit: 4 GiB. */
+const MAX_PAGES = 65536;
+const INITIAL_PAGES = 32;
+/** Smallest block (bytes); every block is a power of two ≥ this, so blocks stay 16-byte aligned. */
+const MIN_BLOCK_BYTES = 64;
+
+/** A block of the kernel heap: byte offset and size (a power of two). */
+export interface HeapBlock {
+  offset: number;
+  bytes: number;
+}
+
+/** Raw memory behind the heap: a WebAssembly.Memory, or (no WebAssembly at all) an ArrayBuffer copied on growth. */
+interface Backing {
+  readonly buffer: ArrayBuffer;
+  grow(pages: number): void;
+}
+
+function createBacking(pages: number): { backing: Backing; memory?: WasmMemory } {
+  if (wasmApi) {
+    const memory = new wasmApi.Memory({ initial: pages });
+    return { backing: { get buffer() { return memory.buffer; }, grow: (more) => void memory.grow(more) }, memory };
+  }
+  let buffer = new ArrayBuffer(pages * PAGE_BYTES);
+  return {
+    backing: {
+      get buffer() { return buffer; },
+      grow(more) {
+        const next = new ArrayBuffer(buffer.byteLength + more * PAGE_BYTES);
+        new Uint8Array(next).set(new Uint8Array(buffer));
+        buffer = next;
+      },
+    },
+  };
+}
+
+export class KernelHeap {
+  /** @internal The WebAssembly.Memory (undefined only where WebAssembly is missing). */
+  readonly memory?: WasmMemory;
+  private readonly backing: Backing;
+  private view: Float32Array;
+  /** First byte never handed out (the bump pointer); the first 64 bytes stay unused. */
+  private top = MIN_BLOCK_BYTES;
+  /** Free blocks' offsets per size class (log2 of the size). */
+  private readonly free: Set<number>[] = Array.from({ length: 33 }, () => new Set());
+  private live = 0;
+  private scratchBlock?: HeapBlock;
+
+  constructor(initialPages = INITIAL_PAGES) {
+    const { backing, memory } = createBacking(initialPages);
+    this.backing = backing;
+    this.memory = memory;
+    this.view = new Float32Array(backing.buffer);
+  }
+
+  /** The whole heap as floats; re-created after growth. Do not keep it across an allocation. */
+  get f32(): Float32Array {
+    if (this.view.buffer !== this.backing.buffer) this.view = new Float32Array(this.backing.buffer);
+    return this.view;
+  }
+
+  /** Bytes the memory has (it grows, never shrinks). */
+  get byteLength(): number {
+    return this.backing.buffer.byteLength;
+  }
+
+  /** Bytes in blocks handed out and not released (size classes, not requested sizes), the scratch block included. */
+  get liveBytes(): number {
+    return this.live;
+  }
+
+  /** Bytes of the scratch block (kept between calls, grown as needed). */
+  get scratchBytes(): number {
+    return this.scratchBlock?.bytes ?? 0;
+  }
+
+  /**
+   * A block of at least `bytes` bytes, rounded up to a power of two and aligned to its size
+   * (a buddy allocator): a free block of that size, else a larger free block split in
+   * halves, else new space at the end (the memory grows when needed).
+   */
+  allocate(bytes: number): HeapBlock {
+    const sizeClass = 32 - Math.clz32(Math.max(bytes, MIN_BLOCK_BYTES) - 1);
+    const size = 2 ** sizeClass;
+    let larger = sizeClass;
+    while (larger < this.free.length && this.free[larger].size === 0) larger++;
+    let offset: number;
+    if (larger < this.free.length) {
+      offset = this.free[larger].values().next().value as number;
+      this.free[larger].delete(offset);
+      // keep the lower half, free the upper halves down to the size wanted
+      for (let split = larger - 1; split >= sizeClass; split--) this.free[split].add(offset + 2 ** split);
+    } else {
+      offset = Math.ceil(this.top / size) * size;
+      const end = offset + size;
+      if (end > MAX_PAGES * PAGE_BYTES) throw new RangeError(`kernel heap would pass 4 GiB (${end} bytes): dispose sequences you no longer need`);
+      this.freeRange(this.top, offset); // the alignment gap
+      if (end > this.byteLength) {
+        const pages = this.byteLength / PAGE_BYTES;
+        const needed = Math.ceil((end - this.byteLength) / PAGE_BYTES);
+        this.backing.grow(Math.min(Math.max(needed, pages), MAX_PAGES - pages)); // at least double
+      }
+      this.top = end;
+    }
+    this.live += size;
+    return { offset, bytes: size };
+  }
+
+  /** Gives a block back; it merges with its free buddy (offset ± size), repeatedly. */
+  release(block: HeapBlock): void {
+    if (block.bytes === 0) return;
+    this.live -= block.bytes;
+    this.addFree(block.offset, Math.log2(block.bytes));
+  }
+
+  private addFree(offset: number, sizeClass: number): void {
+    for (;;) {
+      const size = 2 ** sizeClass;
+      const buddy = (offset / size) % 2 === 0 ? offset + size : offset - size;
+      if (sizeClass + 1 >= this.free.length || !this.free[sizeClass].delete(buddy)) break;
+      offset = Math.min(offset, buddy);
+      sizeClass++;
+    }
+    this.free[sizeClass].add(offset);
+  }
+
+  /** Frees [start, end) (multiples of 64) as aligned power-of-two pieces. */
+  private freeRange(start: number, end: number): void {
+    while (start < end) {
+      let size = MIN_BLOCK_BYTES;
+      while (start % (2 * size) === 0 && start + 2 * size <= end) size *= 2;
+      this.addFree(start, Math.log2(size));
+      start += size;
+    }
+  }
+
+  /** A scratch block of ≥ `bytes` (shared by all calls; valid until the next `scratch`). Byte offset. */
+  scratch(bytes: number): number {
+    if (!this.scratchBlock || this.scratchBlock.bytes < bytes) {
+      if (this.scratchBlock) this.release(this.scratchBlock);
+      this.scratchBlock = this.allocate(bytes);
+    }
+    return this.scratchBlock.offset;
+  }
+}
+
+let sharedHeap: KernelHeap | undefined;
+
+/** The process's kernel heap (created on first use). */
+export function kernelHeap(): KernelHeap {
+  return (sharedHeap ??= new KernelHeap());
+}
+
+// ---------------------------------------------------------------- kernel choice
+
+export type AttentionKernelName = "wasm" | "js";
+
+let simdExports: { attend: AttendExport } | null | undefined;
+
+function loadSimdKernel(): { attend: AttendExport } | null {
+  if (simdExports !== undefined) return simdExports;
+  simdExports = null;
+  const heap = kernelHeap();
+  if (!wasmApi || !heap.memory) return simdExports;
+  const bytes = Uint8Array.from(atob(ATTENTION_WASM_BASE64), (c) => c.charCodeAt(0));
+  if (!wasmApi.validate(bytes)) return simdExports; // no WebAssembly SIMD here
+  const instance = new wasmApi.Instance(new wasmApi.Module(bytes), { env: { memory: heap.memory } });
+  simdExports = { attend: instance.exports.attend as AttendExport };
+  return simdExports;
+}
+
+/** Whether the WebAssembly SIMD kernel can run here. */
+export function simdAttentionAvailable(): boolean {
+  return loadSimdKernel() !== null;
+}
+
+let chosen: AttentionKernelName | undefined;
+
+/** The kernel `attendRows` uses: `AGENTRL_ATTENTION_KERNEL`, else wasm where SIMD validates, else js. */
+export function attentionKernel(): AttentionKernelName {
+  if (chosen === undefined) {
+    const forced = typeof process === "undefined" ? undefined : process.env.AGENTRL_ATTENTION_KERNEL;
+    if (forced && forced !== "js" && forced !== "wasm") throw new Error(`AGENTRL_ATTENTION_KERNEL must be "js" or "wasm", not "${forced}"`);
+    chosen = (forced as AttentionKernelName | undefined) ?? (simdAttentionAvailable() ? "wasm" : "js");
+    if (chosen === "wasm" && !simdAttentionAvailable()) throw new Error("AGENTRL_ATTENTION_KERNEL=wasm but WebAssembly SIMD is not available");
+  }
+  return chosen;
+}
+
+/** Chooses the attention kernel (tests, benchmarks); returns the previous choice. Caches are shared, so switching is safe at any time. */
+export function setAttentionKernel(name: AttentionKernelName): AttentionKernelName {
+  const previous = attentionKernel();
+  if (name === "wasm" && !simdAttentionAvailable()) throw new Error("WebAssembly SIMD is not available");
+  chosen = name;
+  return previous;
+}
+
+// ---------------------------------------------------------------- attention of a batch of rows
+
+let jsScores = new Float32Array(0);
+
+/**
+ * Attention of `rows` query rows, each over its own sequence's cache of one layer.
+ * Row r: queries [heads, headDim] at data[r·rowWidth …]; keys of its kv heads at float offset
+ * keyOffsets[r] of the heap (kv head stride capacities[r]·headDim), values at valueOffsets[r];
+ * it attends to its first lengths[r] positions. Returns the context [rows, heads·headDim].
+ */
+export function attendRows(
+  data: Float32Array, rowWidth: number, rows: number,
+  keyOffsets: ArrayLike<number>, valueOffsets: ArrayLike<number>, capacities: ArrayLike<number>, lengths: ArrayLike<number>,
+  heads: number, kvHeads: number, headDim: number,
+): Float32Array {
+  const qWidth = heads * headDim;
+  const group = heads / kvHeads;
+  let maxLength = 0;
+  for (let row = 0; row < rows; row++) maxLength = Math.max(maxLength, lengths[row]);
+  const heap = kernelHeap();
+  if (attentionKernel() === "wasm" && headDim % 4 === 0 && rowWidth % 4 === 0) {
+    const attend = loadSimdKernel()!.attend;
+    const inputFloats = rows * rowWidth;
+    const outputFloats = rows * qWidth;
+    const scratch = heap.scratch(4 * (inputFloats + outputFloats + 4 * maxLength)) / 4; // may grow the heap
+    const f32 = heap.f32;
+    f32.set(data.subarray(0, inputFloats), scratch);
+    const output = scratch + inputFloats;
+    const scores = 4 * (output + outputFloats);
+    const scale = 1 / Math.sqrt(headDim);
+    for (let row = 0; row < rows; row++) {
+      attend(
+        4 * (scratch + row * rowWidth), 4 * (output + row * qWidth), 4 * keyOffsets[row], 4 * valueOffsets[row],
+        4 * capacities[row] * headDim, lengths[row], kvHeads, group, headDim, scale, scores,
+      );
+    }
+    return f32.slice(output, output + outputFloats);
+  }
+  if (jsScores.length < group * maxLength) jsScores = new Float32Array(2 * group * maxLength);
+  const cache = heap.f32;
+  const context = new Float32Array(rows * qWidth);
+  for (let row = 0; row < rows; row++) {
+    attendJs(data, row * rowWidth, cache, keyOffsets[row], valueOffsets[row], capacities[row] * headDim, lengths[row], heads, kvHeads, headDim, context, row * qWidth, jsScores);
+  }
+  return context;
+}
+
+/**
+ * The wasm kernel on operands already in the heap (float offsets): queries [heads, headDim]
+ * at `query`, output at `output`, keys/values of kv head 0 at `keys`/`values`, kv head stride
+ * `headStride` floats, scores scratch at `scores` (≥ 4·length floats, 16-byte aligned).
+ * For tests and benchmarks.
+ */
+export function attendWasm(
+  query: number, output: number, keys: number, values: number, headStride: number, length: number,
+  heads: number, kvHeads: number, headDim: number, scores: number,
+): void {
+  const kernel = loadSimdKernel();
+  if (!kernel) throw new Error("WebAssembly SIMD is not available");
+  if (headDim % 4 !== 0) throw new RangeError(`the wasm kernel needs headDim % 4 = 0, not ${headDim}`);
+  kernel.attend(4 * query, 4 * output, 4 * keys, 4 * values, 4 * headStride, length, kvHeads, heads / kvHeads, headDim, 1 / Math.sqrt(headDim), 4 * scores);
+}
+
+/**
+ * Attention of one query row in plain JS (the fallback, and the reference for the wasm
+ * kernel): queries [heads, headDim] at `queryOffset` of `queries`, over the first `length`
+ * positions of one layer's cache in `cache` (keys of kv head 0 at `keyOffset`, values at
+ * `valueOffset`, kv head stride `headStride` floats); writes [heads, headDim] to `output` at
+ * `outputOffset`. `scores`: scratch of ≥ group·length floats. Each key row is read once for
+ * the whole group of query heads that shares it.
+ */
+export function attendJs(
+  queries: Float32Array, queryOffset: number, cache: Float32Array, keyOffset: number, valueOffset: number, headStride: number, length: number,
+  heads: number, kvHeads: number, headDim: number, output: Float32Array, outputOffset: number, scores: Float32Array,
+): void {
+  const group = heads / kvHeads;
+  if (group === 4) return attendJsGroupOf4(queries, queryOffset, cache, keyOffset, valueOffset, headStride, length, kvHeads, headDim, output, outputOffset, scores);
+  const scale = 1 / Math.sqrt(headDim);
+  for (let kvHead = 0; kvHead < kvHeads; kvHead++) {
+    const keyBase = keyOffset + kvHead * headStride;
+    const valueBase = valueOffset + kvHead * headStride;
+    const firstQuery = queryOffset + kvHead * group * headDim;
+    const firstOutput = outputOffset + kvHead * group * headDim;
+    for (let position = 0; position < length; position++) {
+      const key = keyBase + position * headDim;
+      for (let member = 0; member < group; member++) {
+        const query = firstQuery + member * headDim;
+        let dot = 0;
+        for (let c = 0; c < headDim; c++) dot += queries[query + c] * cache[key + c];
+        scores[member * length + position] = dot * scale;
+      }
+    }
+    for (let member = 0; member < group; member++) {
+      const row = member * length;
+      let max = -Infinity;
+      for (let position = 0; position < length; position++) if (scores[row + position] > max) max = scores[row + position];
+      let sum = 0;
+      for (let position = 0; position < length; position++) {
+        const e = Math.exp(scores[row + position] - max);
+        scores[row + position] = e;
+        sum += e;
+      }
+      const inverse = 1 / sum;
+      for (let position = 0; position < length; position++) scores[row + position] *= inverse;
+      output.fill(0, firstOutput + member * headDim, firstOutput + (member + 1) * headDim);
+    }
+    for (let position = 0; position < length; position++) {
+      const value = valueBase + position * headDim;
+      for (let member = 0; member < group; member++) {
+        const p = scores[member * length + position];
+        const out = firstOutput + member * headDim;
+        for (let c = 0; c < headDim; c++) output[out + c] += p * cache[value + c];
+      }
+    }
+  }
+}
+
+/** `attendJs` for 4 query heads per kv head, the four accumulators in registers (~2× faster in V8). */
+function attendJsGroupOf4(
+  queries: Float32Array, queryOffset: number, cache: Float32Array, keyOffset: number, valueOffset: number, headStride: number, length: number,
+  kvHeads: number, headDim: number, output: Float32Array, outputOffset: number, scores: Float32Array,
+): void {
+  const scale = 1 / Math.sqrt(headDim);
+  for (let kvHead = 0; kvHead < kvHeads; kvHead++) {
+    const keyBase = keyOffset + kvHead * headStride;
+    const valueBase = valueOffset + kvHead * headStride;
+    const q0 = queryOffset + kvHead * 4 * headDim;
+    const [q1, q2, q3] = [q0 + headDim, q0 + 2 * headDim, q0 + 3 * headDim];
+    let [max0, max1, max2, max3] = [-Infinity, -Infinity, -Infinity, -Infinity];
+    for (let position = 0; position < length; position++) {
+      const key = keyBase + position * headDim;
+      let [s0, s1, s2, s3] = [0, 0, 0, 0];
+      for (let c = 0; c < headDim; c++) {
+        const k = cache[key + c];
+        s0 += queries[q0 + c] * k;
+        s1 += queries[q1 + c] * k;
+        s2 += queries[q2 + c] * k;
+        s3 += queries[q3 + c] * k;
+      }
+      s0 *= scale;
+      s1 *= scale;
+      s2 *= scale;
+      s3 *= scale;
+      scores[position] = s0;
+      scores[length + position] = s1;
+      scores[2 * length + position] = s2;
+      scores[3 * length + position] = s3;
+      if (s0 > max0) max0 = s0;
+      if (s1 > max1) max1 = s1;
+      if (s2 > max2) max2 = s2;
+      if (s3 > max3) max3 = s3;
+    }
+    const inverses = [max0, max1, max2, max3].map((max, member) => {
+      const row = member * length;
+      let sum = 0;
+      for (let position = 0; position < length; position++) {
+        const e = Math.exp(scores[row + position] - max);
+        scores[row + position] = e;
+        sum += e;
+      }
+      return 1 / sum;
+    });
+    const o0 = outputOffset + kvHead * 4 * headDim;
+    const [o1, o2, o3] = [o0 + headDim, o0 + 2 * headDim, o0 + 3 * headDim];
+    output.fill(0, o0, o0 + 4 * headDim);
+    for (let position = 0; position < length; position++) {
+      const value = valueBase + position * headDim;
+      const p0 = scores[position] * inverses[0];
+      const p1 = scores[length + position] * inverses[1];
+      const p2 = scores[2 * length + position] * inverses[2];
+      const p3 = scores[3 * length + position] * inverses[3];
+      for (let c = 0; c < headDim; c++) {
+        const v = cache[value + c];
+        output[o0 + c] += p0 * v;
+        output[o1 + c] += p1 * v;
+        output[o2 + c] += p2 * v;
+        output[o3 + c] += p3 * v;
+      }
+    }
+  }
+}

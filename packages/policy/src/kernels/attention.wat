@@ -1,0 +1,172 @@
+;; Decode/prefill attention of one query row over one sequence's KV cache, with WebAssembly
+;; SIMD (f32x4). Compiled by scripts/build-kernels.mjs into attention-wasm.ts (base64 bytes);
+;; used by kernels/attention.ts. Everything lives in the imported memory (the kernel heap):
+;; the KV caches of all sequences, the queries copied in, the outputs, the score scratch.
+;; All pointers are byte offsets (unsigned: the heap may pass 2 GiB), 16-byte aligned, and
+;; headDim is a multiple of 4.
+;;
+;; Layout (as in KVSequence): keys of one layer [kvHeads, capacity, headDim], values the
+;; same; `headStride` = capacity*headDim*4 bytes between kv heads. Queries of the row
+;; [heads, headDim], output [heads, headDim]; query head h uses kv head floor(h / group).
+;;
+;; The query heads of one kv head go through `attend4` four at a time, so each key and value
+;; row is read once for four heads (a group that is not a multiple of 4 repeats its last
+;; head in the spare lanes: same inputs, same result, written twice). Per block of four:
+;;   1. scores s[p] = scale*(q_j * k_p) for the 4 heads j as one f32x4 per position p
+;;      (stored interleaved [length][4]), and their running maximum;
+;;   2. e[p] = exp(s[p] - max) in place, and their sum (exp: Cephes' expf polynomial after
+;;      reduction by ln 2, ~1-2 ulp; arguments below -87 are clamped to -87, i.e. ~ 1e-38);
+;;   3. out_j = sum_p e[p]_j * v_p / sum_j, 4 dims of the head at a time.
+(module
+  (import "env" "memory" (memory 1))
+
+  (func $min (param $a i32) (param $b i32) (result i32)
+    (select (local.get $a) (local.get $b) (i32.lt_u (local.get $a) (local.get $b))))
+
+  ;; attend(q, out, k, v, headStride, length, kvHeads, group, headDim, scale, scores)
+  ;; scores: scratch of >= 16*length bytes.
+  (func (export "attend")
+    (param $q i32) (param $out i32) (param $k i32) (param $v i32) (param $headStride i32)
+    (param $length i32) (param $kvHeads i32) (param $group i32) (param $headDim i32)
+    (param $scale f32) (param $scores i32)
+    (local $rowBytes i32) (local $h i32) (local $b i32) (local $last i32)
+    (local $m1 i32) (local $m2 i32) (local $m3 i32) (local $kh i32) (local $vh i32)
+    (local.set $rowBytes (i32.shl (local.get $headDim) (i32.const 2)))
+    (block $done
+      (loop $heads
+        (br_if $done (i32.ge_u (local.get $h) (local.get $kvHeads)))
+        (local.set $kh (i32.add (local.get $k) (i32.mul (local.get $h) (local.get $headStride))))
+        (local.set $vh (i32.add (local.get $v) (i32.mul (local.get $h) (local.get $headStride))))
+        ;; query heads b .. last of this kv head, four at a time
+        (local.set $b (i32.mul (local.get $h) (local.get $group)))
+        (local.set $last (i32.sub (i32.add (local.get $b) (local.get $group)) (i32.const 1)))
+        (loop $blocks
+          (local.set $m1 (call $min (i32.add (local.get $b) (i32.const 1)) (local.get $last)))
+          (local.set $m2 (call $min (i32.add (local.get $b) (i32.const 2)) (local.get $last)))
+          (local.set $m3 (call $min (i32.add (local.get $b) (i32.const 3)) (local.get $last)))
+          (call $attend4
+            (i32.add (local.get $q) (i32.mul (local.get $b) (local.get $rowBytes)))
+            (i32.add (local.get $q) (i32.mul (local.get $m1) (local.get $rowBytes)))
+            (i32.add (local.get $q) (i32.mul (local.get $m2) (local.get $rowBytes)))
+            (i32.add (local.get $q) (i32.mul (local.get $m3) (local.get $rowBytes)))
+            (i32.add (local.get $out) (i32.mul (local.get $b) (local.get $rowBytes)))
+            (i32.add (local.get $out) (i32.mul (local.get $m1) (local.get $rowBytes)))
+            (i32.add (local.get $out) (i32.mul (local.get $m2) (local.get $rowBytes)))
+            (i32.add (local.get $out) (i32.mul (local.get $m3) (local.get $rowBytes)))
+            (local.get $kh) (local.get $vh) (local.get $length) (local.get $rowBytes)
+            (local.get $scale) (local.get $scores))
+          (local.set $b (i32.add (local.get $b) (i32.const 4)))
+          (br_if $blocks (i32.le_u (local.get $b) (local.get $last))))
+        (local.set $h (i32.add (local.get $h) (i32.const 1)))
+        (br $heads))))
+
+  ;; Four query heads (q0..q3 -> o0..o3) over `length` key/value rows of `rowBytes` each.
+  (func $attend4
+    (param $q0 i32) (param $q1 i32) (param $q2 i32) (param $q3 i32)
+    (param $o0 i32) (param $o1 i32) (param $o2 i32) (param $o3 i32)
+    (param $k i32) (param $v i32) (param $length i32) (param $rowBytes i32)
+    (param $scale f32) (param $scores i32)
+    (local $c i32) (local $kp i32) (local $vp i32) (local $sp i32) (local $end i32)
+    (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)
+    (local $x v128) (local $s v128) (local $max v128) (local $sum v128)
+    (local $fx v128) (local $y v128) (local $e v128)
+    (local $i0 v128) (local $i1 v128) (local $i2 v128) (local $i3 v128)
+
+    (local.set $end (i32.add (local.get $scores) (i32.shl (local.get $length) (i32.const 4))))
+
+    ;; 1. scores and their maximum
+    (local.set $max (v128.const f32x4 -inf -inf -inf -inf))
+    (local.set $kp (local.get $k))
+    (local.set $sp (local.get $scores))
+    (loop $positions
+      (local.set $a0 (v128.const i32x4 0 0 0 0))
+      (local.set $a1 (v128.const i32x4 0 0 0 0))
+      (local.set $a2 (v128.const i32x4 0 0 0 0))
+      (local.set $a3 (v128.const i32x4 0 0 0 0))
+      (local.set $c (i32.const 0))
+      (loop $dims
+        (local.set $x (v128.load (i32.add (local.get $kp) (local.get $c))))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (v128.load (i32.add (local.get $q0) (local.get $c))) (local.get $x))))
+        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (v128.load (i32.add (local.get $q1) (local.get $c))) (local.get $x))))
+        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (v128.load (i32.add (local.get $q2) (local.get $c))) (local.get $x))))
+        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (v128.load (i32.add (local.get $q3) (local.get $c))) (local.get $x))))
+        (local.set $c (i32.add (local.get $c) (i32.const 16)))
+        (br_if $dims (i32.lt_u (local.get $c) (local.get $rowBytes))))
+      ;; [suma0, suma1, suma2, suma3]: pairwise sums of lanes, then of pairs
+      (local.set $a0 (f32x4.add
+        (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $a0) (local.get $a1))
+        (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $a0) (local.get $a1))))
+      (local.set $a2 (f32x4.add
+        (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $a2) (local.get $a3))
+        (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $a2) (local.get $a3))))
+      (local.set $s (f32x4.mul
+        (f32x4.add
+          (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $a0) (local.get $a2))
+          (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $a0) (local.get $a2)))
+        (f32x4.splat (local.get $scale))))
+      (v128.store (local.get $sp) (local.get $s))
+      (local.set $max (f32x4.pmax (local.get $max) (local.get $s)))
+      (local.set $kp (i32.add (local.get $kp) (local.get $rowBytes)))
+      (local.set $sp (i32.add (local.get $sp) (i32.const 16)))
+      (br_if $positions (i32.lt_u (local.get $sp) (local.get $end))))
+
+    ;; 2. e = exp(s - max) in place, and the sums
+    (local.set $sum (v128.const i32x4 0 0 0 0))
+    (local.set $sp (local.get $scores))
+    (loop $exps
+      ;; x = max(s - max, -87); fx = round(x / ln 2); x -= fx*ln 2 (in two parts)
+      (local.set $x (f32x4.pmax
+        (f32x4.sub (v128.load (local.get $sp)) (local.get $max))
+        (v128.const f32x4 -87 -87 -87 -87)))
+      (local.set $fx (f32x4.nearest (f32x4.mul (local.get $x) (v128.const f32x4 1.44269504088896341 1.44269504088896341 1.44269504088896341 1.44269504088896341))))
+      (local.set $x (f32x4.sub (local.get $x) (f32x4.mul (local.get $fx) (v128.const f32x4 0.693359375 0.693359375 0.693359375 0.693359375))))
+      (local.set $x (f32x4.add (local.get $x) (f32x4.mul (local.get $fx) (v128.const f32x4 2.12194440e-4 2.12194440e-4 2.12194440e-4 2.12194440e-4))))
+      ;; y = 1 + x + x^2*P(x)
+      (local.set $y (f32x4.add (f32x4.mul (v128.const f32x4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4) (local.get $x))
+                               (v128.const f32x4 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3)))
+      (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $x)) (v128.const f32x4 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3)))
+      (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $x)) (v128.const f32x4 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2)))
+      (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $x)) (v128.const f32x4 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1)))
+      (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $x)) (v128.const f32x4 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1)))
+      (local.set $y (f32x4.add
+        (f32x4.add (f32x4.mul (local.get $y) (f32x4.mul (local.get $x) (local.get $x))) (local.get $x))
+        (v128.const f32x4 1 1 1 1)))
+      ;; * 2^fx, built in the exponent bits (fx in [-126, 0])
+      (local.set $e (f32x4.mul (local.get $y)
+        (i32x4.shl (i32x4.add (i32x4.trunc_sat_f32x4_s (local.get $fx)) (v128.const i32x4 127 127 127 127)) (i32.const 23))))
+      (v128.store (local.get $sp) (local.get $e))
+      (local.set $sum (f32x4.add (local.get $sum) (local.get $e)))
+      (local.set $sp (i32.add (local.get $sp) (i32.const 16)))
+      (br_if $exps (i32.lt_u (local.get $sp) (local.get $end))))
+    (local.set $sum (f32x4.div (v128.const f32x4 1 1 1 1) (local.get $sum)))
+    (local.set $i0 (i8x16.shuffle 0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3 (local.get $sum) (local.get $sum)))
+    (local.set $i1 (i8x16.shuffle 4 5 6 7 4 5 6 7 4 5 6 7 4 5 6 7 (local.get $sum) (local.get $sum)))
+    (local.set $i2 (i8x16.shuffle 8 9 10 11 8 9 10 11 8 9 10 11 8 9 10 11 (local.get $sum) (local.get $sum)))
+    (local.set $i3 (i8x16.shuffle 12 13 14 15 12 13 14 15 12 13 14 15 12 13 14 15 (local.get $sum) (local.get $sum)))
+
+    ;; 3. out_j = sum_p e[p]_j * v_p * (1 / sum_j), four dims at a time
+    (local.set $c (i32.const 0))
+    (loop $chunks
+      (local.set $a0 (v128.const i32x4 0 0 0 0))
+      (local.set $a1 (v128.const i32x4 0 0 0 0))
+      (local.set $a2 (v128.const i32x4 0 0 0 0))
+      (local.set $a3 (v128.const i32x4 0 0 0 0))
+      (local.set $vp (i32.add (local.get $v) (local.get $c)))
+      (local.set $sp (local.get $scores))
+      (loop $weighted
+        (local.set $x (v128.load (local.get $vp)))
+        (local.set $e (v128.load (local.get $sp)))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (i8x16.shuffle 0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3 (local.get $e) (local.get $e)) (local.get $x))))
+        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (i8x16.shuffle 4 5 6 7 4 5 6 7 4 5 6 7 4 5 6 7 (local.get $e) (local.get $e)) (local.get $x))))
+        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (i8x16.shuffle 8 9 10 11 8 9 10 11 8 9 10 11 8 9 10 11 (local.get $e) (local.get $e)) (local.get $x))))
+        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (i8x16.shuffle 12 13 14 15 12 13 14 15 12 13 14 15 12 13 14 15 (local.get $e) (local.get $e)) (local.get $x))))
+        (local.set $vp (i32.add (local.get $vp) (local.get $rowBytes)))
+        (local.set $sp (i32.add (local.get $sp) (i32.const 16)))
+        (br_if $weighted (i32.lt_u (local.get $sp) (local.get $end))))
+      (v128.store (i32.add (local.get $o0) (local.get $c)) (f32x4.mul (local.get $a0) (local.get $i0)))
+      (v128.store (i32.add (local.get $o1) (local.get $c)) (f32x4.mul (local.get $a1) (local.get $i1)))
+      (v128.store (i32.add (local.get $o2) (local.get $c)) (f32x4.mul (local.get $a2) (local.get $i2)))
+      (v128.store (i32.add (local.get $o3) (local.get $c)) (f32x4.mul (local.get $a3) (local.get $i3)))
+      (local.set $c (i32.add (local.get $c) (i32.const 16)))
+      (br_if $chunks (i32.lt_u (local.get $c) (local.get $rowBytes)))))
+)
