@@ -153,7 +153,7 @@ describe("runTraining with an external model served over the OpenAI API", () => 
       }),
     );
     assert.equal(last?.step, 2, "both steps completed");
-    assert.deepEqual(batches.map((batch) => batch.step), [0, 1]);
+    assert.deepEqual(batches.map((batch) => batch.step), [1, 2]);
     assert.deepEqual(records.map((record) => record.step), [1, 2]);
 
     let externalTurns = 0;

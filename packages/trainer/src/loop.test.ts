@@ -7,6 +7,7 @@ import { Policy, QWEN25_CHAT_TEMPLATE, Tokenizer, presetConfig, renderChatTempla
 import { FunctionCallSession, InProcessEnvironmentClient, type TaskFamily, type ToolSpec, type ToolReply } from "@agentrl/envs";
 import { runTraining, type TrainingRunOptions } from "./loop.js";
 import { latestCheckpoint } from "./checkpoint.js";
+import type { TrajectoryGroup } from "@agentrl/rollout";
 
 await setBackend("cpu", { log: null });
 process.env.AGENTRL_BACKEND = "cpu"; // the learner thread and every Policy.load use the cpu backend too
@@ -93,7 +94,10 @@ test("async mode: the learner runs in a worker thread and versions advance", asy
   const model = await makeModel();
   const run = mkdtempSync(join(tmpdir(), "agentrl-run-async-"));
   const records: number[] = [];
-  const last = await runTraining(options(model, run, { mode: "async", steps: 3, onStep: (r) => records.push(r.version) }));
+  const staleTurnsByStep = new Map<number, number>();
+  const onBatch = ({ step, groups }: { step: number; groups: readonly TrajectoryGroup[] }) =>
+    staleTurnsByStep.set(step, groups.flatMap((g) => g.trajectories).flatMap((t) => t.turns).filter((turn) => turn.policy === "stale").length);
+  const last = await runTraining(options(model, run, { mode: "async", steps: 3, onStep: (r) => records.push(r.version), onBatch }));
   assert.equal(last?.step, 3);
   assert.deepEqual(records, [1, 2, 3]);
   const metrics = readFileSync(join(run, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
@@ -101,6 +105,8 @@ test("async mode: the learner runs in a worker thread and versions advance", asy
     assert.ok(Number.isFinite(m["train/loss"]) && Number.isFinite(m["train/gradNorm"]));
     assert.ok(m["time/train"] > 0);
     assert.ok("reward/say" in m && "success/say" in m);
+    // the step's own batch, not a running total of the scheduler
+    assert.equal(m["rollout/stale_turns"], staleTurnsByStep.get(m.step), `stale turns of step ${m.step}`);
   }
   assert.ok(existsSync(join(run, "checkpoints", "step-000003", "policy", "model.safetensors")));
 });

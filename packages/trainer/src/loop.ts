@@ -86,7 +86,7 @@ export interface TrainingRunOptions {
   checkpoint: { every: number; keep: number };
   /** Resume from the newest checkpoint of the run directory, if any. */
   resume: boolean;
-  /** Called with each step's batch of complete groups (0-based `step` before the update), just before it is trained on. */
+  /** Called with each step's batch of complete groups just before it is trained on; `step` is the number of the step it makes (as in its record and metrics, from 1). */
   onBatch?: (batch: { step: number; groups: readonly TrajectoryGroup[] }) => void;
   /** Called after each step with its record; and every `evaluation.every` steps, the evaluation hook. */
   onStep?: (record: StepRecord) => void;
@@ -144,17 +144,21 @@ export function stepSeed(seed: number, step: number, stream: number): number {
   return h;
 }
 
-/** Per-task reward and success of a batch, its staleness, and its turns from the external model. */
+/** Per-task reward and success of a batch, its staleness, and its turns from the stale copy and the external model. */
 function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metrics {
   const out: Metrics = {};
   const byTask = new Map<string, { reward: number; success: number; n: number; turns: number }>();
   let staleness = 0;
   let tokens = 0;
   let externalTurns = 0;
+  let staleTurns = 0;
   for (const group of groups) {
     if (group.minVersion >= 0) staleness = Math.max(staleness, version - group.minVersion);
     for (const t of group.trajectories) {
-      for (const turn of t.turns) if (turn.policy === "external") externalTurns += 1;
+      for (const turn of t.turns) {
+        if (turn.policy === "external") externalTurns += 1;
+        else if (turn.policy === "stale") staleTurns += 1;
+      }
       const s = byTask.get(t.task) ?? { reward: 0, success: 0, n: 0, turns: 0 };
       s.reward += t.reward;
       s.success += isSuccess(t) ? 1 : 0;
@@ -181,6 +185,7 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
   out.batchTokens = tokens;
   // Counted on the batch itself, so it is the step's own count in both modes.
   out["rollout/external_turns"] = externalTurns;
+  out["rollout/stale_turns"] = staleTurns;
   return out;
 }
 
@@ -349,7 +354,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
         rolloutSnapshot = sampling!.scheduler.snapshot();
       }
       const waited = performance.now();
-      options.onBatch?.({ step: state.step, groups });
+      options.onBatch?.({ step: state.step + 1, groups });
       // 2. Train on it.
       const update = await learner.update(groups);
       const trained = performance.now();
@@ -381,7 +386,6 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
         "throughput/train_tokens_per_second": update.metrics.processedTokens / Math.max(1e-9, (trained - waited) / 1000),
         "throughput/rollout_tokens_per_second": rolloutSnapshot?.generatedTokensPerSecond ?? 0,
         "rollout/format_errors": rolloutSnapshot?.formatErrors ?? 0,
-        "rollout/stale_turns": rolloutSnapshot?.turnsByPolicy.stale ?? 0,
         "buffer/dropped_stale_groups": rolloutSnapshot?.buffer?.droppedStaleGroups ?? 0,
         ...engineMetrics(rolloutSnapshot?.engines.current, engineBefore),
       };
