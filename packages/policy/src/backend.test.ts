@@ -27,8 +27,9 @@ test("wasm and cpu agree on logits and gradients (including the embedding gradie
     const model = new Transformer(config, undefined, { seed: 11 });
     const input = tf.tensor2d(ids, undefined, "int32");
     const { value, grads } = tf.variableGrads(() => tf.sum(tokenLogProbs(model, input, { temperature: 0.8 }).logProbs) as tf.Scalar, model.trainableVariables());
-    const embedding = grads[model.variables.get("model.embed_tokens.weight")!.name].dataSync().slice();
-    const query = grads[model.variables.get("model.layers.0.self_attn.q_proj.weight")!.name].dataSync().slice();
+    // gradients of float32 variables are float32
+    const embedding = (grads[model.variables.get("model.embed_tokens.weight")!.name].dataSync() as Float32Array).slice();
+    const query = (grads[model.variables.get("model.layers.0.self_attn.q_proj.weight")!.name].dataSync() as Float32Array).slice();
     const result = { loss: value.dataSync()[0], embedding, query };
     tf.dispose([value, input, ...Object.values(grads)]);
     model.dispose();

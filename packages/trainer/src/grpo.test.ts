@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import * as tf from "@tensorflow/tfjs-core";
 import { Policy, presetConfig, setBackend, tokenLogProbs } from "@agentrl/policy";
 import type { Trajectory, TrajectoryGroup } from "@agentrl/rollout";
-import { DEFAULT_GRPO, grpoUpdate, planMicroBatches, prepareBatch } from "./grpo.js";
+import { DEFAULT_GRPO, grpoUpdate, planMicroBatches, prepareBatch, type UpdateMetrics } from "./grpo.js";
 
 await setBackend("cpu", { log: null });
 
@@ -56,7 +56,7 @@ test("a GRPO step raises the log-probs of positive-advantage tokens and lowers t
   assert.ok(batch.rows[0].advantage > 0 && batch.rows[1].advantage < 0);
   const before = { good: meanMasked(scored(policy, Int32Array.from(good), 0.8), groups[0].trajectories[0].lossMask), bad: meanMasked(scored(policy, Int32Array.from(bad), 0.8), groups[0].trajectories[1].lossMask) };
   const tensorsBefore = tf.memory().numTensors;
-  let metrics;
+  let metrics: UpdateMetrics | undefined;
   for (let step = 0; step < 5; step++) metrics = grpoUpdate(policy, optimizer, batch, { ...DEFAULT_GRPO, klCoefficient: 0, microBatchTokens: 18 });
   assert.equal(tf.memory().numTensors, tensorsBefore, "no tensor leaks across updates");
   const after = { good: meanMasked(scored(policy, Int32Array.from(good), 0.8), groups[0].trajectories[0].lossMask), bad: meanMasked(scored(policy, Int32Array.from(bad), 0.8), groups[0].trajectories[1].lossMask) };

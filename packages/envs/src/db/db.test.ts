@@ -11,7 +11,7 @@ import { playEpisode } from "../play.js";
 import { hasAgentBenchData } from "../docker/agentbench.js";
 import { isDockerAvailable, RUN_LABEL } from "../docker/runtime.js";
 import { IMAGES, imageHash } from "../docker/images.js";
-import type { AssistantMessage } from "../types.js";
+import type { AssistantMessage, Message } from "../types.js";
 import { createTaskFamily, loadDbSamples, type DbSession, type DbTaskFamily } from "./index.js";
 
 const docker = new Docker();
@@ -24,6 +24,12 @@ const dockerSkip = !data
 
 function call(name: string, args: Record<string, unknown>): AssistantMessage {
   return { role: "assistant", content: null, tool_calls: [{ id: `c_${name}`, type: "function", function: { name, arguments: JSON.stringify(args) } }] };
+}
+
+/** The text of a reply message; fails the test when the message has none. */
+function text(message: Message): string {
+  assert.ok(message.content !== null, `expected a message with text, got ${JSON.stringify(message)}`);
+  return message.content;
 }
 
 describe("DB data", { skip: data ? false : "no AgentBench data in ../shared/data/agentbench" }, () => {
@@ -60,7 +66,7 @@ describe("DB family on MariaDB", { skip: dockerSkip }, () => {
     let reply = await session.interact(call("execute_sql", { query: `SELECT COUNT(*) FROM \`${table}\`` }));
     assert.equal(reply.messages[0].content, `[(${sample.tables[0].table_info.rows.length},)]`);
     reply = await session.interact(call("execute_sql", { query: "SELEC nonsense" }));
-    assert.match(reply.messages[0].content, /^1064 \(42000\): You have an error in your SQL syntax/);
+    assert.match(text(reply.messages[0]), /^1064 \(42000\): You have an error in your SQL syntax/);
     reply = await session.interact(call("commit_final_answer", { answers: sample.label.map(String) }));
     assert.equal(reply.finish, true);
     assert.equal(reply.reward, 1);

@@ -11,7 +11,7 @@ import { playEpisode } from "../play.js";
 import { hasAgentBenchData } from "../docker/agentbench.js";
 import { isDockerAvailable, RUN_LABEL } from "../docker/runtime.js";
 import { IMAGES, imageHash } from "../docker/images.js";
-import type { AssistantMessage } from "../types.js";
+import type { AssistantMessage, InteractResult, Message } from "../types.js";
 import { createTaskFamily, loadOsSamples, osDifficulty, type OsSession, type OsTaskFamily } from "./index.js";
 
 const docker = new Docker();
@@ -24,6 +24,12 @@ const dockerSkip = !data
 
 function call(name: string, args: Record<string, unknown>): AssistantMessage {
   return { role: "assistant", content: null, tool_calls: [{ id: `c_${name}`, type: "function", function: { name, arguments: JSON.stringify(args) } }] };
+}
+
+/** The text of a reply message; fails the test when the message has none. */
+function text(message: Message): string {
+  assert.ok(message.content !== null, `expected a message with text, got ${JSON.stringify(message)}`);
+  return message.content;
 }
 
 describe("OS data", { skip: data ? false : "no AgentBench data in ../shared/data/agentbench" }, () => {
@@ -63,11 +69,11 @@ describe("OS family on Docker", { skip: dockerSkip }, () => {
     assert.equal(reply.finish, false);
     assert.equal(reply.messages[0].content, "The output of the OS is empty.");
     reply = await session.interact(call("bash_action", { script: "echo \"$PWD $value\"" }));
-    assert.equal(reply.messages[0].content.trim(), "/tmp/work 42", "cwd and variables survive between turns");
+    assert.equal(text(reply.messages[0]).trim(), "/tmp/work 42", "cwd and variables survive between turns");
     reply = await session.interact(call("bash_action", { script: "seq 1 2000" }));
-    assert.match(reply.messages[0].content, /\[truncated because the output is too long\]$/);
+    assert.match(text(reply.messages[0]), /\[truncated because the output is too long\]$/);
     reply = await session.interact(call("bash_action", { script: family.sample(index).example!.code }));
-    reply = await session.interact(call("answer_action", { answer: reply.messages[0].content.trim() }));
+    reply = await session.interact(call("answer_action", { answer: text(reply.messages[0]).trim() }));
     assert.equal(reply.finish, true);
     assert.equal(reply.status, "completed");
     assert.equal(reply.reward, 1);
@@ -75,7 +81,7 @@ describe("OS family on Docker", { skip: dockerSkip }, () => {
 
   test("the turn limit is 8", async () => {
     const session = await family.startSession(family.indices("train")[1]);
-    let reply;
+    let reply: InteractResult | undefined;
     for (let turn = 0; turn < 8; turn += 1) reply = await session.interact(call("bash_action", { script: "true" }));
     assert.equal(reply!.status, "task limit reached");
     assert.equal(reply!.reward, 0);

@@ -386,9 +386,9 @@ describe("controller with HTTP workers", () => {
       // Raw garbage on the socket: 400, and the server survives.
       const port = new URL(url).port;
       const garbage = await new Promise<string>((resolve) => {
-        const socket = net.connect(Number(port), "127.0.0.1", () => socket.write("THIS IS NOT HTTP\r\n\r\n"));
+        const socket: net.Socket = net.connect(Number(port), "127.0.0.1", () => socket.write("THIS IS NOT HTTP\r\n\r\n"));
         let text = "";
-        socket.on("data", (d) => (text += d));
+        socket.on("data", (d: Buffer) => (text += d));
         socket.on("close", () => resolve(text));
         socket.on("error", () => resolve(text));
       });

@@ -2,7 +2,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { playEpisode, playEpisodes } from "../play.js";
 import { createTaskFamily as createByName } from "../registry.js";
-import type { AssistantMessage, Expert, Message, ToolCall } from "../types.js";
+import type { AssistantMessage, Expert, InteractResult, Message, ToolCall } from "../types.js";
 import { getCatalogue } from "./catalogue.js";
 import { readLastPage } from "./expert.js";
 import { WebShopFamily, createTaskFamily } from "./index.js";
@@ -176,7 +176,7 @@ describe("playing", () => {
 
   test("the 20-turn limit ends an episode with reward 0", async () => {
     const session = await family.startSession(family.indicesAt("test", 0)[1]);
-    let result;
+    let result: InteractResult | undefined;
     for (let turn = 0; turn < 20; turn++) result = await session.interact(toolCall("click_action", JSON.stringify({ value: "nothing" })));
     assert.equal(result!.finish, true);
     assert.equal(result!.status, "task limit reached");
