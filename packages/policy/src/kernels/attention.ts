@@ -263,7 +263,7 @@ export function attendRows(
     const attend = loadSimdKernel()!.attend;
     const inputFloats = rows * rowWidth;
     const outputFloats = rows * qWidth;
-    const scratch = heap.scratch(4 * (inputFloats + outputFloats + 4 * maxLength)) / 4; // may grow the heap
+    const scratch = heap.scratch(4 * (inputFloats + outputFloats + 20 * maxLength)) / 4; // may grow the heap
     const f32 = heap.f32;
     f32.set(data.subarray(0, inputFloats), scratch);
     const output = scratch + inputFloats;
@@ -289,7 +289,7 @@ export function attendRows(
 /**
  * The wasm kernel on operands already in the heap (float offsets): queries [heads, headDim]
  * at `query`, output at `output`, keys/values of kv head 0 at `keys`/`values`, kv head stride
- * `headStride` floats, scores scratch at `scores` (≥ 4·length floats, 16-byte aligned).
+ * `headStride` floats, scores scratch at `scores` (≥ 20·length floats, 16-byte aligned).
  * For tests and benchmarks.
  */
 export function attendWasm(

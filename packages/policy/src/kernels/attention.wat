@@ -13,9 +13,10 @@
 ;; row is read once for four heads (a group that is not a multiple of 4 repeats its last
 ;; head in the spare lanes: same inputs, same result, written twice). Per block of four:
 ;;   1. scores s[p] = scale*(q_j * k_p) for the 4 heads j as one f32x4 per position p
-;;      (stored interleaved [length][4]), and their running maximum;
-;;   2. e[p] = exp(s[p] - max) in place, and their sum (exp: Cephes' expf polynomial after
-;;      reduction by ln 2, ~1-2 ulp; arguments below -87 are clamped to -87, i.e. ~ 1e-38);
+;;      (stored interleaved [length][4]; two positions per iteration), and their maximum;
+;;   2. e[p] = exp(s[p] - max), their sum (exp: Cephes' expf polynomial after reduction by
+;;      ln 2, ~1-2 ulp; arguments below -87 are clamped to -87, i.e. ~ 1e-38), and e[p]_j
+;;      stored splatted, one f32x4 per head j;
 ;;   3. out_j = sum_p e[p]_j * v_p / sum_j, 4 dims of the head at a time.
 (module
   (import "env" "memory" (memory 1))
@@ -24,7 +25,7 @@
     (select (local.get $a) (local.get $b) (i32.lt_u (local.get $a) (local.get $b))))
 
   ;; attend(q, out, k, v, headStride, length, kvHeads, group, headDim, scale, scores)
-  ;; scores: scratch of >= 16*length bytes.
+  ;; scores: scratch of >= 80*length bytes.
   (func (export "attend")
     (param $q i32) (param $out i32) (param $k i32) (param $v i32) (param $headStride i32)
     (param $length i32) (param $kvHeads i32) (param $group i32) (param $headDim i32)
@@ -60,83 +61,157 @@
         (local.set $h (i32.add (local.get $h) (i32.const 1)))
         (br $heads))))
 
-  ;; Four query heads (q0..q3 -> o0..o3) over `length` key/value rows of `rowBytes` each.
+;; Four query heads (q0..q3 -> o0..o3) over `length` key/value rows of `rowBytes` each.
+  ;; scores: scratch of 80 * length bytes: [length][4] raw scores, then [length][4][4] the
+  ;; exponentials splatted (one f32x4 per head and position, so that pass 3 multiplies by a
+  ;; loaded vector instead of shuffling).
   (func $attend4
     (param $q0 i32) (param $q1 i32) (param $q2 i32) (param $q3 i32)
     (param $o0 i32) (param $o1 i32) (param $o2 i32) (param $o3 i32)
     (param $k i32) (param $v i32) (param $length i32) (param $rowBytes i32)
     (param $scale f32) (param $scores i32)
-    (local $c i32) (local $kp i32) (local $vp i32) (local $sp i32) (local $end i32)
+    (local $c i32) (local $kp i32) (local $kp2 i32) (local $vp i32) (local $sp i32) (local $dp i32)
+    (local $end i32) (local $pairsEnd i32) (local $splatsEnd i32)
     (local $a0 v128) (local $a1 v128) (local $a2 v128) (local $a3 v128)
-    (local $x v128) (local $s v128) (local $max v128) (local $sum v128)
-    (local $fx v128) (local $y v128) (local $e v128)
+    (local $b0 v128) (local $b1 v128) (local $b2 v128) (local $b3 v128)
+    (local $x v128) (local $y v128) (local $t v128) (local $s v128) (local $max v128) (local $sum v128)
+    (local $fx v128) (local $e v128) (local $scaleV v128)
     (local $i0 v128) (local $i1 v128) (local $i2 v128) (local $i3 v128)
 
     (local.set $end (i32.add (local.get $scores) (i32.shl (local.get $length) (i32.const 4))))
+    (local.set $pairsEnd (i32.add (local.get $scores) (i32.shl (i32.and (local.get $length) (i32.const -2)) (i32.const 4))))
+    (local.set $splatsEnd (i32.add (local.get $end) (i32.shl (local.get $length) (i32.const 6))))
+    (local.set $scaleV (f32x4.splat (local.get $scale)))
 
-    ;; 1. scores and their maximum
+    ;; 1. scores and their maximum, two positions at a time (each q chunk loaded once for both)
     (local.set $max (v128.const f32x4 -inf -inf -inf -inf))
     (local.set $kp (local.get $k))
     (local.set $sp (local.get $scores))
-    (loop $positions
+    (block $pairsDone
+      (br_if $pairsDone (i32.ge_u (local.get $sp) (local.get $pairsEnd)))
+      (loop $pairs
       (local.set $a0 (v128.const i32x4 0 0 0 0))
       (local.set $a1 (v128.const i32x4 0 0 0 0))
       (local.set $a2 (v128.const i32x4 0 0 0 0))
       (local.set $a3 (v128.const i32x4 0 0 0 0))
+      (local.set $b0 (v128.const i32x4 0 0 0 0))
+      (local.set $b1 (v128.const i32x4 0 0 0 0))
+      (local.set $b2 (v128.const i32x4 0 0 0 0))
+      (local.set $b3 (v128.const i32x4 0 0 0 0))
+      (local.set $kp2 (i32.add (local.get $kp) (local.get $rowBytes)))
       (local.set $c (i32.const 0))
       (loop $dims
         (local.set $x (v128.load (i32.add (local.get $kp) (local.get $c))))
-        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (v128.load (i32.add (local.get $q0) (local.get $c))) (local.get $x))))
-        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (v128.load (i32.add (local.get $q1) (local.get $c))) (local.get $x))))
-        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (v128.load (i32.add (local.get $q2) (local.get $c))) (local.get $x))))
-        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (v128.load (i32.add (local.get $q3) (local.get $c))) (local.get $x))))
+        (local.set $y (v128.load (i32.add (local.get $kp2) (local.get $c))))
+        (local.set $t (v128.load (i32.add (local.get $q0) (local.get $c))))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (local.get $t) (local.get $x))))
+        (local.set $b0 (f32x4.add (local.get $b0) (f32x4.mul (local.get $t) (local.get $y))))
+        (local.set $t (v128.load (i32.add (local.get $q1) (local.get $c))))
+        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (local.get $t) (local.get $x))))
+        (local.set $b1 (f32x4.add (local.get $b1) (f32x4.mul (local.get $t) (local.get $y))))
+        (local.set $t (v128.load (i32.add (local.get $q2) (local.get $c))))
+        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (local.get $t) (local.get $x))))
+        (local.set $b2 (f32x4.add (local.get $b2) (f32x4.mul (local.get $t) (local.get $y))))
+        (local.set $t (v128.load (i32.add (local.get $q3) (local.get $c))))
+        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (local.get $t) (local.get $x))))
+        (local.set $b3 (f32x4.add (local.get $b3) (f32x4.mul (local.get $t) (local.get $y))))
         (local.set $c (i32.add (local.get $c) (i32.const 16)))
         (br_if $dims (i32.lt_u (local.get $c) (local.get $rowBytes))))
-      ;; [suma0, suma1, suma2, suma3]: pairwise sums of lanes, then of pairs
-      (local.set $a0 (f32x4.add
-        (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $a0) (local.get $a1))
-        (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $a0) (local.get $a1))))
-      (local.set $a2 (f32x4.add
-        (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $a2) (local.get $a3))
-        (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $a2) (local.get $a3))))
-      (local.set $s (f32x4.mul
-        (f32x4.add
-          (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $a0) (local.get $a2))
-          (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $a0) (local.get $a2)))
-        (f32x4.splat (local.get $scale))))
-      (v128.store (local.get $sp) (local.get $s))
-      (local.set $max (f32x4.pmax (local.get $max) (local.get $s)))
-      (local.set $kp (i32.add (local.get $kp) (local.get $rowBytes)))
-      (local.set $sp (i32.add (local.get $sp) (i32.const 16)))
-      (br_if $positions (i32.lt_u (local.get $sp) (local.get $end))))
+        ;; [sum a0, sum a1, sum a2, sum a3] * scale: pairwise sums of lanes, then of pairs
+        (local.set $a0 (f32x4.add
+          (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $a0) (local.get $a1))
+          (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $a0) (local.get $a1))))
+        (local.set $a2 (f32x4.add
+          (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $a2) (local.get $a3))
+          (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $a2) (local.get $a3))))
+        (local.set $s (f32x4.mul
+          (f32x4.add
+            (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $a0) (local.get $a2))
+            (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $a0) (local.get $a2)))
+          (local.get $scaleV)))
+        (v128.store (local.get $sp) (local.get $s))
+        (local.set $max (f32x4.pmax (local.get $max) (local.get $s)))
+        ;; [sum b0, sum b1, sum b2, sum b3] * scale: pairwise sums of lanes, then of pairs
+        (local.set $b0 (f32x4.add
+          (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $b0) (local.get $b1))
+          (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $b0) (local.get $b1))))
+        (local.set $b2 (f32x4.add
+          (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $b2) (local.get $b3))
+          (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $b2) (local.get $b3))))
+        (local.set $s (f32x4.mul
+          (f32x4.add
+            (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $b0) (local.get $b2))
+            (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $b0) (local.get $b2)))
+          (local.get $scaleV)))
+        (v128.store offset=16 (local.get $sp) (local.get $s))
+        (local.set $max (f32x4.pmax (local.get $max) (local.get $s)))
+        (local.set $kp (i32.add (local.get $kp2) (local.get $rowBytes)))
+        (local.set $sp (i32.add (local.get $sp) (i32.const 32)))
+        (br_if $pairs (i32.lt_u (local.get $sp) (local.get $pairsEnd)))))
+    ;; the last position of an odd length
+    (if (i32.lt_u (local.get $sp) (local.get $end))
+      (then
+        (local.set $a0 (v128.const i32x4 0 0 0 0))
+        (local.set $a1 (v128.const i32x4 0 0 0 0))
+        (local.set $a2 (v128.const i32x4 0 0 0 0))
+        (local.set $a3 (v128.const i32x4 0 0 0 0))
+        (local.set $c (i32.const 0))
+        (loop $dims
+          (local.set $x (v128.load (i32.add (local.get $kp) (local.get $c))))
+          (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (v128.load (i32.add (local.get $q0) (local.get $c))) (local.get $x))))
+          (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (v128.load (i32.add (local.get $q1) (local.get $c))) (local.get $x))))
+          (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (v128.load (i32.add (local.get $q2) (local.get $c))) (local.get $x))))
+          (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (v128.load (i32.add (local.get $q3) (local.get $c))) (local.get $x))))
+          (local.set $c (i32.add (local.get $c) (i32.const 16)))
+          (br_if $dims (i32.lt_u (local.get $c) (local.get $rowBytes))))
+        ;; [sum a0, sum a1, sum a2, sum a3] * scale: pairwise sums of lanes, then of pairs
+        (local.set $a0 (f32x4.add
+          (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $a0) (local.get $a1))
+          (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $a0) (local.get $a1))))
+        (local.set $a2 (f32x4.add
+          (i8x16.shuffle 0 1 2 3 4 5 6 7 16 17 18 19 20 21 22 23 (local.get $a2) (local.get $a3))
+          (i8x16.shuffle 8 9 10 11 12 13 14 15 24 25 26 27 28 29 30 31 (local.get $a2) (local.get $a3))))
+        (local.set $s (f32x4.mul
+          (f32x4.add
+            (i8x16.shuffle 0 1 2 3 8 9 10 11 16 17 18 19 24 25 26 27 (local.get $a0) (local.get $a2))
+            (i8x16.shuffle 4 5 6 7 12 13 14 15 20 21 22 23 28 29 30 31 (local.get $a0) (local.get $a2)))
+          (local.get $scaleV)))
+        (v128.store (local.get $sp) (local.get $s))
+        (local.set $max (f32x4.pmax (local.get $max) (local.get $s)))
+      ))
 
-    ;; 2. e = exp(s - max) in place, and the sums
+    ;; 2. e = exp(s - max), their sums, and e splatted per head
     (local.set $sum (v128.const i32x4 0 0 0 0))
     (local.set $sp (local.get $scores))
+    (local.set $dp (local.get $end))
     (loop $exps
-      ;; x = max(s - max, -87); fx = round(x / ln 2); x -= fx*ln 2 (in two parts)
+      ;; x = max(s - max, -87); fx = round(x / ln 2); x -= fx * ln 2 (in two parts)
       (local.set $x (f32x4.pmax
         (f32x4.sub (v128.load (local.get $sp)) (local.get $max))
         (v128.const f32x4 -87 -87 -87 -87)))
       (local.set $fx (f32x4.nearest (f32x4.mul (local.get $x) (v128.const f32x4 1.44269504088896341 1.44269504088896341 1.44269504088896341 1.44269504088896341))))
       (local.set $x (f32x4.sub (local.get $x) (f32x4.mul (local.get $fx) (v128.const f32x4 0.693359375 0.693359375 0.693359375 0.693359375))))
       (local.set $x (f32x4.add (local.get $x) (f32x4.mul (local.get $fx) (v128.const f32x4 2.12194440e-4 2.12194440e-4 2.12194440e-4 2.12194440e-4))))
-      ;; y = 1 + x + x^2*P(x)
-      (local.set $y (f32x4.add (f32x4.mul (v128.const f32x4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4) (local.get $x))
+      ;; e^x = 1 + x + x^2 * P(x) (Cephes expf)
+      (local.set $t (f32x4.add (f32x4.mul (v128.const f32x4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4 1.9875691500e-4) (local.get $x))
                                (v128.const f32x4 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3 1.3981999507e-3)))
-      (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $x)) (v128.const f32x4 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3)))
-      (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $x)) (v128.const f32x4 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2)))
-      (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $x)) (v128.const f32x4 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1)))
-      (local.set $y (f32x4.add (f32x4.mul (local.get $y) (local.get $x)) (v128.const f32x4 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1)))
-      (local.set $y (f32x4.add
-        (f32x4.add (f32x4.mul (local.get $y) (f32x4.mul (local.get $x) (local.get $x))) (local.get $x))
+      (local.set $t (f32x4.add (f32x4.mul (local.get $t) (local.get $x)) (v128.const f32x4 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3 8.3334519073e-3)))
+      (local.set $t (f32x4.add (f32x4.mul (local.get $t) (local.get $x)) (v128.const f32x4 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2 4.1665795894e-2)))
+      (local.set $t (f32x4.add (f32x4.mul (local.get $t) (local.get $x)) (v128.const f32x4 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1 1.6666665459e-1)))
+      (local.set $t (f32x4.add (f32x4.mul (local.get $t) (local.get $x)) (v128.const f32x4 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1 5.0000001201e-1)))
+      (local.set $t (f32x4.add
+        (f32x4.add (f32x4.mul (local.get $t) (f32x4.mul (local.get $x) (local.get $x))) (local.get $x))
         (v128.const f32x4 1 1 1 1)))
       ;; * 2^fx, built in the exponent bits (fx in [-126, 0])
-      (local.set $e (f32x4.mul (local.get $y)
+      (local.set $e (f32x4.mul (local.get $t)
         (i32x4.shl (i32x4.add (i32x4.trunc_sat_f32x4_s (local.get $fx)) (v128.const i32x4 127 127 127 127)) (i32.const 23))))
-      (v128.store (local.get $sp) (local.get $e))
       (local.set $sum (f32x4.add (local.get $sum) (local.get $e)))
+      (v128.store (local.get $dp) (i8x16.shuffle 0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3 (local.get $e) (local.get $e)))
+      (v128.store offset=16 (local.get $dp) (i8x16.shuffle 4 5 6 7 4 5 6 7 4 5 6 7 4 5 6 7 (local.get $e) (local.get $e)))
+      (v128.store offset=32 (local.get $dp) (i8x16.shuffle 8 9 10 11 8 9 10 11 8 9 10 11 8 9 10 11 (local.get $e) (local.get $e)))
+      (v128.store offset=48 (local.get $dp) (i8x16.shuffle 12 13 14 15 12 13 14 15 12 13 14 15 12 13 14 15 (local.get $e) (local.get $e)))
       (local.set $sp (i32.add (local.get $sp) (i32.const 16)))
+      (local.set $dp (i32.add (local.get $dp) (i32.const 64)))
       (br_if $exps (i32.lt_u (local.get $sp) (local.get $end))))
     (local.set $sum (f32x4.div (v128.const f32x4 1 1 1 1) (local.get $sum)))
     (local.set $i0 (i8x16.shuffle 0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3 (local.get $sum) (local.get $sum)))
@@ -152,17 +227,16 @@
       (local.set $a2 (v128.const i32x4 0 0 0 0))
       (local.set $a3 (v128.const i32x4 0 0 0 0))
       (local.set $vp (i32.add (local.get $v) (local.get $c)))
-      (local.set $sp (local.get $scores))
+      (local.set $dp (local.get $end))
       (loop $weighted
         (local.set $x (v128.load (local.get $vp)))
-        (local.set $e (v128.load (local.get $sp)))
-        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (i8x16.shuffle 0 1 2 3 0 1 2 3 0 1 2 3 0 1 2 3 (local.get $e) (local.get $e)) (local.get $x))))
-        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (i8x16.shuffle 4 5 6 7 4 5 6 7 4 5 6 7 4 5 6 7 (local.get $e) (local.get $e)) (local.get $x))))
-        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (i8x16.shuffle 8 9 10 11 8 9 10 11 8 9 10 11 8 9 10 11 (local.get $e) (local.get $e)) (local.get $x))))
-        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (i8x16.shuffle 12 13 14 15 12 13 14 15 12 13 14 15 12 13 14 15 (local.get $e) (local.get $e)) (local.get $x))))
+        (local.set $a0 (f32x4.add (local.get $a0) (f32x4.mul (v128.load (local.get $dp)) (local.get $x))))
+        (local.set $a1 (f32x4.add (local.get $a1) (f32x4.mul (v128.load offset=16 (local.get $dp)) (local.get $x))))
+        (local.set $a2 (f32x4.add (local.get $a2) (f32x4.mul (v128.load offset=32 (local.get $dp)) (local.get $x))))
+        (local.set $a3 (f32x4.add (local.get $a3) (f32x4.mul (v128.load offset=48 (local.get $dp)) (local.get $x))))
         (local.set $vp (i32.add (local.get $vp) (local.get $rowBytes)))
-        (local.set $sp (i32.add (local.get $sp) (i32.const 16)))
-        (br_if $weighted (i32.lt_u (local.get $sp) (local.get $end))))
+        (local.set $dp (i32.add (local.get $dp) (i32.const 64)))
+        (br_if $weighted (i32.lt_u (local.get $dp) (local.get $splatsEnd))))
       (v128.store (i32.add (local.get $o0) (local.get $c)) (f32x4.mul (local.get $a0) (local.get $i0)))
       (v128.store (i32.add (local.get $o1) (local.get $c)) (f32x4.mul (local.get $a1) (local.get $i1)))
       (v128.store (i32.add (local.get $o2) (local.get $c)) (f32x4.mul (local.get $a2) (local.get $i2)))
