@@ -116,6 +116,8 @@ export class Transformer {
   private readonly lmHead?: tf.Variable; // [d, V], untied only
   private readonly ropeCos: tf.Tensor2D; // [maxPositions, headDim/2]
   private readonly ropeSin: tf.Tensor2D;
+  /** The same tables in JS memory, for the decode path's rotary (applied to read-back rows). */
+  private readonly ropeTables: { cos: Float32Array; sin: Float32Array };
   private headCache?: { source: object; transposed: tf.Tensor2D };
   private fusedCache?: { ids: (object | undefined)[]; layers: FusedLayer[] };
   /** HF weight name → its projection. */
@@ -193,7 +195,9 @@ export class Transformer {
     }
     this.finalNorm = make("model.norm.weight", [d], "ones");
     if (!config.tieWordEmbeddings) this.lmHead = make("lm_head.weight", [V, d], "normal", true);
-    [this.ropeCos, this.ropeSin] = rotaryTables(config.maxPositionEmbeddings, headDim, config.ropeTheta);
+    this.ropeTables = rotaryTables(config.maxPositionEmbeddings, headDim, config.ropeTheta);
+    this.ropeCos = tf.tensor2d(this.ropeTables.cos, [config.maxPositionEmbeddings, headDim / 2]);
+    this.ropeSin = tf.tensor2d(this.ropeTables.sin, [config.maxPositionEmbeddings, headDim / 2]);
   }
 
   /** Number of parameters. */
@@ -320,33 +324,11 @@ export class Transformer {
     return this.finishBlock(layer, x, causalAttention(q, keys, values, plan));
   }
 
-  /**
-   * Queries [B, heads, S, hd] and this step's keys/values [B, kvHeads, S, hd] of rows
-   * `normed` [B·S, d], rotary applied to queries and keys.
-   */
-  private queriesKeysValues(
-    layer: Layer,
-    normed: tf.Tensor2D,
-    batch: number,
-    steps: number,
-    rotary: { cos: tf.Tensor; sin: tf.Tensor },
-    fused?: FusedLayer,
-  ): { q: tf.Tensor4D; keys: tf.Tensor4D; values: tf.Tensor4D } {
-    const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim } = this.config;
-    const split = (t: tf.Tensor2D, count: number) => tf.transpose(tf.reshape(t, [batch, steps, count, headDim]), [0, 2, 1, 3]) as tf.Tensor4D;
-    if (fused) {
-      // one matmul for q, k, v; one rotary pass over the q and k heads together
-      let qkv: tf.Tensor2D = tf.matMul(normed, fused.qkv);
-      if (fused.qkvBias) qkv = tf.add<tf.Tensor2D>(qkv, fused.qkvBias);
-      const [queriesAndKeys, rawValues] = tf.split(split(qkv, heads + 2 * kvHeads), [heads + kvHeads, kvHeads], 1);
-      const [q, keys] = tf.split(applyRotary(queriesAndKeys as tf.Tensor4D, rotary), [heads, kvHeads], 1) as tf.Tensor4D[];
-      return { q, keys, values: rawValues as tf.Tensor4D };
-    }
-    return {
-      q: applyRotary(split(project(normed, layer.q), heads), rotary),
-      keys: applyRotary(split(project(normed, layer.k), kvHeads), rotary),
-      values: split(project(normed, layer.v), kvHeads),
-    };
+  /** q, k and v of rows `normed` [rows, d] as one matrix [rows, q + 2kv] (biases added, no rotary yet). */
+  private qkvRows(layer: Layer, normed: tf.Tensor2D, fused?: FusedLayer): tf.Tensor2D {
+    if (!fused) return tf.concat([project(normed, layer.q), project(normed, layer.k), project(normed, layer.v)], 1) as tf.Tensor2D;
+    const qkv: tf.Tensor2D = tf.matMul(normed, fused.qkv);
+    return fused.qkvBias ? tf.add<tf.Tensor2D>(qkv, fused.qkvBias) : qkv;
   }
 
   /** The rest of a block after attention: x + o(attended), then the MLP with its residual. [rows, d]. */
@@ -504,17 +486,12 @@ export class Transformer {
     const fused = this.fusedLayers();
     const logits = tf.tidy(() => {
       let x = tf.gather(this.embedding, tf.tensor1d(tokens, "int32")) as tf.Tensor2D;
-      const half = headDim / 2;
-      const positionTensor = tf.tensor1d(positions, "int32");
-      const rotary = {
-        cos: tf.reshape(tf.gather(this.ropeCos, positionTensor), [rows, 1, 1, half]),
-        sin: tf.reshape(tf.gather(this.ropeSin, positionTensor), [rows, 1, 1, half]),
-      };
       this.layers.forEach((layer, i) => {
         const normed = rmsNorm(x, layer.inputNorm, this.config.rmsNormEps);
-        const { q, keys, values } = this.queriesKeysValues(layer, normed, rows, 1, rotary, fused?.[i]);
-        // one read-back per layer: rows [q (heads·hd) | k (kvH·hd) | v (kvH·hd)]
-        const data = tf.concat([tf.reshape(q, [rows, qWidth]), tf.reshape(keys, [rows, kvWidth]), tf.reshape(values, [rows, kvWidth])], 1).dataSync() as Float32Array;
+        // one read-back per layer: rows [q (heads·hd) | k (kvH·hd) | v (kvH·hd)], rotary then
+        // applied in JS (cheaper than ~15 small tfjs ops of reshapes, splits and products)
+        const data = this.qkvRows(layer, normed, fused?.[i]).dataSync() as Float32Array;
+        rotateRows(data, rows, rowWidth, positions, heads + kvHeads, headDim, this.ropeTables);
         for (let row = 0; row < rows; row++) {
           const offset = row * rowWidth;
           owners[row].write(i, positions[row], 1, data, offset + qWidth, data, offset + qWidth + kvWidth, kvHeads, headDim);
@@ -658,7 +635,7 @@ function rmsNorm(x: tf.Tensor2D, weight: tf.Tensor, epsilon: number): tf.Tensor2
 }
 
 /** cos/sin tables [positions, headDim/2] for θ_i = base^(-2i/headDim). */
-function rotaryTables(positions: number, headDim: number, base: number): [tf.Tensor2D, tf.Tensor2D] {
+function rotaryTables(positions: number, headDim: number, base: number): { cos: Float32Array; sin: Float32Array } {
   const half = headDim / 2;
   const cos = new Float32Array(positions * half);
   const sin = new Float32Array(positions * half);
@@ -669,7 +646,31 @@ function rotaryTables(positions: number, headDim: number, base: number): [tf.Ten
       sin[p * half + i] = Math.sin(angle);
     }
   }
-  return [tf.tensor2d(cos, [positions, half]), tf.tensor2d(sin, [positions, half])];
+  return { cos, sin };
+}
+
+/**
+ * Rotary embedding in place on read-back rows (`applyRotary`'s rotate_half layout): row r
+ * at position positions[r] holds `heads` heads of headDim from its start (the query heads,
+ * then the key heads).
+ */
+function rotateRows(data: Float32Array, rows: number, rowWidth: number, positions: number[], heads: number, headDim: number, tables: { cos: Float32Array; sin: Float32Array }): void {
+  const half = headDim / 2;
+  const { cos, sin } = tables;
+  for (let row = 0; row < rows; row++) {
+    const table = positions[row] * half;
+    for (let head = 0; head < heads; head++) {
+      const first = row * rowWidth + head * headDim;
+      for (let i = 0; i < half; i++) {
+        const c = cos[table + i];
+        const s = sin[table + i];
+        const x1 = data[first + i];
+        const x2 = data[first + half + i];
+        data[first + i] = x1 * c - x2 * s;
+        data[first + half + i] = x2 * c + x1 * s;
+      }
+    }
+  }
 }
 
 /** HF rotate_half rotary embedding of x [B, heads, S, headDim]; cos/sin broadcast to [B, 1, S, headDim/2]. */
