@@ -73,6 +73,32 @@ test("wasm's replaced Slice, SplitV and Unpack equal cpu's (strided, contiguous,
   await initBackend({ log: null });
 });
 
+test("wasm's replaced GatherV2 equals cpu's (rows, inner axes, batchDims, int32, short slices, bad index)", async (t) => {
+  const backends = await availableBackends();
+  if (!backends.includes("wasm")) return t.skip("wasm backend does not load here");
+  const run = async (backend: "wasm" | "cpu") => {
+    await setBackend(backend, { log: null });
+    return tf.tidy(() => {
+      const x = tf.reshape(tf.range(0, 4 * 6 * 32), [4, 6, 32]);
+      const ints = tf.cast(x, "int32");
+      const parts = [
+        tf.gather(tf.reshape(x, [24, 32]), tf.tensor1d([5, 0, 23, 5], "int32")), // rows (the embedding lookup)
+        tf.gather(x, tf.tensor1d([3, 1], "int32"), 1), // an inner axis
+        tf.gather(x, tf.tensor2d([[1, 2], [0, 0], [5, 4], [3, 3]], [4, 2], "int32"), 1, 1), // batchDims 1
+        tf.gather(ints, tf.tensor1d([2, 2, 0], "int32")),
+        tf.gather(x, tf.tensor1d([31, 0, 7], "int32"), 2), // slices of 1: wasm's own kernel
+      ];
+      return parts.map((p) => ({ shape: p.shape, dtype: p.dtype, values: Array.from(p.dataSync()) }));
+    });
+  };
+  const wasm = await run("wasm");
+  const cpu = await run("cpu");
+  assert.deepEqual(wasm, cpu);
+  await setBackend("wasm", { log: null });
+  assert.throws(() => tf.tidy(() => tf.gather(tf.zeros([4, 32]), tf.tensor1d([4], "int32"))), /index value 4 is not in \[0, 3\]/);
+  await initBackend({ log: null });
+});
+
 test("wasm's Identity shares data: a clone outlives its source, and a variable reassigned after a gradient keeps the saved value", async (t) => {
   const backends = await availableBackends();
   if (!backends.includes("wasm")) return t.skip("wasm backend does not load here");
