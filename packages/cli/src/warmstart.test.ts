@@ -87,6 +87,9 @@ test("options: defaults, validation, and the sft preset overridden by flags", ()
   assert.equal(flagged.scheduleSteps, 5, "--steps sets the schedule's length too");
   assert.equal(flagged.minutes, undefined, "--steps alone lifts the preset's time budget");
   assert.deepEqual(flagged.evalDifficulties, [0]);
+  assert.ok(preset.then, "the default preset has a second stage");
+  assert.equal(flagged.then, undefined, "--steps makes one stage of that length");
+  assert.equal(sftOptions({ out: "/tmp/o", preset: "default", progress: false, minutes: 3 }).then, undefined, "--minutes too");
   assert.throws(() => sftOptions({ out: "/tmp/o", preset: "nope", progress: false }), /unknown preset "nope"/);
 });
 

@@ -41,6 +41,8 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (flags.seed !== undefined) options.seed = flags.seed;
   // Steps alone given: the preset's time budget must not cut the run short.
   if (flags.steps !== undefined && flags.minutes === undefined) delete options.minutes;
+  // A length given on the command line is the whole run: the preset's second stage (`then`) is dropped.
+  if (flags.steps !== undefined || flags.minutes !== undefined) delete options.then;
   return options;
 }
 
@@ -91,8 +93,8 @@ export function registerSftCommand(program: Command): void {
     .requiredOption("--out <dir>", "output directory (model in Hugging Face layout + warmstart.json)")
     .option("--model <dir>", "model to start from (default: a fresh model of the preset's architecture, tokenizer trained on task text)")
     .option("--preset <name>", `recipe: ${Object.keys(WARM_START_RECIPES).join(", ")} (flags override its values)`, "default")
-    .option("--tasks <list>", "comma-separated task families, e.g. kg,webshop,alfworld (default: the preset's; default preset: alfworld)", list)
-    .option("--steps <n>", "supervised steps (default: the preset's)", positiveInteger("--steps"))
+    .option("--tasks <list>", "comma-separated task families, e.g. kg,webshop,alfworld (default: the preset's)", list)
+    .option("--steps <n>", "supervised steps (default: the preset's; given, it is the whole run: a preset's second stage is dropped)", positiveInteger("--steps"))
     .option("--minutes <m>", "wall-clock training budget; stops at whichever of steps/minutes comes first", positiveNumber("--minutes"))
     .option("--batch-size <n>", "expert episodes per step", positiveInteger("--batch-size"))
     .option("--learning-rate <lr>", "peak AdamW learning rate", positiveNumber("--learning-rate"))
