@@ -74,8 +74,8 @@ export interface LoraOptions {
 interface FusedLayer {
   /** [d, q + 2·kv] */
   qkv: tf.Tensor2D;
-  /** [q + 2·kv] */
-  qkvBias?: tf.Tensor1D;
+  /** [q + 2·kv], in JS memory: the decode path adds it to the read-back rows */
+  qkvBias?: Float32Array;
   /** [d, 2·m] */
   gateUp: tf.Tensor2D;
 }
@@ -324,11 +324,13 @@ export class Transformer {
     return this.finishBlock(layer, x, causalAttention(q, keys, values, plan));
   }
 
-  /** q, k and v of rows `normed` [rows, d] as one matrix [rows, q + 2kv] (biases added, no rotary yet). */
+  /**
+   * q, k and v of rows `normed` [rows, d] as one matrix [rows, q + 2kv], no rotary yet. With
+   * fused weights the biases are NOT added (the caller adds `fused.qkvBias` in JS).
+   */
   private qkvRows(layer: Layer, normed: tf.Tensor2D, fused?: FusedLayer): tf.Tensor2D {
     if (!fused) return tf.concat([project(normed, layer.q), project(normed, layer.k), project(normed, layer.v)], 1) as tf.Tensor2D;
-    const qkv: tf.Tensor2D = tf.matMul(normed, fused.qkv);
-    return fused.qkvBias ? tf.add<tf.Tensor2D>(qkv, fused.qkvBias) : qkv;
+    return tf.matMul(normed, fused.qkv);
   }
 
   /** The rest of a block after attention: x + o(attended), then the MLP with its residual. [rows, d]. */
@@ -353,19 +355,22 @@ export class Transformer {
     const ids = sources.map((v) => (v as unknown as { dataId: object } | undefined)?.dataId);
     if (this.fusedCache && this.fusedCache.ids.every((id, i) => id === ids[i])) return this.fusedCache.layers;
     this.disposeFused();
-    const layers = this.layers.map((l) =>
-      tf.tidy(() => ({
+    const layers = this.layers.map((l): FusedLayer => {
+      const bias = l.q.bias && l.k.bias && l.v.bias ? tf.concat([l.q.bias, l.k.bias, l.v.bias]) : undefined;
+      const qkvBias = bias?.dataSync() as Float32Array | undefined;
+      bias?.dispose();
+      return {
         qkv: tf.concat([l.q.weight, l.k.weight, l.v.weight], 1) as tf.Tensor2D,
-        ...(l.q.bias && l.k.bias && l.v.bias ? { qkvBias: tf.concat([l.q.bias, l.k.bias, l.v.bias]) as tf.Tensor1D } : {}),
+        ...(qkvBias ? { qkvBias } : {}),
         gateUp: tf.concat([l.gate.weight, l.up.weight], 1) as tf.Tensor2D,
-      })),
-    );
+      };
+    });
     this.fusedCache = { ids, layers };
     return layers;
   }
 
   private disposeFused(): void {
-    for (const layer of this.fusedCache?.layers ?? []) tf.dispose([layer.qkv, layer.gateUp, ...(layer.qkvBias ? [layer.qkvBias] : [])]);
+    for (const layer of this.fusedCache?.layers ?? []) tf.dispose([layer.qkv, layer.gateUp]);
     this.fusedCache = undefined;
   }
 
@@ -488,9 +493,11 @@ export class Transformer {
       let x = tf.gather(this.embedding, tf.tensor1d(tokens, "int32")) as tf.Tensor2D;
       this.layers.forEach((layer, i) => {
         const normed = rmsNorm(x, layer.inputNorm, this.config.rmsNormEps);
-        // one read-back per layer: rows [q (heads·hd) | k (kvH·hd) | v (kvH·hd)], rotary then
-        // applied in JS (cheaper than ~15 small tfjs ops of reshapes, splits and products)
+        // one read-back per layer: rows [q (heads·hd) | k (kvH·hd) | v (kvH·hd)], biases and
+        // rotary then applied in JS (cheaper than ~15 small tfjs ops of reshapes, splits, products)
         const data = this.qkvRows(layer, normed, fused?.[i]).dataSync() as Float32Array;
+        const bias = fused?.[i].qkvBias;
+        if (bias) for (let row = 0; row < rows; row++) for (let c = 0; c < rowWidth; c++) data[row * rowWidth + c] += bias[c];
         rotateRows(data, rows, rowWidth, positions, heads + kvHeads, headDim, this.ropeTables);
         for (let row = 0; row < rows; row++) {
           const offset = row * rowWidth;
