@@ -93,7 +93,7 @@ const ExternalModelSchema = z
 const RlSchema = z
   .object({
     mode: z.enum(["async", "sync"]).default("async").describe("`async`: rollout never stops, the learner trains in its own thread; `sync`: generate a batch, train, repeat (the baseline)."),
-    steps: positiveInteger().default(6).describe("Optimizer steps of the RL phase."),
+    steps: positiveInteger().default(20).describe("Optimizer steps of the RL phase."),
     batchGroups: positiveInteger().default(4).describe("Complete groups (task instances) per step."),
     groupSize: positiveInteger().default(8).describe("Episodes per task instance (GRPO's n)."),
     learningRate: z.number().positive().default(2e-4).describe("Peak learning rate (AdamW)."),
@@ -143,8 +143,8 @@ const RolloutSchema = z
 
 const EvaluationSchema = z
   .object({
-    every: nonNegativeInteger().default(3).describe("RL steps between evaluations on the test split (success per task into metrics.jsonl and the plot); 0 turns them off."),
-    limit: positiveInteger().default(4).describe("Test instances per task in each evaluation (the first ones at the task's difficulty)."),
+    every: nonNegativeInteger().default(10).describe("RL steps between evaluations on the test split (success per task into metrics.jsonl and the plot); 0 turns them off."),
+    limit: positiveInteger().default(10).describe("Test instances per task in each evaluation (the first ones at the task's difficulty)."),
     finalLimit: positiveInteger().default(200).describe("Test instances per task of the before/after tables."),
     samples: positiveInteger().default(1).describe("Samples per instance (pass@k with k = samples)."),
     temperature: z.number().nonnegative().default(0).describe("Sampling temperature of evaluation; 0 is greedy."),
