@@ -25,6 +25,7 @@ export {
   presetConfig,
   parameterCount,
 } from "./config.js";
+export { attentionKernel, setAttentionKernel, simdAttentionAvailable, kernelHeap, KernelHeap, type AttentionKernelName, type HeapBlock } from "./kernels/attention.js";
 export { Transformer, KVSequence, WeightsError, expectedWeightNames, PREFILL_CHUNK_TOKENS, LORA_TARGETS, type LoraTarget, type LoraOptions, type NamedWeight, type ModelInitOptions } from "./model.js";
 export {
   type SafetensorsDtype,

@@ -32,7 +32,7 @@
 import * as tf from "@tensorflow/tfjs-core";
 import { type ModelConfig, validateConfig } from "./config.js";
 import { warnIfBackendNotInitialised } from "./backend.js";
-import { attendRows, kernelHeap, type HeapBlock } from "./kernels/attention.js";
+import { AttentionRows, kernelHeap, type HeapBlock } from "./kernels/attention.js";
 
 /** Something wrong with weights given to the model (missing, extra, mis-shaped). */
 export class WeightsError extends Error {
@@ -460,15 +460,14 @@ export class Transformer {
   /**
    * The one inference path: appends tokenLists[i] to sequences[i] (distinct sequences) and
    * returns the logits [V] after each list's last token. Per layer: q/k/v of all rows as one
-   * matmul [rows, d]×[d, q+2kv], one read-back [rows, q+2kv], each row's key/value written
-   * into its sequence's cache, causal attention per row (`attendRows`: a row at position p sees
-   * positions ≤ p of its own sequence), then o-projection and MLP batched again.
+   * matmul [rows, d]×[d, q+2kv], one read-back [rows, q+2kv], then per row (`AttentionRows`,
+   * kernels/attention.ts): biases, rotary, its key/value written into its sequence's cache,
+   * causal attention (a row at position p sees positions ≤ p of its own sequence); then
+   * o-projection and MLP batched again.
    */
   private feedRows(sequences: KVSequence[], tokenLists: number[][]): Float32Array[] {
     const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim } = this.config;
     const qWidth = heads * headDim;
-    const kvWidth = kvHeads * headDim;
-    const rowWidth = qWidth + 2 * kvWidth;
     const owners: KVSequence[] = [];
     const positions: number[] = [];
     const tokens: number[] = [];
@@ -484,29 +483,24 @@ export class Transformer {
       lastRows.push(tokens.length - 1);
     });
     const rows = tokens.length;
-    const lengths = positions.map((position) => position + 1);
     const capacities = owners.map((owner) => owner.capacity);
     const keyOffsets = new Array<number>(rows);
     const valueOffsets = new Array<number>(rows);
     const fused = this.fusedLayers();
+    const attention = new AttentionRows(rows, heads, kvHeads, headDim, positions, this.ropeTables);
     const logits = tf.tidy(() => {
       let x = tf.gather(this.embedding, tf.tensor1d(tokens, "int32")) as tf.Tensor2D;
       this.layers.forEach((layer, i) => {
         const normed = rmsNorm(x, layer.inputNorm, this.config.rmsNormEps);
-        // one read-back per layer: rows [q (heads·hd) | k (kvH·hd) | v (kvH·hd)], biases and
-        // rotary then applied in JS (cheaper than ~15 small tfjs ops of reshapes, splits, products)
+        // one read-back per layer: rows [q (heads·hd) | k (kvH·hd) | v (kvH·hd)]; biases,
+        // rotary, the cache writes and attention then run per row in the kernel module
+        // (WebAssembly SIMD, or JS), not as ~15 small tfjs ops of reshapes, splits and products
         const data = this.qkvRows(layer, normed, fused?.[i]).dataSync() as Float32Array;
-        const bias = fused?.[i].qkvBias;
-        if (bias) for (let row = 0; row < rows; row++) for (let c = 0; c < rowWidth; c++) data[row * rowWidth + c] += bias[c];
-        rotateRows(data, rows, rowWidth, positions, heads + kvHeads, headDim, this.ropeTables);
         for (let row = 0; row < rows; row++) {
-          const offset = row * rowWidth;
-          owners[row].write(i, positions[row], 1, data, offset + qWidth, data, offset + qWidth + kvWidth, kvHeads, headDim);
           keyOffsets[row] = owners[row].keyOffset(i);
           valueOffsets[row] = owners[row].valueOffset(i);
         }
-        // each row over its own sequence's cache (WebAssembly SIMD kernel, or JS: kernels/attention.ts)
-        const context = attendRows(data, rowWidth, rows, keyOffsets, valueOffsets, capacities, lengths, heads, kvHeads, headDim);
+        const context = attention.layer(data, fused?.[i].qkvBias, keyOffsets, valueOffsets, capacities);
         x = this.finishBlock(layer, x, tf.tensor2d(context, [rows, qWidth]), fused?.[i]);
       });
       const last = rows === sequences.length ? x : (tf.gather(x, tf.tensor1d(lastRows, "int32")) as tf.Tensor2D);
@@ -524,7 +518,7 @@ export class Transformer {
    * and returns logits [V] for each (in the same order). Each sequence must have been
    * prefilled. Per layer: one matmul [B, d]×[d, q+2kv] for all sequences, one read-back of
    * the new queries/keys/values, each sequence's new key/value appended to its cache in place
-   * and its attention computed by `attendRows` (no tensor holds a cache, so nothing is copied when the
+   * and its attention computed by `AttentionRows` (no tensor holds a cache, so nothing is copied when the
    * batch changes), then o-projection and MLP as batched matmuls again.
    */
   decodeStep(sequences: KVSequence[], tokenIds: number[]): Float32Array[] {
@@ -654,30 +648,6 @@ function rotaryTables(positions: number, headDim: number, base: number): { cos: 
     }
   }
   return { cos, sin };
-}
-
-/**
- * Rotary embedding in place on read-back rows (`applyRotary`'s rotate_half layout): row r
- * at position positions[r] holds `heads` heads of headDim from its start (the query heads,
- * then the key heads).
- */
-function rotateRows(data: Float32Array, rows: number, rowWidth: number, positions: number[], heads: number, headDim: number, tables: { cos: Float32Array; sin: Float32Array }): void {
-  const half = headDim / 2;
-  const { cos, sin } = tables;
-  for (let row = 0; row < rows; row++) {
-    const table = positions[row] * half;
-    for (let head = 0; head < heads; head++) {
-      const first = row * rowWidth + head * headDim;
-      for (let i = 0; i < half; i++) {
-        const c = cos[table + i];
-        const s = sin[table + i];
-        const x1 = data[first + i];
-        const x2 = data[first + half + i];
-        data[first + i] = x1 * c - x2 * s;
-        data[first + half + i] = x2 * c + x1 * s;
-      }
-    }
-  }
 }
 
 /** HF rotate_half rotary embedding of x [B, heads, S, headDim]; cos/sin broadcast to [B, 1, S, headDim/2]. */
@@ -885,22 +855,6 @@ export class KVSequence {
     this.block.bytes = block.bytes;
     this.capacity = capacity;
     unreleasedCaches.register(this, this.block, this);
-  }
-
-  /**
-   * @internal Writes `count` positions of one layer starting at position `start`; the
-   * sources are laid out [kvHeads, count, headDim] from `keyOffset` / `valueOffset`.
-   */
-  write(layer: number, start: number, count: number, keys: Float32Array, keyOffset: number, values: Float32Array, valueOffset: number, kvHeads: number, headDim: number): void {
-    const size = count * headDim;
-    const cache = kernelHeap().f32;
-    const keyBase = this.keyOffset(layer);
-    const valueBase = this.valueOffset(layer);
-    for (let head = 0; head < kvHeads; head++) {
-      const to = (head * this.capacity + start) * headDim;
-      cache.set(keys.subarray(keyOffset + head * size, keyOffset + (head + 1) * size), keyBase + to);
-      cache.set(values.subarray(valueOffset + head * size, valueOffset + (head + 1) * size), valueBase + to);
-    }
   }
 
   /** @internal */

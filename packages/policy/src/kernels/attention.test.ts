@@ -5,7 +5,7 @@ import { fileURLToPath } from "node:url";
 import { initBackend } from "../backend.js";
 import { presetConfig } from "../config.js";
 import { Transformer } from "../model.js";
-import { KernelHeap, attendRows, kernelHeap, setAttentionKernel, simdAttentionAvailable, attentionKernel } from "./attention.js";
+import { AttentionRows, KernelHeap, attendRows, kernelHeap, setAttentionKernel, simdAttentionAvailable, attentionKernel } from "./attention.js";
 
 function rng(seed: number): () => number {
   let x = seed;
@@ -83,6 +83,49 @@ describe("attention kernel", () => {
         for (const { block } of blocks) heap.release(block);
       });
     }
+  }
+
+  for (const [headDim, group] of [[4, 1], [12, 4], [32, 4], [32, 2], [64, 8]]) {
+    test(`AttentionRows: biases, rotary, cache writes and attention, wasm = js (headDim ${headDim}, group ${group}, decode and prefill rows)`, () => {
+      const random = rng(headDim * 10 + group);
+      const kvHeads = 2;
+      const heads = kvHeads * group;
+      const capacity = 64;
+      const heap = kernelHeap();
+      // three sequences with 5, 0 and 17 cached positions; rows: one decode row for the first,
+      // a prefill of 4 rows for the second, one decode row for the third
+      const blocks = [5, 0, 17].map(() => heap.allocate(2 * kvHeads * capacity * headDim * 4));
+      const cache = heap.f32;
+      for (const block of blocks) for (let i = block.offset / 4; i < (block.offset + block.bytes) / 4; i++) cache[i] = random();
+      const snapshot = blocks.map((block) => cache.slice(block.offset / 4, (block.offset + block.bytes) / 4));
+      const owner = [0, 1, 1, 1, 1, 2];
+      const positions = [5, 0, 1, 2, 3, 17];
+      const rows = owner.length;
+      const rowWidth = (heads + 2 * kvHeads) * headDim;
+      const data = new Float32Array(rows * rowWidth).map(() => 2 * random());
+      const bias = new Float32Array(rowWidth).map(() => random());
+      const half = headDim / 2;
+      const rope = { cos: new Float32Array(32 * half).map(() => random()), sin: new Float32Array(32 * half).map(() => random()) };
+      const keyOffsets = owner.map((o) => blocks[o].offset / 4);
+      const valueOffsets = owner.map((o) => blocks[o].offset / 4 + kvHeads * capacity * headDim);
+      const capacities = owner.map(() => capacity);
+      const run = () => {
+        const f32 = heap.f32;
+        blocks.forEach((block, i) => f32.set(snapshot[i], block.offset / 4));
+        const context = new AttentionRows(rows, heads, kvHeads, headDim, positions, rope).layer(data.slice(), bias, keyOffsets, valueOffsets, capacities);
+        return { context, caches: blocks.map((block) => heap.f32.slice(block.offset / 4, (block.offset + block.bytes) / 4)) };
+      };
+      const js = withKernel("js", run);
+      const wasm = withKernel("wasm", run);
+      const difference = maxAbsDiff(wasm.context, js.context);
+      assert.ok(difference <= 1e-5, `context: max abs diff ${difference}`);
+      js.caches.forEach((c, i) => {
+        const cacheDifference = maxAbsDiff(wasm.caches[i], c);
+        assert.ok(cacheDifference <= 1e-6, `cache ${i}: max abs diff ${cacheDifference}`);
+        assert.ok(maxAbsDiff(c, snapshot[i]) > 0, `cache ${i} was written`);
+      });
+      for (const block of blocks) heap.release(block);
+    });
   }
 
   test("wasm = js when scores differ by hundreds (exp underflow clamped)", () => {

@@ -34,6 +34,10 @@ interface WasmApi {
 }
 const wasmApi = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
 
+type RowsExport = (
+  data: number, rows: number, rowWidth: number, heads: number, kvHeads: number, headDim: number,
+  bias: number, cos: number, sin: number, meta: number, out: number, scale: number, scores: number,
+) => void;
 type AttendExport = (
   q: number, out: number, k: number, v: number, headStride: number, length: number,
   kvHeads: number, group: number, headDim: number, scale: number, scores: number,
@@ -83,6 +87,7 @@ export class KernelHeap {
   readonly memory?: WasmMemory;
   private readonly backing: Backing;
   private view: Float32Array;
+  private intView: Int32Array;
   /** First byte never handed out (the bump pointer); the first 64 bytes stay unused. */
   private top = MIN_BLOCK_BYTES;
   /** Free blocks' offsets per size class (log2 of the size). */
@@ -95,12 +100,19 @@ export class KernelHeap {
     this.backing = backing;
     this.memory = memory;
     this.view = new Float32Array(backing.buffer);
+    this.intView = new Int32Array(backing.buffer);
   }
 
   /** The whole heap as floats; re-created after growth. Do not keep it across an allocation. */
   get f32(): Float32Array {
     if (this.view.buffer !== this.backing.buffer) this.view = new Float32Array(this.backing.buffer);
     return this.view;
+  }
+
+  /** The whole heap as 32-bit integers (same rules as `f32`). */
+  get i32(): Int32Array {
+    if (this.intView.buffer !== this.backing.buffer) this.intView = new Int32Array(this.backing.buffer);
+    return this.intView;
   }
 
   /** Bytes the memory has (it grows, never shrinks). */
@@ -199,9 +211,9 @@ export function kernelHeap(): KernelHeap {
 
 export type AttentionKernelName = "wasm" | "js";
 
-let simdExports: { attend: AttendExport } | null | undefined;
+let simdExports: { attend: AttendExport; rows: RowsExport } | null | undefined;
 
-function loadSimdKernel(): { attend: AttendExport } | null {
+function loadSimdKernel(): { attend: AttendExport; rows: RowsExport } | null {
   if (simdExports !== undefined) return simdExports;
   simdExports = null;
   const heap = kernelHeap();
@@ -209,7 +221,7 @@ function loadSimdKernel(): { attend: AttendExport } | null {
   const bytes = Uint8Array.from(atob(ATTENTION_WASM_BASE64), (c) => c.charCodeAt(0));
   if (!wasmApi.validate(bytes)) return simdExports; // no WebAssembly SIMD here
   const instance = new wasmApi.Instance(new wasmApi.Module(bytes), { env: { memory: heap.memory } });
-  simdExports = { attend: instance.exports.attend as AttendExport };
+  simdExports = { attend: instance.exports.attend as AttendExport, rows: instance.exports.rows as RowsExport };
   return simdExports;
 }
 
@@ -240,6 +252,142 @@ export function setAttentionKernel(name: AttentionKernelName): AttentionKernelNa
 }
 
 // ---------------------------------------------------------------- attention of a batch of rows
+
+/** Rotary tables [positions, headDim/2] (cos θ, sin θ per position and frequency). */
+export interface RotaryTables {
+  cos: Float32Array;
+  sin: Float32Array;
+}
+
+/**
+ * The attention part of one layer for the rows of one call (a decode step: one row per
+ * sequence; a prefill chunk: consecutive positions of one sequence; or a mix), in one pass
+ * per row: the q/k/v biases added, rotary applied to the q and k heads, the row's key and
+ * value written into its sequence's cache at its position, and its attention over positions
+ * 0..position of that cache. Rows of one sequence must come in position order. Create one
+ * per call (it stages the rows' rotary table rows in the heap scratch), then `layer()` for
+ * each layer; no other heap allocation may happen in between.
+ */
+export class AttentionRows {
+  private readonly wasm: boolean;
+  private readonly rowWidth: number;
+  private readonly half: number;
+  private readonly maxLength: number;
+  /** Float offsets of the scratch regions (wasm path). */
+  private readonly at = { data: 0, out: 0, bias: 0, cos: 0, sin: 0, meta: 0, scores: 0 };
+
+  constructor(
+    private readonly rows: number,
+    private readonly heads: number,
+    private readonly kvHeads: number,
+    private readonly headDim: number,
+    private readonly positions: ArrayLike<number>,
+    private readonly rope: RotaryTables,
+  ) {
+    this.rowWidth = (heads + 2 * kvHeads) * headDim;
+    this.half = headDim / 2;
+    let maxPosition = 0;
+    for (let row = 0; row < rows; row++) maxPosition = Math.max(maxPosition, positions[row]);
+    this.maxLength = maxPosition + 1;
+    this.wasm = attentionKernel() === "wasm" && headDim % 4 === 0;
+    if (!this.wasm) return;
+    const heap = kernelHeap();
+    const round4 = (n: number) => Math.ceil(n / 4) * 4;
+    const sizes = {
+      data: rows * this.rowWidth, out: rows * heads * headDim, bias: this.rowWidth,
+      cos: round4(rows * this.half), sin: round4(rows * this.half), meta: 4 * rows, scores: 20 * this.maxLength,
+    };
+    let offset = heap.scratch(4 * Object.values(sizes).reduce((a, b) => a + b, 0)) / 4; // may grow the heap
+    for (const key of Object.keys(sizes) as (keyof typeof sizes)[]) {
+      this.at[key] = offset;
+      offset += sizes[key];
+    }
+    const f32 = heap.f32;
+    for (let row = 0; row < rows; row++) {
+      const from = positions[row] * this.half;
+      f32.set(rope.cos.subarray(from, from + this.half), this.at.cos + row * this.half);
+      f32.set(rope.sin.subarray(from, from + this.half), this.at.sin + row * this.half);
+    }
+  }
+
+  /**
+   * One layer: `data` [rows, (heads + 2 kvHeads)·headDim] is [q | k | v] of each row before
+   * biases and rotary; `bias` (or undefined) is added to every row; row r's cache has its
+   * keys at float offset keyOffsets[r] of the heap, values at valueOffsets[r], kv head stride
+   * capacities[r]·headDim. Returns the context [rows, heads·headDim]. The JS path modifies `data`.
+   */
+  layer(data: Float32Array, bias: Float32Array | undefined, keyOffsets: ArrayLike<number>, valueOffsets: ArrayLike<number>, capacities: ArrayLike<number>): Float32Array {
+    const { rows, heads, kvHeads, headDim, rowWidth, positions, at } = this;
+    const qWidth = heads * headDim;
+    const heap = kernelHeap();
+    if (this.wasm) {
+      const f32 = heap.f32;
+      const i32 = heap.i32;
+      f32.set(data.subarray(0, rows * rowWidth), at.data);
+      if (bias) f32.set(bias, at.bias);
+      for (let row = 0; row < rows; row++) {
+        const meta = at.meta + 4 * row;
+        i32[meta] = 4 * keyOffsets[row];
+        i32[meta + 1] = 4 * valueOffsets[row];
+        i32[meta + 2] = 4 * capacities[row] * headDim;
+        i32[meta + 3] = positions[row];
+      }
+      loadSimdKernel()!.rows(
+        4 * at.data, rows, rowWidth, heads, kvHeads, headDim, bias ? 4 * at.bias : 0,
+        4 * at.cos, 4 * at.sin, 4 * at.meta, 4 * at.out, 1 / Math.sqrt(headDim), 4 * at.scores,
+      );
+      return f32.slice(at.out, at.out + rows * qWidth);
+    }
+    if (bias) {
+      for (let row = 0, offset = 0; row < rows; row++, offset += rowWidth) {
+        for (let c = 0; c < rowWidth; c++) data[offset + c] += bias[c];
+      }
+    }
+    rotateRows(data, rows, rowWidth, positions, heads + kvHeads, headDim, this.rope);
+    const cache = heap.f32;
+    for (let row = 0; row < rows; row++) {
+      const stride = capacities[row] * headDim;
+      for (let head = 0; head < kvHeads; head++) {
+        const key = row * rowWidth + (heads + head) * headDim;
+        const value = key + kvHeads * headDim;
+        const to = head * stride + positions[row] * headDim;
+        cache.set(data.subarray(key, key + headDim), keyOffsets[row] + to);
+        cache.set(data.subarray(value, value + headDim), valueOffsets[row] + to);
+      }
+    }
+    const group = heads / kvHeads;
+    if (jsScores.length < group * this.maxLength) jsScores = new Float32Array(2 * group * this.maxLength);
+    const context = new Float32Array(rows * qWidth);
+    for (let row = 0; row < rows; row++) {
+      attendJs(data, row * rowWidth, cache, keyOffsets[row], valueOffsets[row], capacities[row] * headDim, positions[row] + 1, heads, kvHeads, headDim, context, row * qWidth, jsScores);
+    }
+    return context;
+  }
+}
+
+/**
+ * Rotary embedding in place on rows (HF rotate_half: x1' = x1 cos − x2 sin, x2' = x2 cos +
+ * x1 sin over the two halves of each head): row r at position positions[r] holds `heads`
+ * heads of headDim from its start (the query heads, then the key heads).
+ */
+export function rotateRows(data: Float32Array, rows: number, rowWidth: number, positions: ArrayLike<number>, heads: number, headDim: number, tables: RotaryTables): void {
+  const half = headDim / 2;
+  const { cos, sin } = tables;
+  for (let row = 0; row < rows; row++) {
+    const table = positions[row] * half;
+    for (let head = 0; head < heads; head++) {
+      const first = row * rowWidth + head * headDim;
+      for (let i = 0; i < half; i++) {
+        const c = cos[table + i];
+        const s = sin[table + i];
+        const x1 = data[first + i];
+        const x2 = data[first + half + i];
+        data[first + i] = x1 * c - x2 * s;
+        data[first + half + i] = x2 * c + x1 * s;
+      }
+    }
+  }
+}
 
 let jsScores = new Float32Array(0);
 

@@ -24,9 +24,116 @@
   (func $min (param $a i32) (param $b i32) (result i32)
     (select (local.get $a) (local.get $b) (i32.lt_u (local.get $a) (local.get $b))))
 
+  ;; rows(data, rows, rowWidth, heads, kvHeads, headDim, bias, cos, sin, meta, out, scale, scores)
+  ;; One layer of a decode step or prefill chunk, row after row (a row sees the positions of
+  ;; its own sequence written before it, so rows of one sequence go in position order):
+  ;;   data [rows, rowWidth] floats: [q (heads) | k (kvHeads) | v (kvHeads)] heads of headDim;
+  ;;   bias [rowWidth] added to each row first (0: none);
+  ;;   cos, sin [rows, headDim/2]: the row's rotary table row, applied to its q and k heads
+  ;;     (HF rotate_half: x1' = x1 cos - x2 sin, x2' = x2 cos + x1 sin);
+  ;;   meta [rows][4] i32: keys (byte offset of the layer's kv head 0), values, headStride
+  ;;     (bytes between kv heads), position: the row's key and value go to that position;
+  ;;   out [rows, heads*headDim]: the attended context, by attend over positions 0..position.
+  (func (export "rows")
+    (param $data i32) (param $rows i32) (param $rowWidth i32) (param $heads i32) (param $kvHeads i32)
+    (param $headDim i32) (param $bias i32) (param $cos i32) (param $sin i32) (param $meta i32)
+    (param $out i32) (param $scale f32) (param $scores i32)
+    (local $r i32) (local $row i32) (local $rowBytes i32) (local $hdBytes i32) (local $halfBytes i32)
+    (local $c i32) (local $h i32) (local $x i32) (local $cr i32) (local $sr i32) (local $m i32)
+    (local $keys i32) (local $values i32) (local $stride i32) (local $position i32)
+    (local $src i32) (local $dst i32) (local $ropeHeads i32) (local $vecHalf i32)
+    (local $co v128) (local $si v128) (local $x1 v128) (local $x2 v128)
+    (local $cs f32) (local $ss f32) (local $y1 f32) (local $y2 f32)
+    (local.set $rowBytes (i32.shl (local.get $rowWidth) (i32.const 2)))
+    (local.set $hdBytes (i32.shl (local.get $headDim) (i32.const 2)))
+    (local.set $halfBytes (i32.shr_u (local.get $hdBytes) (i32.const 1)))
+    (local.set $vecHalf (i32.and (local.get $halfBytes) (i32.const -16)))
+    (local.set $ropeHeads (i32.add (local.get $heads) (local.get $kvHeads)))
+    (block $done
+      (loop $eachRow
+        (br_if $done (i32.ge_u (local.get $r) (local.get $rows)))
+        (local.set $row (i32.add (local.get $data) (i32.mul (local.get $r) (local.get $rowBytes))))
+        ;; bias
+        (if (local.get $bias)
+          (then
+            (local.set $c (i32.const 0))
+            (loop $biases
+              (v128.store (i32.add (local.get $row) (local.get $c))
+                (f32x4.add (v128.load (i32.add (local.get $row) (local.get $c))) (v128.load (i32.add (local.get $bias) (local.get $c)))))
+              (local.set $c (i32.add (local.get $c) (i32.const 16)))
+              (br_if $biases (i32.lt_u (local.get $c) (local.get $rowBytes))))))
+        ;; rotary on the q and k heads
+        (local.set $cr (i32.add (local.get $cos) (i32.mul (local.get $r) (local.get $halfBytes))))
+        (local.set $sr (i32.add (local.get $sin) (i32.mul (local.get $r) (local.get $halfBytes))))
+        (local.set $h (i32.const 0))
+        (loop $ropeHead
+          (local.set $x (i32.add (local.get $row) (i32.mul (local.get $h) (local.get $hdBytes))))
+          (local.set $c (i32.const 0))
+          (block $vecDone
+            (br_if $vecDone (i32.ge_u (local.get $c) (local.get $vecHalf)))
+            (loop $vec
+              (local.set $co (v128.load (i32.add (local.get $cr) (local.get $c))))
+              (local.set $si (v128.load (i32.add (local.get $sr) (local.get $c))))
+              (local.set $x1 (v128.load (i32.add (local.get $x) (local.get $c))))
+              (local.set $x2 (v128.load (i32.add (i32.add (local.get $x) (local.get $halfBytes)) (local.get $c))))
+              (v128.store (i32.add (local.get $x) (local.get $c))
+                (f32x4.sub (f32x4.mul (local.get $x1) (local.get $co)) (f32x4.mul (local.get $x2) (local.get $si))))
+              (v128.store (i32.add (i32.add (local.get $x) (local.get $halfBytes)) (local.get $c))
+                (f32x4.add (f32x4.mul (local.get $x2) (local.get $co)) (f32x4.mul (local.get $x1) (local.get $si))))
+              (local.set $c (i32.add (local.get $c) (i32.const 16)))
+              (br_if $vec (i32.lt_u (local.get $c) (local.get $vecHalf)))))
+          ;; the rest of a half that is not a multiple of 4 floats
+          (block $scalarDone
+            (br_if $scalarDone (i32.ge_u (local.get $c) (local.get $halfBytes)))
+            (loop $scalar
+              (local.set $cs (f32.load (i32.add (local.get $cr) (local.get $c))))
+              (local.set $ss (f32.load (i32.add (local.get $sr) (local.get $c))))
+              (local.set $y1 (f32.load (i32.add (local.get $x) (local.get $c))))
+              (local.set $y2 (f32.load (i32.add (i32.add (local.get $x) (local.get $halfBytes)) (local.get $c))))
+              (f32.store (i32.add (local.get $x) (local.get $c))
+                (f32.sub (f32.mul (local.get $y1) (local.get $cs)) (f32.mul (local.get $y2) (local.get $ss))))
+              (f32.store (i32.add (i32.add (local.get $x) (local.get $halfBytes)) (local.get $c))
+                (f32.add (f32.mul (local.get $y2) (local.get $cs)) (f32.mul (local.get $y1) (local.get $ss))))
+              (local.set $c (i32.add (local.get $c) (i32.const 4)))
+              (br_if $scalar (i32.lt_u (local.get $c) (local.get $halfBytes)))))
+          (local.set $h (i32.add (local.get $h) (i32.const 1)))
+          (br_if $ropeHead (i32.lt_u (local.get $h) (local.get $ropeHeads))))
+        ;; this row's key and value into its sequence's cache
+        (local.set $m (i32.add (local.get $meta) (i32.shl (local.get $r) (i32.const 4))))
+        (local.set $keys (i32.load (local.get $m)))
+        (local.set $values (i32.load offset=4 (local.get $m)))
+        (local.set $stride (i32.load offset=8 (local.get $m)))
+        (local.set $position (i32.load offset=12 (local.get $m)))
+        (local.set $h (i32.const 0))
+        (loop $kvHead
+          (local.set $c (i32.const 0))
+          (local.set $src (i32.add (local.get $row) (i32.mul (i32.add (local.get $heads) (local.get $h)) (local.get $hdBytes))))
+          (local.set $dst (i32.add (local.get $keys) (i32.add (i32.mul (local.get $h) (local.get $stride)) (i32.mul (local.get $position) (local.get $hdBytes)))))
+          (loop $copyKey
+            (v128.store (i32.add (local.get $dst) (local.get $c)) (v128.load (i32.add (local.get $src) (local.get $c))))
+            (local.set $c (i32.add (local.get $c) (i32.const 16)))
+            (br_if $copyKey (i32.lt_u (local.get $c) (local.get $hdBytes))))
+          (local.set $c (i32.const 0))
+          (local.set $src (i32.add (local.get $src) (i32.mul (local.get $kvHeads) (local.get $hdBytes))))
+          (local.set $dst (i32.add (local.get $values) (i32.add (i32.mul (local.get $h) (local.get $stride)) (i32.mul (local.get $position) (local.get $hdBytes)))))
+          (loop $copyValue
+            (v128.store (i32.add (local.get $dst) (local.get $c)) (v128.load (i32.add (local.get $src) (local.get $c))))
+            (local.set $c (i32.add (local.get $c) (i32.const 16)))
+            (br_if $copyValue (i32.lt_u (local.get $c) (local.get $hdBytes))))
+          (local.set $h (i32.add (local.get $h) (i32.const 1)))
+          (br_if $kvHead (i32.lt_u (local.get $h) (local.get $kvHeads))))
+        (call $attend
+          (local.get $row)
+          (i32.add (local.get $out) (i32.mul (local.get $r) (i32.mul (local.get $heads) (local.get $hdBytes))))
+          (local.get $keys) (local.get $values) (local.get $stride) (i32.add (local.get $position) (i32.const 1))
+          (local.get $kvHeads) (i32.div_u (local.get $heads) (local.get $kvHeads)) (local.get $headDim)
+          (local.get $scale) (local.get $scores))
+        (local.set $r (i32.add (local.get $r) (i32.const 1)))
+        (br $eachRow))))
+
   ;; attend(q, out, k, v, headStride, length, kvHeads, group, headDim, scale, scores)
   ;; scores: scratch of >= 80*length bytes.
-  (func (export "attend")
+  (func $attend (export "attend")
     (param $q i32) (param $out i32) (param $k i32) (param $v i32) (param $headStride i32)
     (param $length i32) (param $kvHeads i32) (param $group i32) (param $headDim i32)
     (param $scale f32) (param $scores i32)
@@ -61,7 +168,7 @@
         (local.set $h (i32.add (local.get $h) (i32.const 1)))
         (br $heads))))
 
-;; Four query heads (q0..q3 -> o0..o3) over `length` key/value rows of `rowBytes` each.
+  ;; Four query heads (q0..q3 -> o0..o3) over `length` key/value rows of `rowBytes` each.
   ;; scores: scratch of 80 * length bytes: [length][4] raw scores, then [length][4][4] the
   ;; exponentials splatted (one f32x4 per head and position, so that pass 3 multiplies by a
   ;; loaded vector instead of shuffling).
