@@ -217,10 +217,16 @@ function argmax(values: Float32Array): number {
 export async function run(): Promise<BenchResult> {
   const backends: BackendName[] = await availableBackends();
   const figures: BackendFigures[] = [];
-  for (const backend of backends) {
-    const name = await setBackend(backend, { log: null });
-    console.log(`[bench policy] ${name} ...`);
-    figures.push(measureBackend(name, name === "cpu"));
+  const before = tf.getBackend() as BackendName;
+  try {
+    for (const backend of backends) {
+      const name = await setBackend(backend, { log: null });
+      console.log(`[bench policy] ${name} ...`);
+      figures.push(measureBackend(name, name === "cpu"));
+    }
+  } finally {
+    // Benchmarks run one after another in one process: leave the fastest backend for the next one, not `cpu`.
+    await setBackend(before, { log: null });
   }
   const parameters = new Transformer(presetConfig("tiny"), undefined, { seed: 0 });
   const parameterCount = parameters.parameterCount;
