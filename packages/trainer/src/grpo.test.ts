@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import * as tf from "@tensorflow/tfjs-core";
 import { Policy, presetConfig, setBackend, tokenLogProbs } from "@agentrl/policy";
 import type { Trajectory, TrajectoryGroup } from "@agentrl/rollout";
-import { DEFAULT_GRPO, grpoUpdate, planMicroBatches, prepareBatch, type UpdateMetrics } from "./grpo.js";
+import { DEFAULT_GRPO, grpoUpdate, planMicroBatches, prepareBatch, withoutUntrainedTail, type UpdateMetrics } from "./grpo.js";
 
 await setBackend("cpu", { log: null });
 
@@ -83,4 +83,30 @@ test("prepareBatch drops groups whose rewards are all equal (no GRPO signal) unl
   // With task normalization the uniform groups' zero advantages are shifted, not kept at 0.
   assert.ok(kept.rows.slice(3).every((row) => Number.isFinite(row.advantage)));
   assert.equal(prepareBatch([groups[1]], DEFAULT_GRPO).rows.length, 0, "a batch of uniform groups trains nothing");
+});
+
+test("withoutUntrainedTail drops the tokens after the last trained one, which change nothing the loss sees", () => {
+  const reference = Policy.create(presetConfig("test"), { seed: 5 });
+  // a generated turn (positions 4-6), then an untrained closing observation (7-9)
+  const tokens = [1, 5, 9, 14, 20, 33, 41, 7, 2, 3];
+  const trained = (reward: number, generated: number[]) => {
+    const t = trajectory(reference, "a", "g", [...tokens.slice(0, 4), ...generated, ...tokens.slice(7)], 4, reward);
+    t.lossMask.fill(0, 7);
+    t.logprobs.fill(0, 7);
+    return t;
+  };
+  const group: TrajectoryGroup = { groupId: "g", task: "a", index: 0, trajectories: [trained(1, [20, 33, 41]), trained(0, [60, 61, 62])], minVersion: 0, maxVersion: 0 };
+  const batch = prepareBatch([group], DEFAULT_GRPO);
+  const cut = withoutUntrainedTail(batch.rows[0]);
+  assert.equal(cut.tokens.length, 7);
+  assert.deepEqual([...cut.lossMask], [0, 0, 0, 0, 1, 1, 1]);
+  assert.equal(withoutUntrainedTail(cut), cut, "nothing left to cut");
+  // lossless: causal attention, so the trained positions score the same without the tail
+  const full = scored(reference, batch.rows[0].tokens, 0.8);
+  const short = scored(reference, cut.tokens, 0.8);
+  for (let t = 4; t < 7; t++) assert.ok(Math.abs(full[t] - short[t]) < 1e-5, `position ${t}: ${full[t]} vs ${short[t]}`);
+  const metrics = grpoUpdate(reference, reference.createOptimizer({ learningRate: 1e-3, weightDecay: 0 }), batch, { ...DEFAULT_GRPO, klCoefficient: 0 });
+  assert.equal(metrics.processedTokens, 2 * 7, "the learner ran the cut rows");
+  assert.equal(metrics.trainedTokens, 2 * 3);
+  reference.dispose();
 });

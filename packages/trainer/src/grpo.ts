@@ -132,6 +132,19 @@ export function planMicroBatches<Row extends { tokens: ArrayLike<number> }>(rows
   return batches;
 }
 
+/**
+ * The row up to its last trained token: in a causal model the tokens after it (typically the
+ * environment's closing reply) neither carry loss nor feed any position that does, so the
+ * learner skips them. Views, not copies.
+ */
+export function withoutUntrainedTail(row: TrainingRow): TrainingRow {
+  let end = row.lossMask.length;
+  while (end > 0 && row.lossMask[end - 1] === 0) end -= 1;
+  end = Math.max(end, Math.min(2, row.tokens.length)); // tokenLogProbs needs 2 tokens
+  if (end === row.tokens.length) return row;
+  return { ...row, tokens: row.tokens.subarray(0, end), lossMask: row.lossMask.subarray(0, end), oldLogProbs: row.oldLogProbs.subarray(0, end) };
+}
+
 /** Micro-batch tensors; the caller disposes them. Shapes: inputIds [B, T], the rest [B, T−1]. */
 export interface MicroBatchTensors {
   inputIds: tf.Tensor2D;
@@ -194,7 +207,7 @@ export function grpoUpdate(
   options: GrpoOptions,
   reference?: Transformer,
 ): UpdateMetrics {
-  const plan = planMicroBatches(batch.rows, options.microBatchTokens);
+  const plan = planMicroBatches(batch.rows.map(withoutUntrainedTail), options.microBatchTokens);
   const micro = plan.map((rows) => toTensors(rows));
   const counts = { tokenCount: batch.tokenCount, sequenceCount: batch.rows.length };
   try {
