@@ -30,7 +30,7 @@ import { environmentLatencyMs, seededUniform } from "./latency.js";
 import type { BenchResult } from "./types.js";
 
 /** Optimizer steps per mode (`AGENTRL_BENCH_STEPS`). */
-const STEPS = Number(process.env.AGENTRL_BENCH_STEPS ?? 8);
+const STEPS = Number(process.env.AGENTRL_BENCH_STEPS ?? 16);
 /**
  * Batch shapes measured, `groups x episodes` per step (`AGENTRL_BENCH_BATCHES`, e.g. "2x4").
  * The ratio depends on the shape: training time grows with the episodes of a step, the
