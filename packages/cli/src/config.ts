@@ -127,7 +127,15 @@ const CrossPolicySchema = z
     refreshEvery: positiveInteger().default(2).describe("Steps between refreshes of the stale copy (AgentRL: 25 of 1,000)."),
     external: ExternalModelSchema.optional().describe("An external model mixed in per turn (evaluation-style cross-policy sampling). Default none."),
   })
-  .strict();
+  .strict()
+  // The stale copy and the external model share each turn's draw.
+  .refine((crossPolicy) => !crossPolicy.external || crossPolicy.staleProbability + crossPolicy.external.probability <= 1, {
+    path: ["external", "probability"],
+    error: (issue) => {
+      const crossPolicy = issue.input as { staleProbability: number; external: { probability: number } };
+      return `crossPolicy.staleProbability (${crossPolicy.staleProbability}) + crossPolicy.external.probability (${crossPolicy.external.probability}) must not exceed 1`;
+    },
+  });
 
 const RolloutSchema = z
   .object({

@@ -77,16 +77,7 @@ export async function resolveTrainConfig(options: Pick<TrainCommandOptions, "con
   const config = await loadConfig({ file, set: options.set });
   if (options.runDirectory) config.run.directory = options.runDirectory;
   if (options.resume) config.run.resume = true;
-  checkCrossPolicy(config);
   return config;
-}
-
-/** The stale copy and the external model share each turn's draw: their probabilities must sum to at most 1 (checked before the warm start, not at the RL phase). */
-function checkCrossPolicy(config: TrainConfig): void {
-  const external = config.crossPolicy.external;
-  if (external && config.crossPolicy.staleProbability + external.probability > 1) {
-    throw new ConfigError(`crossPolicy.staleProbability (${config.crossPolicy.staleProbability}) + crossPolicy.external.probability (${external.probability}) must not exceed 1`);
-  }
 }
 
 // ── 2. environments ─────────────────────────────────────────────────────────

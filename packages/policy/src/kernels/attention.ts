@@ -396,6 +396,8 @@ let jsScores = new Float32Array(0);
  * Row r: queries [heads, headDim] at data[r·rowWidth …]; keys of its kv heads at float offset
  * keyOffsets[r] of the heap (kv head stride capacities[r]·headDim), values at valueOffsets[r];
  * it attends to its first lengths[r] positions. Returns the context [rows, heads·headDim].
+ * Attention alone, on either kernel (the tests' check of the two against each other); the
+ * decode and prefill path uses `AttentionRows`, which also adds biases, rotates and writes the cache.
  */
 export function attendRows(
   data: Float32Array, rowWidth: number, rows: number,
@@ -432,22 +434,6 @@ export function attendRows(
     attendJs(data, row * rowWidth, cache, keyOffsets[row], valueOffsets[row], capacities[row] * headDim, lengths[row], heads, kvHeads, headDim, context, row * qWidth, jsScores);
   }
   return context;
-}
-
-/**
- * The wasm kernel on operands already in the heap (float offsets): queries [heads, headDim]
- * at `query`, output at `output`, keys/values of kv head 0 at `keys`/`values`, kv head stride
- * `headStride` floats, scores scratch at `scores` (≥ 20·length floats, 16-byte aligned).
- * For tests and benchmarks.
- */
-export function attendWasm(
-  query: number, output: number, keys: number, values: number, headStride: number, length: number,
-  heads: number, kvHeads: number, headDim: number, scores: number,
-): void {
-  const kernel = loadSimdKernel();
-  if (!kernel) throw new Error("WebAssembly SIMD is not available");
-  if (headDim % 4 !== 0) throw new RangeError(`the wasm kernel needs headDim % 4 = 0, not ${headDim}`);
-  kernel.attend(4 * query, 4 * output, 4 * keys, 4 * values, 4 * headStride, length, kvHeads, heads / kvHeads, headDim, 1 / Math.sqrt(headDim), 4 * scores);
 }
 
 /**
