@@ -598,7 +598,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
     return summary;
   } finally {
     bar?.stop();
-    learner.dispose();
+    await learner.dispose();
     await Promise.all(families.map((family) => family.close?.()));
   }
 }

@@ -68,6 +68,8 @@ export {
   tokenLogProbs,
   nextTokenLoss,
   trainStep,
+  accumulateGradients,
+  type AccumulatedGradients,
 } from "./train.js";
 export {
   type PolicyTokenizer,

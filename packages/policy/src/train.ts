@@ -239,6 +239,49 @@ export interface TrainStepResult {
   gradNorm: number;
 }
 
+export interface AccumulatedGradients {
+  /** Trainable variable name (as in `model.trainableVariableMap()`) → the summed gradient. Empty when no micro-batch ran. The caller disposes them. */
+  gradients: Map<string, tf.Tensor>;
+  /** Sum of the micro-batch losses. */
+  loss: number;
+  /** Micro-batches that ran. */
+  microBatches: number;
+}
+
+/**
+ * Gradients of the sum of `lossFn(microBatch)` over `microBatches` with respect to the
+ * model's trainable variables, accumulated micro-batch after micro-batch. `microBatches` may
+ * be any iterable (e.g. one that claims work shared with another thread). Every other tensor
+ * made here is disposed.
+ */
+export function accumulateGradients<MicroBatch>(model: Transformer, microBatches: Iterable<MicroBatch>, lossFn: (microBatch: MicroBatch) => tf.Scalar): AccumulatedGradients {
+  const trainable = model.trainableVariableMap();
+  const variables = [...trainable.values()];
+  const nameOf = new Map<string, string>();
+  for (const [name, variable] of trainable) nameOf.set(variable.name, name);
+  const gradients = new Map<string, tf.Tensor>();
+  let loss = 0;
+  let count = 0;
+  for (const microBatch of microBatches) {
+    const { value, grads } = tf.variableGrads(() => lossFn(microBatch), variables);
+    loss += value.dataSync()[0];
+    value.dispose();
+    count += 1;
+    for (const [variableName, gradient] of Object.entries(grads)) {
+      const name = nameOf.get(variableName)!;
+      const previous = gradients.get(name);
+      if (previous) {
+        gradients.set(name, tf.add(previous, gradient));
+        previous.dispose();
+        gradient.dispose();
+      } else {
+        gradients.set(name, gradient);
+      }
+    }
+  }
+  return { gradients, loss, microBatches: count };
+}
+
 /**
  * One optimizer step: for each micro-batch, loss = lossFn(microBatch) (a scalar built from
  * the model, e.g. with tokenLogProbs), gradients accumulated; then reduced, clipped and
@@ -252,40 +295,21 @@ export function trainStep<MicroBatch>(
   options: TrainStepOptions = {},
 ): TrainStepResult {
   if (microBatches.length === 0) throw new RangeError("trainStep needs at least one micro-batch");
-  const trainable = model.trainableVariableMap();
-  const variables = [...trainable.values()];
-  const nameOf = new Map<string, string>();
-  for (const [name, variable] of trainable) nameOf.set(variable.name, name);
-  const accumulated = new Map<string, tf.Tensor>();
-  let loss = 0;
-  for (const microBatch of microBatches) {
-    const { value, grads } = tf.variableGrads(() => lossFn(microBatch), variables);
-    loss += value.dataSync()[0];
-    value.dispose();
-    for (const [variableName, gradient] of Object.entries(grads)) {
-      const name = nameOf.get(variableName)!;
-      const previous = accumulated.get(name);
-      if (previous) {
-        accumulated.set(name, tf.add(previous, gradient));
-        previous.dispose();
-        gradient.dispose();
-      } else {
-        accumulated.set(name, gradient);
-      }
-    }
-  }
+  const accumulated = accumulateGradients(model, microBatches, lossFn);
+  const gradients = accumulated.gradients;
+  let loss = accumulated.loss;
   if (options.reduction === "mean" && microBatches.length > 1) {
-    for (const [name, gradient] of accumulated) {
-      accumulated.set(name, tf.div(gradient, microBatches.length));
+    for (const [name, gradient] of gradients) {
+      gradients.set(name, tf.div(gradient, microBatches.length));
       gradient.dispose();
     }
     loss /= microBatches.length;
   }
   try {
-    const { gradNorm } = optimizer.applyGradients(accumulated);
+    const { gradNorm } = optimizer.applyGradients(gradients);
     return { loss, gradNorm };
   } finally {
-    for (const gradient of accumulated.values()) gradient.dispose();
+    for (const gradient of gradients.values()) gradient.dispose();
   }
 }
 

@@ -42,7 +42,7 @@ test("planMicroBatches respects the token budget and keeps every row", () => {
   }
 });
 
-test("a GRPO step raises the log-probs of positive-advantage tokens and lowers the negative ones", () => {
+test("a GRPO step raises the log-probs of positive-advantage tokens and lowers the negative ones", async () => {
   const policy = Policy.create(presetConfig("test"), { seed: 3 });
   const optimizer = policy.createOptimizer({ learningRate: 3e-3, weightDecay: 0 });
   const good = [1, 5, 9, 14, 20, 33, 41, 7, 2];
@@ -57,7 +57,7 @@ test("a GRPO step raises the log-probs of positive-advantage tokens and lowers t
   const before = { good: meanMasked(scored(policy, Int32Array.from(good), 0.8), groups[0].trajectories[0].lossMask), bad: meanMasked(scored(policy, Int32Array.from(bad), 0.8), groups[0].trajectories[1].lossMask) };
   const tensorsBefore = tf.memory().numTensors;
   let metrics: UpdateMetrics | undefined;
-  for (let step = 0; step < 5; step++) metrics = grpoUpdate(policy, optimizer, batch, { ...DEFAULT_GRPO, klCoefficient: 0, microBatchTokens: 18 });
+  for (let step = 0; step < 5; step++) metrics = await grpoUpdate(policy, optimizer, batch, { ...DEFAULT_GRPO, klCoefficient: 0, microBatchTokens: 18 });
   assert.equal(tf.memory().numTensors, tensorsBefore, "no tensor leaks across updates");
   const after = { good: meanMasked(scored(policy, Int32Array.from(good), 0.8), groups[0].trajectories[0].lossMask), bad: meanMasked(scored(policy, Int32Array.from(bad), 0.8), groups[0].trajectories[1].lossMask) };
   assert.ok(after.good > before.good, `positive: ${before.good} → ${after.good}`);
@@ -85,7 +85,7 @@ test("prepareBatch drops groups whose rewards are all equal (no GRPO signal) unl
   assert.equal(prepareBatch([groups[1]], DEFAULT_GRPO).rows.length, 0, "a batch of uniform groups trains nothing");
 });
 
-test("withoutUntrainedTail drops the tokens after the last trained one, which change nothing the loss sees", () => {
+test("withoutUntrainedTail drops the tokens after the last trained one, which change nothing the loss sees", async () => {
   const reference = Policy.create(presetConfig("test"), { seed: 5 });
   // a generated turn (positions 4-6), then an untrained closing observation (7-9)
   const tokens = [1, 5, 9, 14, 20, 33, 41, 7, 2, 3];
@@ -105,7 +105,7 @@ test("withoutUntrainedTail drops the tokens after the last trained one, which ch
   const full = scored(reference, batch.rows[0].tokens, 0.8);
   const short = scored(reference, cut.tokens, 0.8);
   for (let t = 4; t < 7; t++) assert.ok(Math.abs(full[t] - short[t]) < 1e-5, `position ${t}: ${full[t]} vs ${short[t]}`);
-  const metrics = grpoUpdate(reference, reference.createOptimizer({ learningRate: 1e-3, weightDecay: 0 }), batch, { ...DEFAULT_GRPO, klCoefficient: 0 });
+  const metrics = await grpoUpdate(reference, reference.createOptimizer({ learningRate: 1e-3, weightDecay: 0 }), batch, { ...DEFAULT_GRPO, klCoefficient: 0 });
   assert.equal(metrics.processedTokens, 2 * 7, "the learner ran the cut rows");
   assert.equal(metrics.trainedTokens, 2 * 3);
   reference.dispose();

@@ -7,7 +7,7 @@
  * of a trajectory has the trajectory's length L; the model scores positions 1 … L−1.
  */
 import * as tf from "@tensorflow/tfjs-core";
-import { tokenLogProbs, trainStep, type AdamW, type Policy, type Transformer } from "@agentrl/policy";
+import { accumulateGradients, tokenLogProbs, type AdamW, type Policy, type Transformer } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
 import {
   advantageStatisticsByTask,
@@ -195,59 +195,213 @@ export interface UpdateMetrics {
   microBatches: number;
 }
 
+/** The whole batch's counts: the denominators of the loss (token-mean, sequence-mean), whichever micro-batch or thread computes a part of it. */
+export interface BatchCounts {
+  tokenCount: number;
+  sequenceCount: number;
+}
+
+/** Diagnostics summed over micro-batches, each already weighted by its share of the batch (so shares from several threads add up). */
+export interface GrpoDiagnostics {
+  policyLoss: number;
+  clipFraction: number;
+  kl: number;
+  entropy: number;
+}
+
+/** Gradients of one thread's micro-batches: trainable variable name → summed gradient (the caller disposes them). */
+export interface ShardGradients {
+  gradients: Map<string, tf.Tensor>;
+  /** Sum of the micro-batch losses (each its share of the batch loss). */
+  loss: number;
+  diagnostics: GrpoDiagnostics;
+  microBatches: number;
+}
+
+/** Hands out the micro-batch indices 0 … count−1 once each, across threads, from a shared counter (an Int32Array on a SharedArrayBuffer). */
+export function claimFrom(counter: Int32Array, count: number): () => number | undefined {
+  return () => {
+    const index = Atomics.add(counter, 0, 1);
+    return index < count ? index : undefined;
+  };
+}
+
+/**
+ * One thread's part of a GRPO update: the gradients of the micro-batches of `plan` that it
+ * claims. A micro-batch's tensors (and its reference log-probs when the KL term is on) are
+ * kept for the update's later epochs; `dispose` frees them.
+ */
+export class GrpoShard {
+  private readonly tensors = new Map<number, MicroBatchTensors>();
+
+  constructor(
+    private readonly model: Transformer,
+    private readonly reference: Transformer | undefined,
+    private readonly plan: readonly (readonly TrainingRow[])[],
+    private readonly options: GrpoOptions,
+    private readonly counts: BatchCounts,
+  ) {
+    if (options.klCoefficient > 0 && !reference) throw new Error("klCoefficient > 0 needs a reference model");
+  }
+
+  /** Summed gradients of the micro-batches `claim` hands out (plan indices; undefined when none is left). */
+  gradients(claim: () => number | undefined): ShardGradients {
+    const diagnostics: GrpoDiagnostics = { policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0 };
+    const claimed = function* (shard: GrpoShard) {
+      for (let index = claim(); index !== undefined; index = claim()) yield shard.microBatch(index);
+    };
+    const { gradients, loss, microBatches } = accumulateGradients(this.model, claimed(this), (m) => this.loss(m, diagnostics));
+    return { gradients, loss, diagnostics, microBatches };
+  }
+
+  private microBatch(index: number): MicroBatchTensors {
+    let m = this.tensors.get(index);
+    if (!m) {
+      m = toTensors(this.plan[index]);
+      const { reference, options } = this;
+      if (options.klCoefficient > 0) m.referenceLogProbs = tf.tidy(() => tokenLogProbs(reference!, m!.inputIds, { temperature: options.temperature, mask: m!.mask }).logProbs);
+      this.tensors.set(index, m);
+    }
+    return m;
+  }
+
+  /** The micro-batch's share of the batch loss; its diagnostics are added to `diagnostics`. */
+  private loss(m: MicroBatchTensors, diagnostics: GrpoDiagnostics): tf.Scalar {
+    const { options, counts } = this;
+    // The LM head runs only over the loss-mask positions (the generated tokens): the rest score 0 and are masked out anyway.
+    const scored = tokenLogProbs(this.model, m.inputIds, { temperature: options.temperature, entropy: options.entropyCoefficient > 0, mask: m.mask });
+    const out = policyObjective(
+      { logProbs: scored.logProbs, oldLogProbs: m.oldLogProbs, advantages: m.advantages, mask: m.mask, referenceLogProbs: m.referenceLogProbs, entropy: scored.entropy },
+      options,
+      counts,
+    );
+    const share = tf.sum(m.mask).dataSync()[0] / Math.max(1, counts.tokenCount);
+    diagnostics.policyLoss += out.policyLoss.dataSync()[0];
+    diagnostics.clipFraction += out.clipFraction.dataSync()[0] * share;
+    diagnostics.kl += out.kl.dataSync()[0] * share;
+    diagnostics.entropy += out.entropy.dataSync()[0] * share;
+    return out.loss;
+  }
+
+  dispose(): void {
+    for (const m of this.tensors.values()) tf.dispose([m.inputIds, m.mask, m.oldLogProbs, m.advantages, ...(m.referenceLogProbs ? [m.referenceLogProbs] : [])]);
+    this.tensors.clear();
+  }
+}
+
+/** One epoch's work for a gradient peer: the plan's micro-batches still unclaimed in `claims`, against the policy's current weights. */
+export interface EpochWork {
+  policy: Policy;
+  plan: readonly (readonly TrainingRow[])[];
+  counts: BatchCounts;
+  options: GrpoOptions;
+  /** Shared counter of claimed micro-batches (Int32Array of one element on a SharedArrayBuffer). */
+  claims: Int32Array;
+  /** First and last epoch of the update (the peer sets up and frees its micro-batch tensors). */
+  first: boolean;
+  last: boolean;
+}
+
+/**
+ * Another thread that computes gradients beside this one (see gradient-thread.ts): each
+ * epoch it receives the current weights and claims micro-batches from the same counter;
+ * resolves with the sum of its gradients, as tensors of this thread.
+ */
+export interface GradientPeer {
+  epoch(work: EpochWork): Promise<ShardGradients>;
+}
+
+/**
+ * The micro-batch budget: `microBatchTokens`, and with gradient peers small enough that
+ * every thread can claim about 4 micro-batches (as far as the rows allow; a row is never
+ * split), so that the threads finish close together even when one of them runs slower.
+ */
+export function microBatchBudget(rows: readonly TrainingRow[], microBatchTokens: number, threads: number): number {
+  if (threads <= 1) return microBatchTokens;
+  const tokens = rows.reduce((n, r) => n + r.tokens.length, 0);
+  return Math.min(microBatchTokens, Math.max(2, Math.ceil(tokens / (4 * threads))));
+}
+
 /**
  * The GRPO update on a prepared batch: `ppoEpochs` optimizer steps, each over all
  * micro-batches with gradient accumulation. `reference` (a frozen copy of the initial policy)
- * is needed when `klCoefficient > 0`.
+ * is needed when `klCoefficient > 0`. With `peers`, the micro-batches of each epoch are
+ * shared out dynamically (a shared counter, longest first) between this thread and the
+ * peers; their gradients are summed with this thread's before the one clipped AdamW step,
+ * so the update is the single-thread one up to the order of float additions.
  */
-export function grpoUpdate(
+export async function grpoUpdate(
   policy: Policy,
   optimizer: AdamW,
   batch: PreparedBatch,
   options: GrpoOptions,
   reference?: Transformer,
-): UpdateMetrics {
-  const plan = planMicroBatches(batch.rows.map(withoutUntrainedTail), options.microBatchTokens);
-  const micro = plan.map((rows) => toTensors(rows));
-  const counts = { tokenCount: batch.tokenCount, sequenceCount: batch.rows.length };
+  peers: readonly GradientPeer[] = [],
+): Promise<UpdateMetrics> {
+  const rows = batch.rows.map(withoutUntrainedTail);
+  const plan = planMicroBatches(rows, microBatchBudget(rows, options.microBatchTokens, 1 + peers.length));
+  const counts: BatchCounts = { tokenCount: batch.tokenCount, sequenceCount: batch.rows.length };
+  const shard = new GrpoShard(policy.model, reference, plan, options, counts);
   try {
-    if (options.klCoefficient > 0) {
-      if (!reference) throw new Error("klCoefficient > 0 needs a reference model");
-      for (const m of micro) m.referenceLogProbs = tf.tidy(() => tokenLogProbs(reference, m.inputIds, { temperature: options.temperature, mask: m.mask }).logProbs);
-    }
     const totals = { loss: 0, policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, gradNorm: 0 };
     for (let epoch = 0; epoch < options.ppoEpochs; epoch++) {
-      const diagnostics = { policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, weight: 0 };
-      const result = trainStep(policy.model, optimizer, micro, (m) => {
-        // The LM head runs only over the loss-mask positions (the generated tokens): the rest score 0 and are masked out anyway.
-        const scored = tokenLogProbs(policy.model, m.inputIds, { temperature: options.temperature, entropy: options.entropyCoefficient > 0, mask: m.mask });
-        const out = policyObjective(
-          { logProbs: scored.logProbs, oldLogProbs: m.oldLogProbs, advantages: m.advantages, mask: m.mask, referenceLogProbs: m.referenceLogProbs, entropy: scored.entropy },
-          options,
-          counts,
-        );
-        const share = tf.sum(m.mask).dataSync()[0] / Math.max(1, batch.tokenCount);
-        diagnostics.policyLoss += out.policyLoss.dataSync()[0];
-        diagnostics.clipFraction += out.clipFraction.dataSync()[0] * share;
-        diagnostics.kl += out.kl.dataSync()[0] * share;
-        diagnostics.entropy += out.entropy.dataSync()[0] * share;
-        return out.loss;
-      });
-      totals.loss += result.loss / options.ppoEpochs;
-      totals.gradNorm += result.gradNorm / options.ppoEpochs;
-      totals.policyLoss += diagnostics.policyLoss / options.ppoEpochs;
-      totals.clipFraction += diagnostics.clipFraction / options.ppoEpochs;
-      totals.kl += diagnostics.kl / options.ppoEpochs;
-      totals.entropy += diagnostics.entropy / options.ppoEpochs;
+      const claims = new Int32Array(new SharedArrayBuffer(4));
+      const work: EpochWork = { policy, plan, counts, options, claims, first: epoch === 0, last: epoch === options.ppoEpochs - 1 };
+      const helping = Promise.all(peers.map((peer) => peer.epoch(work)));
+      let own: ShardGradients;
+      try {
+        own = shard.gradients(claimFrom(claims, plan.length));
+      } catch (error) {
+        helping.then((parts) => parts.forEach(disposeGradients), () => {});
+        throw error;
+      }
+      let parts: ShardGradients[];
+      try {
+        parts = [own, ...(await helping)];
+      } catch (error) {
+        disposeGradients(own);
+        throw error;
+      }
+      const gradients = sumGradients(parts);
+      try {
+        const { gradNorm } = optimizer.applyGradients(gradients);
+        totals.gradNorm += gradNorm / options.ppoEpochs;
+      } finally {
+        for (const gradient of gradients.values()) gradient.dispose();
+      }
+      for (const part of parts) {
+        totals.loss += part.loss / options.ppoEpochs;
+        for (const key of ["policyLoss", "clipFraction", "kl", "entropy"] as const) totals[key] += part.diagnostics[key] / options.ppoEpochs;
+      }
     }
     policy.bumpVersion();
     return {
       ...totals,
       trainedTokens: batch.tokenCount,
-      processedTokens: micro.reduce((n, m) => n + m.inputIds.size, 0) * options.ppoEpochs,
-      microBatches: micro.length,
+      processedTokens: plan.reduce((n, rows) => n + rows.length * Math.max(...rows.map((r) => r.tokens.length)), 0) * options.ppoEpochs,
+      microBatches: plan.length,
     };
   } finally {
-    for (const m of micro) tf.dispose([m.inputIds, m.mask, m.oldLogProbs, m.advantages, ...(m.referenceLogProbs ? [m.referenceLogProbs] : [])]);
+    shard.dispose();
   }
+}
+
+function disposeGradients(part: ShardGradients): void {
+  for (const gradient of part.gradients.values()) gradient.dispose();
+}
+
+/** Adds the threads' gradients (disposing theirs); a variable no thread touched gets no entry. */
+function sumGradients(parts: readonly ShardGradients[]): Map<string, tf.Tensor> {
+  const total = new Map<string, tf.Tensor>();
+  for (const part of parts) {
+    for (const [name, gradient] of part.gradients) {
+      const previous = total.get(name);
+      if (previous) {
+        total.set(name, tf.add(previous, gradient));
+        previous.dispose();
+        gradient.dispose();
+      } else total.set(name, gradient);
+    }
+  }
+  return total;
 }

@@ -6,11 +6,12 @@
  * go to the worker by structured clone; new weights come back as versioned flat buffers whose
  * memory is transferred, not copied (never through disk on the hot path).
  */
-import { Worker } from "node:worker_threads";
+import type { Worker } from "node:worker_threads";
 import type { ExportedWeights } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
 import { Learner, type LearnerSettings, type LearnerUpdate } from "./learner.js";
 import type { SupervisedRow, SupervisedStepResult } from "./sft.js";
+import { startWorker } from "./worker.js";
 
 export interface LearnerHandle {
   update(groups: readonly TrajectoryGroup[]): Promise<LearnerUpdate>;
@@ -73,7 +74,7 @@ class InThreadLearner extends LearnerCalls {
     return dispatchLearnerCall(this.learner, call) as Promise<T>;
   }
   async close() {
-    this.learner.dispose();
+    await this.learner.dispose();
   }
 }
 
@@ -131,20 +132,7 @@ export interface OpenLearnerOptions {
 /** Opens a learner on `modelDirectory`, in a worker thread unless `thread` is false. */
 export async function openLearner(options: OpenLearnerOptions): Promise<LearnerHandle> {
   if (options.thread === false) return new InThreadLearner(await Learner.load(options.modelDirectory, options.learner));
-  const source = import.meta.url.endsWith(".ts");
   const workerData = { modelDirectory: options.modelDirectory, learner: options.learner ?? {} };
-  const worker = source
-    ? new Worker(new URL("./learner-worker-source.mjs", import.meta.url), { workerData: { ...workerData, entry: new URL("./learner-worker.ts", import.meta.url).href } })
-    : new Worker(new URL("./learner-worker.js", import.meta.url), { workerData });
-  await new Promise<void>((resolve, reject) => {
-    const onMessage = (message: { ready?: boolean; error?: { message: string } }) => {
-      if (message.ready) { cleanup(); resolve(); }
-      else if (message.error) { cleanup(); reject(new LearnerWorkerError(`the learner thread failed to start: ${message.error.message}`)); }
-    };
-    const onExit = (code: number) => { cleanup(); reject(new LearnerWorkerError(`the learner thread exited while starting (code ${code})`)); };
-    const cleanup = () => { worker.off("message", onMessage); worker.off("exit", onExit); };
-    worker.on("message", onMessage);
-    worker.on("exit", onExit);
-  });
+  const worker = await startWorker("learner-worker", workerData, (message) => new LearnerWorkerError(`the learner thread ${message}`));
   return new WorkerLearner(worker);
 }

@@ -3,14 +3,10 @@ import { parentPort, workerData } from "node:worker_threads";
 import { Learner, type LearnerSettings, type LearnerUpdate } from "./learner.js";
 import { dispatchLearnerCall, prepareTransfer, type LearnerCall } from "./learner-thread.js";
 import type { ExportedWeights } from "@agentrl/policy";
+import { describeError } from "./worker.js";
 
 const port = parentPort!;
 const { modelDirectory, learner: options } = workerData as { modelDirectory: string; learner: LearnerSettings };
-
-function describe(error: unknown) {
-  const e = error as Error;
-  return { name: e?.name ?? "Error", message: e?.message ?? String(error), stack: e?.stack };
-}
 
 try {
   const learner = await Learner.load(modelDirectory, options);
@@ -33,11 +29,11 @@ try {
         }
         port.postMessage({ id, result }, transfer);
       } catch (error) {
-        port.postMessage({ id, error: describe(error) });
+        port.postMessage({ id, error: describeError(error) });
       }
     });
   });
   port.postMessage({ ready: true });
 } catch (error) {
-  port.postMessage({ error: describe(error) });
+  port.postMessage({ error: describeError(error) });
 }

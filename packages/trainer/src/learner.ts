@@ -2,7 +2,9 @@
  * The learner: the trainable policy, its optimizer, the frozen reference and the step count.
  * It runs in whichever thread holds it (the training loop puts it in a worker thread in
  * `async` mode so that generation and training use both cores), and it speaks only in
- * plain data: trajectory groups in, versioned flat weights out.
+ * plain data: trajectory groups in, versioned flat weights out. With `gradientThreads: 2`
+ * a second thread computes gradients for a share of each GRPO update's micro-batches
+ * (gradient-thread.ts).
  */
 import { join } from "node:path";
 import { readFile, writeFile } from "node:fs/promises";
@@ -17,6 +19,7 @@ import {
 } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
 import { DEFAULT_GRPO, grpoUpdate, prepareBatch, type GrpoOptions, type UpdateMetrics } from "./grpo.js";
+import { GradientThread } from "./gradient-thread.js";
 import { supervisedStep, type SupervisedRow, type SupervisedStepResult } from "./sft.js";
 
 export interface LearningRateSchedule {
@@ -37,6 +40,13 @@ export interface LearnerOptions {
   schedule: LearningRateSchedule;
   /** AdamW's betas, epsilon, weight decay (default 0) and gradient-norm clip (default 1.0). */
   optimizer: Omit<AdamWOptions, "learningRate">;
+  /**
+   * Threads computing the gradients of a GRPO update: 1 (this one), or 2 (this one and a
+   * gradient thread with its own copy of the policy, sharing out the micro-batches; the
+   * same update up to float summation order). Supervised steps use this thread only.
+   * Default 1; the training loop uses 2 in async mode.
+   */
+  gradientThreads: 1 | 2;
 }
 
 /** Learner options as given by a user: every part optional, merged over the defaults. */
@@ -44,6 +54,7 @@ export interface LearnerSettings {
   grpo?: Partial<GrpoOptions>;
   schedule?: Partial<LearningRateSchedule>;
   optimizer?: Omit<AdamWOptions, "learningRate">;
+  gradientThreads?: 1 | 2;
 }
 
 export const DEFAULT_SCHEDULE: LearningRateSchedule = { learningRate: 1e-5, warmupSteps: 0, schedule: "constant", minLearningRateRatio: 0.1, totalSteps: 1 };
@@ -69,19 +80,31 @@ export class Learner {
   readonly optimizer: AdamW;
   readonly reference: Policy | undefined;
   readonly options: LearnerOptions;
+  /** The gradient thread when `gradientThreads` is 2. */
+  readonly gradientThread: GradientThread | undefined;
   /** Optimizer steps taken (RL and supervised). */
   step = 0;
 
-  private constructor(policy: Policy, reference: Policy | undefined, options: LearnerOptions) {
+  private constructor(policy: Policy, reference: Policy | undefined, options: LearnerOptions, gradientThread: GradientThread | undefined) {
     this.policy = policy;
     this.reference = reference;
     this.options = options;
+    this.gradientThread = gradientThread;
     this.optimizer = policy.createOptimizer({ weightDecay: 0, maxGradNorm: 1, ...options.optimizer, learningRate: options.schedule.learningRate });
   }
 
   /** Loads the model of `modelDirectory`; the reference is a frozen copy of it when the KL coefficient is > 0. */
   static async load(modelDirectory: string, options: LearnerSettings = {}): Promise<Learner> {
-    const full: LearnerOptions = { grpo: { ...DEFAULT_GRPO, ...options.grpo }, schedule: { ...DEFAULT_SCHEDULE, ...options.schedule }, optimizer: options.optimizer ?? {} };
+    const full: LearnerOptions = {
+      grpo: { ...DEFAULT_GRPO, ...options.grpo },
+      schedule: { ...DEFAULT_SCHEDULE, ...options.schedule },
+      optimizer: options.optimizer ?? {},
+      gradientThreads: options.gradientThreads ?? 1,
+    };
+    if (full.gradientThreads !== 1 && full.gradientThreads !== 2) throw new RangeError(`gradientThreads must be 1 or 2, got ${full.gradientThreads}`);
+    // The gradient thread loads its copy while this thread loads its own.
+    const starting = full.gradientThreads === 2 ? GradientThread.start(modelDirectory, { reference: full.grpo.klCoefficient > 0 }) : undefined;
+    starting?.catch(() => {}); // awaited below
     const policy = await Policy.load(modelDirectory, { trainable: true });
     let reference: Policy | undefined;
     if (full.grpo.klCoefficient > 0) {
@@ -89,7 +112,15 @@ export class Learner {
       reference = policy.fromSnapshot(snapshot);
       snapshot.dispose();
     }
-    return new Learner(policy, reference, full);
+    let gradientThread: GradientThread | undefined;
+    try {
+      gradientThread = await starting;
+    } catch (error) {
+      policy.dispose();
+      reference?.dispose();
+      throw error;
+    }
+    return new Learner(policy, reference, full, gradientThread);
   }
 
   private setLearningRate(): number {
@@ -102,14 +133,15 @@ export class Learner {
    * weights when the batch holds no trainable token (every episode failed before
    * generating): then nothing changes and the version stays.
    */
-  update(groups: readonly TrajectoryGroup[]): LearnerUpdate {
+  async update(groups: readonly TrajectoryGroup[]): Promise<LearnerUpdate> {
     const learningRate = this.setLearningRate();
     const batch = prepareBatch(groups, this.options.grpo);
     if (batch.rows.length === 0 || batch.tokenCount === 0) {
       const empty = { loss: 0, policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, gradNorm: 0, trainedTokens: 0, processedTokens: 0, microBatches: 0 };
       return { weights: undefined, metrics: { ...empty, learningRate, step: this.step, advantages: {} } };
     }
-    const metrics = grpoUpdate(this.policy, this.optimizer, batch, this.options.grpo, this.reference?.model);
+    const peers = this.gradientThread ? [this.gradientThread] : [];
+    const metrics = await grpoUpdate(this.policy, this.optimizer, batch, this.options.grpo, this.reference?.model, peers);
     this.step += 1;
     return { weights: this.policy.exportWeights(), metrics: { ...metrics, learningRate, step: this.step, advantages: batch.advantageStatistics } };
   }
@@ -157,7 +189,9 @@ export class Learner {
     this.policy.version = learner.version;
   }
 
-  dispose(): void {
+  /** Frees the tensors and stops the gradient thread. */
+  async dispose(): Promise<void> {
+    await this.gradientThread?.close();
     this.optimizer.dispose();
     this.policy.dispose();
     this.reference?.dispose();
