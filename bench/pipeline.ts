@@ -53,6 +53,21 @@ const BUFFER_GROUPS_PER_BATCH_GROUP = 3;
 const MAX_STALENESS = 4;
 /** Modes to run (`AGENTRL_BENCH_MODES=async` for one). */
 const MODES = (process.env.AGENTRL_BENCH_MODES ?? "sync,async").split(",") as ("sync" | "async")[];
+/**
+ * Gradient threads of each mode's learner (`AGENTRL_BENCH_SYNC_GRADIENT_THREADS`,
+ * `AGENTRL_BENCH_ASYNC_GRADIENT_THREADS`); default the loop's: 1 in sync mode (the
+ * baseline), 2 in async mode (the learner thread and a gradient thread share out each update).
+ */
+const GRADIENT_THREADS = {
+  sync: gradientThreads(process.env.AGENTRL_BENCH_SYNC_GRADIENT_THREADS, 1),
+  async: gradientThreads(process.env.AGENTRL_BENCH_ASYNC_GRADIENT_THREADS, 2),
+};
+
+function gradientThreads(value: string | undefined, fallback: 1 | 2): 1 | 2 {
+  if (value === undefined || value === "") return fallback;
+  if (value !== "1" && value !== "2") throw new Error(`gradient threads: "${value}" is not 1 or 2`);
+  return Number(value) as 1 | 2;
+}
 
 interface Batch {
   groups: number;
@@ -74,6 +89,9 @@ interface ModeResult {
   /** Main thread busy (event-loop utilization): generation, and training in sync mode. */
   mainThreadBusy: number;
   meanDecodeBatch: number;
+  /** Gradient threads of the learner, and the share of micro-batches the gradient thread computed. */
+  gradientThreads: number;
+  peerShare: number;
   maxStaleness: number;
   droppedStaleGroups: number;
 }
@@ -95,7 +113,7 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
     // Random weights complete every echo episode alike: keep uniform groups so both modes train on all 8 episodes.
     // Micro-batches of 2,048 padded tokens: rows of 3- and 8-turn episodes differ ~2× in length, and one 4,096-token
     // micro-batch pads them all to the longest (measured: 3,600 instead of 2,920 tokens processed, 8.5 vs 6.7 s a step).
-    learner: { schedule: { learningRate: 1e-5 }, grpo: { klCoefficient: 0, skipUniformGroups: false, microBatchTokens: 2048 } },
+    learner: { schedule: { learningRate: 1e-5 }, grpo: { klCoefficient: 0, skipUniformGroups: false, microBatchTokens: 2048 }, gradientThreads: GRADIENT_THREADS[mode] },
     rollout: {
       maxConcurrentEpisodes: MAX_CONCURRENT_EPISODES,
       bufferGroups: BUFFER_GROUPS_PER_BATCH_GROUP * batch.groups,
@@ -115,7 +133,7 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
       const m = record.metrics;
       console.log(
         `[pipeline] ${batch.groups}x${batch.episodes} ${mode} step ${record.step} at ${((performance.now() - began) / 1000).toFixed(1)} s: wait ${m["time/wait"].toFixed(2)} s, train ${m["time/train"].toFixed(2)} s ` +
-          `(${m["train/processedTokens"]} tokens), staleness ${m.staleness}, decode batch ${m["rollout/mean_decode_batch"]?.toFixed(1)}, main thread busy ${(100 * busy).toFixed(0)} %`,
+          `(${m["train/processedTokens"]} tokens, ${m["train/peerMicroBatches"]}/${m["train/microBatches"]} micro-batches in the gradient thread), staleness ${m.staleness}, decode batch ${m["rollout/mean_decode_batch"]?.toFixed(1)}, main thread busy ${(100 * busy).toFixed(0)} %`,
       );
     },
   };
@@ -137,6 +155,8 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
     trainShare: sum("time/train") / seconds,
     mainThreadBusy: steadyBusy,
     meanDecodeBatch: sum("rollout/mean_decode_batch") / steady.length,
+    gradientThreads: GRADIENT_THREADS[mode],
+    peerShare: sum("train/peerMicroBatches") / Math.max(1, sum("train/microBatches")),
     maxStaleness: Math.max(...steady.map((m) => m.metrics.staleness)),
     droppedStaleGroups: marks[marks.length - 1].metrics["buffer/dropped_stale_groups"] ?? 0,
   };
@@ -182,7 +202,7 @@ export async function run(): Promise<BenchResult> {
       for (const r of results) {
         const last = r.mode === "async" || !async;
         rows.push(
-          `| ${r.batch.groups} × ${r.batch.episodes} | ${r.mode} | ${r.tokensPerSecond.toFixed(1)} | ${r.episodesPerSecond.toFixed(2)} | ${r.trainedTokens} / ${r.processedTokens} | ${r.seconds.toFixed(1)} | ${(100 * r.waitShare).toFixed(0)} % | ${(100 * r.trainShare).toFixed(0)} % | ${(100 * r.mainThreadBusy).toFixed(0)} % | ${r.meanDecodeBatch.toFixed(1)} | ${r.maxStaleness} / ${r.droppedStaleGroups} | ${last ? `**${ratio.toFixed(2)}×** (bound ${bound.toFixed(2)}×)` : ""} |`,
+          `| ${r.batch.groups} × ${r.batch.episodes} | ${r.mode} | ${r.tokensPerSecond.toFixed(1)} | ${r.episodesPerSecond.toFixed(2)} | ${r.trainedTokens} / ${r.processedTokens} | ${r.seconds.toFixed(1)} | ${(100 * r.waitShare).toFixed(0)} % | ${(100 * r.trainShare).toFixed(0)} % | ${(100 * r.mainThreadBusy).toFixed(0)} % | ${r.meanDecodeBatch.toFixed(1)} | ${r.gradientThreads}${r.gradientThreads > 1 ? ` (${(100 * r.peerShare).toFixed(0)} %)` : ""} | ${r.maxStaleness} / ${r.droppedStaleGroups} | ${last ? `**${ratio.toFixed(2)}×** (bound ${bound.toFixed(2)}×)` : ""} |`,
         );
       }
     }
@@ -204,8 +224,8 @@ export async function run(): Promise<BenchResult> {
     "Figures over steps 2… (step 1 is warm-up). Trained tokens = generated tokens in the loss; processed = all tokens run through the learner.",
     "Bound = what async could reach with a free core for each of its two threads, from sync's own figures (sync step / max(training, rollout busy)).",
     "",
-    "| groups × episodes per step | mode | trained tokens/s | episodes/s | trained / processed tokens | seconds | waiting for data | training | main thread busy | mean decode batch | max staleness / dropped groups | async / sync |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| groups × episodes per step | mode | trained tokens/s | episodes/s | trained / processed tokens | seconds | waiting for data | training | main thread busy | mean decode batch | gradient threads (gradient thread's share) | max staleness / dropped groups | async / sync |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...rows,
     "",
     `**async / sync** (target ≥ 2.5×): ${verdict}. Machine load average (1 min) before and after each mode: ${loads.map((l) => l.toFixed(1)).join(", ")} on ${cpus().length} cores.`,

@@ -83,6 +83,8 @@ test("grpoUpdate with a gradient thread equals the one-thread update, and both t
       }
       assert.ok(alone.gradNorm > 0.05, "the clip binds (it is applied to the summed gradient)");
       assert.equal(shared.trainedTokens, alone.trainedTokens);
+      assert.equal(shared.peerMicroBatches, claimed.slice(-OPTIONS.ppoEpochs).reduce((a, b) => a + b, 0));
+      assert.equal(alone.peerMicroBatches, 0);
     }
     const difference = maxAbsDifference(one.exportWeights(), two.exportWeights());
     assert.ok(difference <= 1e-5, `max |w1 − w2| = ${difference}`);

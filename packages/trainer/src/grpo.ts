@@ -193,6 +193,8 @@ export interface UpdateMetrics {
   /** All tokens run through the model, padding included, over all epochs. */
   processedTokens: number;
   microBatches: number;
+  /** Of the micro-batches (all epochs), those computed by gradient peers (another thread). */
+  peerMicroBatches: number;
 }
 
 /** The whole batch's counts: the denominators of the loss (token-mean, sequence-mean), whichever micro-batch or thread computes a part of it. */
@@ -344,6 +346,7 @@ export async function grpoUpdate(
   const shard = new GrpoShard(policy.model, reference, plan, options, counts);
   try {
     const totals = { loss: 0, policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, gradNorm: 0 };
+    let peerMicroBatches = 0;
     for (let epoch = 0; epoch < options.ppoEpochs; epoch++) {
       const claims = new Int32Array(new SharedArrayBuffer(4));
       const work: EpochWork = { policy, plan, counts, options, claims, first: epoch === 0, last: epoch === options.ppoEpochs - 1 };
@@ -369,6 +372,7 @@ export async function grpoUpdate(
       } finally {
         for (const gradient of gradients.values()) gradient.dispose();
       }
+      for (const part of parts.slice(1)) peerMicroBatches += part.microBatches;
       for (const part of parts) {
         totals.loss += part.loss / options.ppoEpochs;
         for (const key of ["policyLoss", "clipFraction", "kl", "entropy"] as const) totals[key] += part.diagnostics[key] / options.ppoEpochs;
@@ -380,6 +384,7 @@ export async function grpoUpdate(
       trainedTokens: batch.tokenCount,
       processedTokens: plan.reduce((n, rows) => n + rows.length * Math.max(...rows.map((r) => r.tokens.length)), 0) * options.ppoEpochs,
       microBatches: plan.length,
+      peerMicroBatches,
     };
   } finally {
     shard.dispose();

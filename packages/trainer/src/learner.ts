@@ -137,7 +137,7 @@ export class Learner {
     const learningRate = this.setLearningRate();
     const batch = prepareBatch(groups, this.options.grpo);
     if (batch.rows.length === 0 || batch.tokenCount === 0) {
-      const empty = { loss: 0, policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, gradNorm: 0, trainedTokens: 0, processedTokens: 0, microBatches: 0 };
+      const empty = { loss: 0, policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, gradNorm: 0, trainedTokens: 0, processedTokens: 0, microBatches: 0, peerMicroBatches: 0 };
       return { weights: undefined, metrics: { ...empty, learningRate, step: this.step, advantages: {} } };
     }
     const peers = this.gradientThread ? [this.gradientThread] : [];

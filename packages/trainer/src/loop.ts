@@ -256,7 +256,8 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   // The learner (trainable policy + optimizer), here or in a worker thread.
   const learner: LearnerHandle = await openLearner({
     modelDirectory: options.modelDirectory,
-    learner: options.learner,
+    // async: a gradient thread shares out each update's micro-batches with the learner (the rollout thread leaves part of a core idle)
+    learner: { ...options.learner, gradientThreads: options.learner.gradientThreads ?? (options.mode === "async" ? 2 : 1) },
     thread: options.learnerThread ?? options.mode === "async",
   });
   // The samplers: the current policy, and a stale copy for cross-policy sampling.
