@@ -92,7 +92,7 @@ const ExternalModelSchema = z
 
 const RlSchema = z
   .object({
-    mode: z.enum(["async", "sync"]).default("async").describe("`async`: rollout never stops, the learner trains in its own thread; `sync`: generate a batch, train, repeat (the baseline)."),
+    mode: z.enum(["async", "sync"]).default("async").describe("`async`: rollout never stops, the learner trains in its own thread (data-parallel with a gradient thread, which holds a second copy of the policy); `sync`: generate a batch, train, repeat (the baseline)."),
     steps: positiveInteger().default(20).describe("Optimizer steps of the RL phase."),
     batchGroups: positiveInteger().default(4).describe("Complete groups (task instances) per step."),
     groupSize: positiveInteger().default(8).describe("Episodes per task instance (GRPO's n)."),
