@@ -62,6 +62,8 @@ const MAX_CONCURRENT_EPISODES = 24;
 /** Groups in flight or waiting in the buffer (async's back-pressure), per group trained a step: 3 steps' worth, so that groups are at most ~3 versions old when trained. */
 const BUFFER_GROUPS_PER_BATCH_GROUP = 3;
 const MAX_STALENESS = 4;
+/** Token budget of a learner micro-batch (`AGENTRL_BENCH_MICRO_BATCH_TOKENS`; see `measure`). */
+const MICRO_BATCH_TOKENS = Number(process.env.AGENTRL_BENCH_MICRO_BATCH_TOKENS ?? 2048);
 /** Modes to run (`AGENTRL_BENCH_MODES=async` for one). */
 const MODES = (process.env.AGENTRL_BENCH_MODES ?? "sync,async").split(",") as ("sync" | "async")[];
 /**
@@ -124,7 +126,7 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
     // Random weights complete every echo episode alike: keep uniform groups so both modes train on all 8 episodes.
     // Micro-batches of 2,048 padded tokens: rows of 3- and 8-turn episodes differ ~2× in length, and one 4,096-token
     // micro-batch pads them all to the longest (measured: 3,600 instead of 2,920 tokens processed, 8.5 vs 6.7 s a step).
-    learner: { schedule: { learningRate: 1e-5 }, grpo: { klCoefficient: 0, skipUniformGroups: false, microBatchTokens: 2048 }, gradientThreads: GRADIENT_THREADS[mode] },
+    learner: { schedule: { learningRate: 1e-5 }, grpo: { klCoefficient: 0, skipUniformGroups: false, microBatchTokens: MICRO_BATCH_TOKENS }, gradientThreads: GRADIENT_THREADS[mode] },
     rollout: {
       maxConcurrentEpisodes: MAX_CONCURRENT_EPISODES,
       bufferGroups: BUFFER_GROUPS_PER_BATCH_GROUP * batch.groups,
@@ -234,7 +236,7 @@ export async function run(): Promise<BenchResult> {
     `${MAX_NEW_TOKENS_PER_TURN} new tokens per turn (a tool call is 23), ~25-token observations, every environment step sleeps a log-normal time (median 50 ms, p99 2 s).`,
     `Both modes: the same engine settings and the same trained samples per step; at most ${MAX_CONCURRENT_EPISODES} episodes at once (sync generates its batch all at once, then trains in the main thread);`,
     `async: learner in a worker thread, up to ${BUFFER_GROUPS_PER_BATCH_GROUP} steps' worth of groups in flight or waiting, episodes keep their KV caches across weight updates, max staleness ${MAX_STALENESS}.`,
-    `Learner: GRPO, micro-batches of at most 2,048 padded tokens; sync: in the main thread, ${GRADIENT_THREADS.sync === 1 ? "single-threaded" : "with a gradient thread"}; async: in a worker thread${GRADIENT_THREADS.async === 2 ? ", data-parallel with a gradient thread (its own policy copy; the two claim micro-batches from one counter, ~4 per thread, and the learner sums the gradients before the one clipped AdamW step)" : ", single-threaded"}.`,
+    `Learner: GRPO, micro-batches of at most ${MICRO_BATCH_TOKENS.toLocaleString("en-US")} padded tokens; sync: in the main thread, ${GRADIENT_THREADS.sync === 1 ? "single-threaded" : "with a gradient thread"}; async: in a worker thread${GRADIENT_THREADS.async === 2 ? ", data-parallel with a gradient thread (its own policy copy; the two claim micro-batches from one counter, ~4 per thread, and the learner sums the gradients before the one clipped AdamW step)" : ", single-threaded"}.`,
     "Figures over steps 2… (step 1 is warm-up). Trained tokens = generated tokens in the loss; processed = all tokens run through the learner.",
     GRADIENT_THREADS.async === 2
       ? "Bound = what async could reach on two free cores, from sync's own figures: sync step / max(rollout busy, training / 2, (training + rollout busy) / 2)."
