@@ -10,6 +10,7 @@ import { registerSftCommand } from "./commands/sft.js";
 import { registerAblationCommand, registerTrainCommand } from "./commands/train.js";
 import { registerEvalCommand } from "./commands/eval.js";
 import { registerServeCommand } from "./commands/serve.js";
+import { registerBenchCommand } from "./commands/bench.js";
 
 export function buildProgram(): Command {
   const program = new Command("agentrl")
@@ -29,6 +30,7 @@ export function buildProgram(): Command {
   registerAblationCommand(program);
   registerEvalCommand(program);
   registerServeCommand(program);
+  registerBenchCommand(program);
   return program;
 }
 

@@ -1,7 +1,9 @@
 /**
  * `agentrl eval --model DIR [--tasks kg,webshop] [--difficulty 0] [--limit N] [--samples K]
- * [--temperature T] [--json]`: success, pass@k and mean reward per task on the test split.
+ * [--temperature T] [--json] [--transcripts FILE]`: success, pass@k and mean reward per task on
+ * the test split, and optionally every episode as text (JSONL) to see what the model does.
  */
+import { createWriteStream } from "node:fs";
 import { InvalidArgumentError, type Command } from "commander";
 import { Policy, initBackend } from "@agentrl/policy";
 import { TASK_NAMES, createTaskFamily } from "@agentrl/envs";
@@ -32,6 +34,8 @@ export interface EvalCommandOptions {
   seed?: number;
   /** Progress bars (true) or plain lines (false). Default: bars on a terminal. */
   bars?: boolean;
+  /** Write every episode to this JSONL file: task, index, sample, status, reward, and the decoded text. Default none. */
+  transcripts?: string;
   print?: Printer;
   createFamily?: FamilyFactory;
 }
@@ -56,6 +60,7 @@ export async function runEvalCommand(options: EvalCommandOptions): Promise<Recor
   const opened = await openTasks(config, print, options.createFamily ?? createTaskFamily);
   const policy = await Policy.load(options.model, { trainable: false, tokenizer: true });
   const tasks = opened.tasks.map((task) => task.name);
+  const transcripts = options.transcripts ? createWriteStream(options.transcripts) : undefined;
   const progress = new PhaseProgress("eval", tasks.length * limit * samples, "episode", { plain: options.bars === undefined ? undefined : !options.bars, minimumIntervalMs: 10_000 });
   try {
     return await evaluate({
@@ -75,9 +80,16 @@ export async function runEvalCommand(options: EvalCommandOptions): Promise<Recor
       },
       seed: config.run.seed,
       onProgress: (done) => progress.update(done),
+      onEpisode: transcripts
+        ? (t) => {
+            const record = { task: t.task, index: t.index, sample: t.member, status: t.status, reward: t.environmentReward, turns: t.turns.length, error: t.error, text: policy.tokenizer!.decode(Array.from(t.tokens)) };
+            transcripts.write(`${JSON.stringify(record)}\n`);
+          }
+        : undefined,
     });
   } finally {
     progress.stop();
+    if (transcripts) await new Promise<void>((resolve, reject) => transcripts.end((error?: Error | null) => (error ? reject(error) : resolve())));
     policy.dispose();
     await opened.close();
   }
@@ -129,7 +141,12 @@ export function registerEvalCommand(program: Command): void {
     .option("--concurrency <n>", "episodes at once (default 40)", integer("concurrency", 1))
     .option("--seed <n>", "seed (default 0)", integer("seed", 0))
     .option("--json", "print the results as JSON on stdout")
-    .action(async (flags: { model: string; tasks?: string[]; difficulty?: number[]; limit?: number; samples?: number; temperature?: number; maxTurns?: number; maxNewTokens?: number; concurrency?: number; seed?: number; json?: boolean }) => {
+    .option("--transcripts <file>", "write every episode (status, reward, decoded text) to this JSONL file")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  agentrl eval --model models/warmstart --tasks kg,webshop,alfworld --limit 200\n  agentrl eval --model runs/default/checkpoints/step-000020/policy --samples 4 --temperature 0.8 --json\n  agentrl eval --model models/warmstart --tasks kg --limit 20 --transcripts /tmp/kg.jsonl",
+    )
+    .action(async (flags: { transcripts?: string; model: string; tasks?: string[]; difficulty?: number[]; limit?: number; samples?: number; temperature?: number; maxTurns?: number; maxNewTokens?: number; concurrency?: number; seed?: number; json?: boolean }) => {
       const results = await runEvalCommand({
         model: flags.model,
         tasks: flags.tasks,
@@ -142,6 +159,7 @@ export function registerEvalCommand(program: Command): void {
         concurrency: flags.concurrency,
         seed: flags.seed,
         bars: flags.json ? false : undefined,
+        transcripts: flags.transcripts,
       });
       if (flags.json) console.log(JSON.stringify({ model: flags.model, samples: flags.samples ?? 1, tasks: results }, null, 2));
       else for (const line of formatEvaluation(results, flags.samples ?? 1)) console.log(line);

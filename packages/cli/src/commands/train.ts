@@ -614,6 +614,10 @@ export function registerTrainCommand(program: Command): void {
     .option("--set <key=value>", "override a configuration key, e.g. --set rl.steps=20 (repeatable; values are YAML: numbers, booleans, [lists])", (value: string, previous: string[] = []) => [...previous, value])
     .option("--resume", "continue from the newest checkpoint of the run folder")
     .option("--run-dir <dir>", "run folder (overrides run.directory)")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  agentrl train                                   # the embedded default run\n  agentrl train --config examples/single-task.yaml --set rl.steps=50\n  agentrl train --config examples/sync-baseline.yaml --run-dir runs/sync\n  agentrl train --run-dir runs/default --resume",
+    )
     .action(async (flags: { config?: string; set?: string[]; resume?: boolean; runDir?: string }) => {
       const print: Printer = (line) => console.log(line);
       const controller = stopOnSignals(print);
