@@ -135,7 +135,7 @@ test("runWarmStart: a fresh test-preset model trains a few steps, lowers its los
   }
 });
 
-test("runWarmStart with `then`: a second stage continues from the first stage's model in the same folder", async () => {
+test("runWarmStart with `then`: later stages continue from the previous stage's model in the same folder", async () => {
   const out = await mkdtemp(join(tmpdir(), "warmstart-stages-"));
   try {
     const lines: string[] = [];
@@ -150,15 +150,18 @@ test("runWarmStart with `then`: a second stage continues from the first stage's 
       evalLimit: 0,
       progress: false,
       log: (line) => lines.push(line),
-      then: { steps: 3, learningRate: 1e-3 },
+      then: [{ steps: 3, learningRate: 1e-3 }, { steps: 1 }],
     });
     const first = JSON.parse(await readFile(join(out, "warmstart-stage-1.json"), "utf8")) as WarmStartSummary;
     assert.equal(first.steps, 2);
     assert.equal(first.options.model, null, "stage 1 starts from a fresh model");
-    assert.equal(summary.steps, 3);
-    assert.equal(summary.options.model, out, "stage 2 starts from stage 1's model");
-    assert.equal(summary.options.learningRate, 1e-3);
-    assert.ok(lines.some((line) => line.includes("stage 2")), lines.join("\n"));
+    const second = JSON.parse(await readFile(join(out, "warmstart-stage-2.json"), "utf8")) as WarmStartSummary;
+    assert.equal(second.steps, 3);
+    assert.equal(second.options.model, out, "stage 2 starts from stage 1's model");
+    assert.equal(second.options.learningRate, 1e-3);
+    assert.equal(summary.steps, 1);
+    assert.equal(summary.options.learningRate, 1e-3, "stage 3 keeps what stage 2 changed");
+    assert.ok(lines.some((line) => line.includes("stage 3 of 3")), lines.join("\n"));
     const loaded = await Policy.load(out);
     assert.match(String(loaded.tokenizer!.tokenizerConfig.chat_template), /Call a tool with/, "the compact template is saved with the model");
     loaded.dispose();

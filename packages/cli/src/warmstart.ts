@@ -140,12 +140,15 @@ export interface WarmStartOptions {
   /** Stops training early when aborted (the model trained so far is still evaluated and saved). Default none. */
   signal?: AbortSignal;
   /**
-   * A second stage that continues from this one's model in the same `out` folder, with these
-   * options replacing the first stage's (the first stage's summary is kept as
-   * `warmstart-stage-1.json`). Default none.
+   * Further stages, each continuing from the previous stage's model in the same `out` folder
+   * with its options replacing the previous stage's (a fresh optimizer each stage). The
+   * summary of stage k < last is kept as `warmstart-stage-k.json`. Default none.
    */
-  then?: Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "then">;
+  then?: WarmStartStage | WarmStartStage[];
 }
+
+/** The options of a later warm-start stage (see `then`): what changes from the stage before. */
+export type WarmStartStage = Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "then">;
 
 /** Success of one evaluation, per task, per difficulty. */
 export interface WarmStartEvaluation {
@@ -488,11 +491,18 @@ export async function initWarmStartModel(
 export async function runWarmStart(options: WarmStartOptions): Promise<WarmStartSummary> {
   if (options.then) {
     const { then, ...first } = options;
-    await runWarmStart(first);
-    await rename(join(options.out, "warmstart.json"), join(options.out, "warmstart-stage-1.json"));
-    if (options.signal?.aborted) return JSON.parse(await readFile(join(options.out, "warmstart-stage-1.json"), "utf8")) as WarmStartSummary;
-    (options.log ?? console.log)(`warm start: stage 2 continues from ${options.out}`);
-    return runWarmStart({ ...first, ...then, model: options.out });
+    const stages = Array.isArray(then) ? then : [then];
+    let previous: WarmStartOptions = first;
+    let summary = await runWarmStart(first);
+    for (const [k, stage] of stages.entries()) {
+      const kept = join(options.out, `warmstart-stage-${k + 1}.json`);
+      await rename(join(options.out, "warmstart.json"), kept);
+      if (options.signal?.aborted) return summary;
+      (options.log ?? console.log)(`warm start: stage ${k + 2} of ${stages.length + 1} continues from ${options.out}`);
+      previous = { ...previous, ...stage, model: options.out };
+      summary = await runWarmStart(previous);
+    }
+    return summary;
   }
   const started = performance.now();
   const log = options.log ?? console.log;

@@ -191,12 +191,14 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
 
 /** "3 × task error (ContextLimitError: …), 1 × agent context limit" for a batch's episodes. */
 function describeFailures(groups: readonly TrajectoryGroup[]): string {
-  const counts = new Map<string, number>();
+  // Per status: the count, and the first error as an example (errors carry numbers, e.g. token counts).
+  const counts = new Map<string, { n: number; example?: string }>();
   for (const t of groups.flatMap((g) => g.trajectories)) {
-    const key = t.error ? `${t.status}: ${t.error.slice(0, 80)}` : t.status;
-    counts.set(key, (counts.get(key) ?? 0) + 1);
+    const entry = counts.get(t.status) ?? { n: 0, example: t.error?.slice(0, 80) };
+    entry.n++;
+    counts.set(t.status, entry);
   }
-  return [...counts].map(([key, n]) => `${n} × ${key}`).join(", ");
+  return [...counts].map(([status, { n, example }]) => `${n} × ${status}${example ? ` (e.g. ${example})` : ""}`).join(", ");
 }
 
 /**
