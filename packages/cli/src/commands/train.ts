@@ -704,6 +704,10 @@ export function registerAblationCommand(program: Command): void {
     .option("--run-dir <dir>", "parent folder of the four runs (default: run.directory)")
     .option("--resume", "continue each run from its newest checkpoint")
     .option("-o, --out <file>", "markdown output", "docs/results.md")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  agentrl ablation --config examples/ablation.yaml\n  agentrl ablation --config examples/ablation.yaml --set run.seed=1 --run-dir runs/ablation-seed1 --out /tmp/results-seed1.md",
+    )
     .action(async (flags: { config?: string; set?: string[]; runDir?: string; resume?: boolean; out: string }) => {
       const print: Printer = (line) => console.log(line);
       const controller = stopOnSignals(print);
