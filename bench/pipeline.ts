@@ -30,7 +30,7 @@
  * (less padding, too: the "processed" column).
  * Throughput counts steps 2… (step 1 includes warm-up: kernel compilation, the first batch).
  */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -101,6 +101,9 @@ interface ModeResult {
   trainShare: number;
   /** Main thread busy (event-loop utilization): generation, and training in sync mode. */
   mainThreadBusy: number;
+  /** Cores used on average over steps 2…: by this process (all its threads), by everything else on the machine. */
+  processCores: number;
+  otherCores: number;
   meanDecodeBatch: number;
   /** Gradient threads of the learner, and the share of micro-batches the gradient thread computed. */
   gradientThreads: number;
@@ -118,6 +121,8 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
   let utilization = performance.eventLoopUtilization();
   let afterFirstStep: ReturnType<typeof performance.eventLoopUtilization> | undefined;
   let steadyBusy = 0;
+  let cpuAfterFirstStep: CpuReading | undefined;
+  let steadyCpu: { process: number; others: number } | undefined;
   const began = performance.now();
   const options: TrainingRunOptions = {
     modelDirectory, runDirectory, client, mode,
@@ -141,8 +146,13 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
       const busy = performance.eventLoopUtilization(utilization).utilization;
       utilization = performance.eventLoopUtilization();
       marks.push({ at: performance.now(), metrics: record.metrics, busy });
-      if (afterFirstStep) steadyBusy = performance.eventLoopUtilization(afterFirstStep).utilization;
-      else afterFirstStep = performance.eventLoopUtilization();
+      if (afterFirstStep) {
+        steadyBusy = performance.eventLoopUtilization(afterFirstStep).utilization;
+        steadyCpu = coresUsedSince(cpuAfterFirstStep!);
+      } else {
+        afterFirstStep = performance.eventLoopUtilization();
+        cpuAfterFirstStep = readCpu();
+      }
       const m = record.metrics;
       console.log(
         `[pipeline] ${batch.groups}x${batch.episodes} ${mode} step ${record.step} at ${((performance.now() - began) / 1000).toFixed(1)} s: wait ${m["time/wait"].toFixed(2)} s, train ${m["time/train"].toFixed(2)} s ` +
@@ -167,12 +177,48 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
     waitShare: sum("time/wait") / seconds,
     trainShare: sum("time/train") / seconds,
     mainThreadBusy: steadyBusy,
+    processCores: steadyCpu?.process ?? NaN,
+    otherCores: steadyCpu?.others ?? NaN,
     meanDecodeBatch: sum("rollout/mean_decode_batch") / steady.length,
     gradientThreads: GRADIENT_THREADS[mode],
     peerShare: sum("train/peerMicroBatches") / Math.max(1, sum("train/microBatches")),
     maxStaleness: Math.max(...steady.map((m) => m.metrics.staleness)),
     droppedStaleGroups: marks[marks.length - 1].metrics["buffer/dropped_stale_groups"] ?? 0,
   };
+}
+
+interface CpuReading {
+  at: number;
+  /** This process's CPU time (all threads), µs. */
+  process: number;
+  /** The whole machine's busy time (/proc/stat, clock ticks), or undefined off Linux. */
+  machine: number | undefined;
+}
+
+function readCpu(): CpuReading {
+  const usage = process.cpuUsage();
+  let machine: number | undefined;
+  try {
+    const [user, nice, system, , , irq, softirq, steal] = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
+    machine = user + nice + system + irq + softirq + steal;
+  } catch {
+    machine = undefined;
+  }
+  return { at: performance.now(), process: usage.user + usage.system, machine };
+}
+
+/**
+ * Cores used since `before` by this process and by the rest of the machine. The load
+ * average cannot tell: it counts this process's own threads. Another job, even niced, in
+ * another session gets its own scheduler share (Linux autogroups) and takes a core from async.
+ */
+function coresUsedSince(before: CpuReading): { process: number; others: number } {
+  const now = readCpu();
+  const seconds = (now.at - before.at) / 1000;
+  const processCores = (now.process - before.process) / 1e6 / seconds;
+  const ticksPerSecond = 100; // USER_HZ
+  const machineCores = now.machine !== undefined && before.machine !== undefined ? (now.machine - before.machine) / ticksPerSecond / seconds : NaN;
+  return { process: processCores, others: Math.max(0, machineCores - processCores) };
 }
 
 /**
@@ -199,14 +245,16 @@ export async function run(): Promise<BenchResult> {
   const loads: number[] = [loadavg()[0]];
   const rows: string[] = [];
   const ratios: { batch: Batch; ratio: number }[] = [];
+  const allResults: ModeResult[] = [];
   try {
     for (const batch of BATCHES) {
       const results: ModeResult[] = [];
       for (const mode of MODES) {
         const result = await measure(mode, batch, modelDirectory);
         loads.push(loadavg()[0]);
-        console.log(`[pipeline] ${batch.groups}x${batch.episodes} ${mode}: ${result.tokensPerSecond.toFixed(1)} trained tokens/s over ${result.seconds.toFixed(1)} s`);
+        console.log(`[pipeline] ${batch.groups}x${batch.episodes} ${mode}: ${result.tokensPerSecond.toFixed(1)} trained tokens/s over ${result.seconds.toFixed(1)} s; cores used: ${result.processCores.toFixed(2)} by this process, ${result.otherCores.toFixed(2)} by others`);
         results.push(result);
+        allResults.push(result);
       }
       const sync = results.find((r) => r.mode === "sync");
       const async = results.find((r) => r.mode === "async");
@@ -218,7 +266,7 @@ export async function run(): Promise<BenchResult> {
       for (const r of results) {
         const last = r.mode === "async" || !async;
         rows.push(
-          `| ${r.batch.groups} × ${r.batch.episodes} | ${r.mode} | ${r.tokensPerSecond.toFixed(1)} | ${r.episodesPerSecond.toFixed(2)} | ${r.trainedTokens} / ${r.processedTokens} | ${r.seconds.toFixed(1)} | ${(100 * r.waitShare).toFixed(0)} % | ${(100 * r.trainShare).toFixed(0)} % | ${(100 * r.mainThreadBusy).toFixed(0)} % | ${r.meanDecodeBatch.toFixed(1)} | ${r.gradientThreads}${r.gradientThreads > 1 ? ` (${(100 * r.peerShare).toFixed(0)} %)` : ""} | ${r.maxStaleness} / ${r.droppedStaleGroups} | ${last ? `**${ratio.toFixed(2)}×** (bound ${bound.toFixed(2)}×)` : ""} |`,
+          `| ${r.batch.groups} × ${r.batch.episodes} | ${r.mode} | ${r.tokensPerSecond.toFixed(1)} | ${r.episodesPerSecond.toFixed(2)} | ${r.trainedTokens} / ${r.processedTokens} | ${r.seconds.toFixed(1)} | ${(100 * r.waitShare).toFixed(0)} % | ${(100 * r.trainShare).toFixed(0)} % | ${(100 * r.mainThreadBusy).toFixed(0)} % | ${r.processCores.toFixed(2)} / ${r.otherCores.toFixed(2)} | ${r.meanDecodeBatch.toFixed(1)} | ${r.gradientThreads}${r.gradientThreads > 1 ? ` (${(100 * r.peerShare).toFixed(0)} %)` : ""} | ${r.maxStaleness} / ${r.droppedStaleGroups} | ${last ? `**${ratio.toFixed(2)}×** (bound ${bound.toFixed(2)}×)` : ""} |`,
         );
       }
     }
@@ -229,6 +277,7 @@ export async function run(): Promise<BenchResult> {
     .filter((r) => Number.isFinite(r.ratio))
     .map((r) => `${r.batch.groups} × ${r.batch.episodes}: ${r.ratio.toFixed(2)}× (${r.ratio >= 2.5 ? "met" : "NOT met"})`)
     .join("; ");
+  const busiestOthers = Math.max(0, ...allResults.map((r) => r.otherCores).filter(Number.isFinite));
   const markdown = [
     `### Pipeline: sync vs async (${STEPS} steps per mode and batch shape)`,
     "",
@@ -242,11 +291,12 @@ export async function run(): Promise<BenchResult> {
       ? "Bound = what async could reach on two free cores, from sync's own figures: sync step / max(rollout busy, training / 2, (training + rollout busy) / 2)."
       : "Bound = what async could reach with a free core for each of its two threads, from sync's own figures (sync step / max(training, rollout busy)).",
     "",
-    "| groups × episodes per step | mode | trained tokens/s | episodes/s | trained / processed tokens | seconds | waiting for data | training | main thread busy | mean decode batch | gradient threads (gradient thread's share) | max staleness / dropped groups | async / sync |",
-    "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    "| groups × episodes per step | mode | trained tokens/s | episodes/s | trained / processed tokens | seconds | waiting for data | training | main thread busy | cores used: this process / other processes | mean decode batch | gradient threads (gradient thread's share) | max staleness / dropped groups | async / sync |",
+    "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ...rows,
     "",
-    `**async / sync** (target ≥ 2.5×): ${verdict}. Machine load average (1 min) before and after each mode: ${loads.map((l) => l.toFixed(1)).join(", ")} on ${cpus().length} cores.`,
+    `**async / sync** (target ≥ 2.5×): ${verdict}. Machine load average (1 min) before and after each mode: ${loads.map((l) => l.toFixed(1)).join(", ")} on ${cpus().length} cores` +
+      (busiestOthers > 0.2 ? `; **other processes used up to ${busiestOthers.toFixed(2)} cores during a mode: these figures are not from a quiet machine**.` : "; other processes used at most " + busiestOthers.toFixed(2) + " cores during any mode."),
     "",
     "Why the ratio falls as the batch grows: on 2 cores async can at most keep both cores busy with rollout and training, so beyond 2× it gains",
     "only the time sync spends idle, waiting for the slowest episode of its batch. Training time grows with the episodes of a step; that wait",
