@@ -93,12 +93,12 @@ const ExternalModelSchema = z
 const RlSchema = z
   .object({
     mode: z.enum(["async", "sync"]).default("async").describe("`async`: rollout never stops, the learner trains in its own thread (data-parallel with a gradient thread, which holds a second copy of the policy); `sync`: generate a batch, train, repeat (the baseline)."),
-    steps: positiveInteger().default(20).describe("Optimizer steps of the RL phase."),
+    steps: positiveInteger().default(120).describe("Optimizer steps of the RL phase (the default run: ~12 min on 2 cores)."),
     batchGroups: positiveInteger().default(4).describe("Complete groups (task instances) per step."),
     groupSize: positiveInteger().default(8).describe("Episodes per task instance (GRPO's n)."),
     learningRate: z.number().positive().default(2e-4).describe("Peak learning rate (AdamW)."),
     warmupSteps: nonNegativeInteger().default(0).describe("Steps of linear learning-rate warm-up."),
-    schedule: z.enum(["constant", "cosine"]).default("constant").describe("Learning rate after warm-up: constant, or cosine decay to `minLearningRateRatio` × peak."),
+    schedule: z.enum(["constant", "cosine"]).default("cosine").describe("Learning rate after warm-up: constant, or cosine decay to `minLearningRateRatio` × peak at the last step (the final weights then move little, which steadies the final evaluation)."),
     minLearningRateRatio: probability().default(0.1).describe("Floor of the cosine schedule as a fraction of the peak."),
     weightDecay: z.number().nonnegative().default(0).describe("AdamW decoupled weight decay."),
     maxGradNorm: z.number().nonnegative().default(1).describe("Clip of the global gradient norm; 0 turns it off."),
@@ -151,7 +151,7 @@ const RolloutSchema = z
 
 const EvaluationSchema = z
   .object({
-    every: nonNegativeInteger().default(10).describe("RL steps between evaluations on the test split (success per task into metrics.jsonl and the plot); 0 turns them off."),
+    every: nonNegativeInteger().default(20).describe("RL steps between evaluations on the test split (success per task into metrics.jsonl and the plot); 0 turns them off."),
     limit: positiveInteger().default(10).describe("Test instances per task in each evaluation (the first ones at the task's difficulty)."),
     finalLimit: positiveInteger().default(200).describe("Test instances per task of the before/after tables."),
     samples: positiveInteger().default(1).describe("Samples per instance (pass@k with k = samples)."),
@@ -163,7 +163,7 @@ const EvaluationSchema = z
 
 const CheckpointSchema = z
   .object({
-    every: positiveInteger().default(2).describe("RL steps between checkpoints (the last step and a stop always checkpoint)."),
+    every: positiveInteger().default(10).describe("RL steps between checkpoints (the last step and a stop always checkpoint)."),
     keep: positiveInteger().default(3).describe("Newest checkpoints kept."),
   })
   .strict();
