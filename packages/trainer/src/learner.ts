@@ -44,7 +44,8 @@ export interface LearnerOptions {
    * Threads computing the gradients of a GRPO update: 1 (this one), or 2 (this one and a
    * gradient thread with its own copy of the policy, sharing out the micro-batches; the
    * same update up to float summation order). Supervised steps use this thread only.
-   * Default 1; the training loop uses 2 in async mode.
+   * Default 1; the training loop uses 2 in async mode (on the one-core-per-thread backends,
+   * wasm and cpu, with at least 2 cores).
    */
   gradientThreads: 1 | 2;
 }

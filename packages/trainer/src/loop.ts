@@ -16,7 +16,8 @@
  * version −1 (never counted against staleness).
  */
 import { join } from "node:path";
-import { Policy, type ExportedWeights } from "@agentrl/policy";
+import { availableParallelism } from "node:os";
+import { Policy, initBackend, type ExportedWeights } from "@agentrl/policy";
 import {
   ExternalChatModel,
   PolicyPool,
@@ -246,6 +247,17 @@ function externalModel(options: TrainingRunOptions): { model: ExternalChatModel;
   return { model, probability };
 }
 
+/**
+ * Gradient threads of the learner when not given: in async mode 2 (a gradient thread shares
+ * out each update's micro-batches with the learner, so training also uses the part of a core
+ * the rollout thread leaves idle) on backends that compute on one core per thread (wasm, cpu)
+ * with 2 cores or more; otherwise 1 (sync mode: the single-threaded baseline).
+ */
+async function defaultGradientThreads(mode: TrainingRunOptions["mode"]): Promise<1 | 2> {
+  if (mode !== "async" || availableParallelism() < 2) return 1;
+  return (await initBackend()) === "tensorflow" ? 1 : 2;
+}
+
 /** Runs the loop to `steps` (or until aborted); returns the last step's record. */
 export async function runTraining(options: TrainingRunOptions): Promise<StepRecord | undefined> {
   options = { log: (line) => console.warn(`agentrl: ${line}`), ...options };
@@ -258,8 +270,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   // The learner (trainable policy + optimizer), here or in a worker thread.
   const learner: LearnerHandle = await openLearner({
     modelDirectory: options.modelDirectory,
-    // async: a gradient thread shares out each update's micro-batches with the learner (the rollout thread leaves part of a core idle)
-    learner: { ...options.learner, gradientThreads: options.learner.gradientThreads ?? (options.mode === "async" ? 2 : 1) },
+    learner: { ...options.learner, gradientThreads: options.learner.gradientThreads ?? (await defaultGradientThreads(options.mode)) },
     thread: options.learnerThread ?? options.mode === "async",
   });
   // The samplers: the current policy, and a stale copy for cross-policy sampling.
