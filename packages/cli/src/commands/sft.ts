@@ -41,7 +41,7 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (flags.seed !== undefined) options.seed = flags.seed;
   // Steps alone given: the preset's time budget must not cut the run short.
   if (flags.steps !== undefined && flags.minutes === undefined) delete options.minutes;
-  // A length given on the command line is the whole run: the preset's second stage (`then`) is dropped.
+  // A length given on the command line is the whole run: the preset's later stages (`then`) are dropped.
   if (flags.steps !== undefined || flags.minutes !== undefined) delete options.then;
   return options;
 }
@@ -94,7 +94,7 @@ export function registerSftCommand(program: Command): void {
     .option("--model <dir>", "model to start from (default: a fresh model of the preset's architecture, tokenizer trained on task text)")
     .option("--preset <name>", `recipe: ${Object.keys(WARM_START_RECIPES).join(", ")} (flags override its values)`, "default")
     .option("--tasks <list>", "comma-separated task families, e.g. kg,webshop,alfworld (default: the preset's)", list)
-    .option("--steps <n>", "supervised steps (default: the preset's; given, it is the whole run: a preset's second stage is dropped)", positiveInteger("--steps"))
+    .option("--steps <n>", "supervised steps (default: the preset's; given, it is the whole run: a preset's later stages are dropped)", positiveInteger("--steps"))
     .option("--minutes <m>", "wall-clock training budget; stops at whichever of steps/minutes comes first", positiveNumber("--minutes"))
     .option("--batch-size <n>", "expert episodes per step", positiveInteger("--batch-size"))
     .option("--learning-rate <lr>", "peak AdamW learning rate", positiveNumber("--learning-rate"))
@@ -109,7 +109,7 @@ export function registerSftCommand(program: Command): void {
       [
         "",
         "Examples:",
-        "  agentrl sft --preset default --out models/warmstart          # the shipped checkpoint's recipe",
+        "  agentrl sft --preset default --out models/warmstart          # the shipped checkpoint's recipe (4 stages, ~75 min)",
         "  agentrl sft --out /tmp/ws --tasks kg,alfworld --minutes 5 --eval-limit 10",
         "  agentrl sft --model models/warmstart --out /tmp/ws2 --steps 100 --learning-rate 3e-4 --difficulties 0,1,2",
         "",
