@@ -70,6 +70,9 @@ describe("configuration", () => {
   test("an error in a --set value says so", async () => {
     await assert.rejects(loadConfig({ set: ["rl.mode=fast"] }), /rl\.mode: .*\(from --set rl\.mode=fast\)/);
     assert.throws(() => parseOverride("rl.steps"), ConfigError);
+    await assert.rejects(loadConfig({ set: ["rl.gradientThreads=3"] }), /rl\.gradientThreads: .*\(from --set rl\.gradientThreads=3\)/);
+    assert.equal((await loadConfig({ set: ["rl.gradientThreads=1"] })).rl.gradientThreads, 1);
+    assert.equal((await loadConfig({})).rl.gradientThreads, "auto");
   });
 
   test("setPath creates objects and arrays on the way; formatKey prints list positions", () => {

@@ -113,6 +113,10 @@ const RlSchema = z
     ppoEpochs: positiveInteger().default(1).describe("Optimizer steps over the same batch."),
     skipUniformGroups: z.boolean().default(true).describe("Drop groups whose rewards are all equal before the loss: their advantages are 0, so they only cost compute (DAPO's dynamic-sampling filter)."),
     microBatchTokens: positiveInteger().default(1024).describe("Padded tokens per micro-batch (gradients accumulate across micro-batches). On wasm the heap is capped at 4 GiB: a 1,024-token row of the tiny model needs about 2 GiB."),
+    gradientThreads: z
+      .union([z.literal(1), z.literal(2), z.literal("auto")])
+      .default("auto")
+      .describe("Threads computing each update's gradients: 2 adds a gradient thread that shares the micro-batches with the learner (the same update, faster when a core is partly idle). `auto`: 2 in async mode on wasm/cpu with 2+ cores, else 1 (sync mode is the single-threaded baseline)."),
     temperature: z.number().positive().default(0.8).describe("Sampling temperature of the rollout (the loss divides logits by it too)."),
     maxStaleness: z
       .union([nonNegativeInteger(), z.literal("infinite")])

@@ -481,6 +481,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
           totalSteps: config.rl.steps,
         },
         optimizer: { weightDecay: config.rl.weightDecay, maxGradNorm: config.rl.maxGradNorm },
+        ...(config.rl.gradientThreads === "auto" ? {} : { gradientThreads: config.rl.gradientThreads }),
       },
       rollout: {
         maxConcurrentEpisodes: config.rollout.concurrency,
