@@ -45,29 +45,32 @@ test("wasm and cpu agree on logits and gradients (including the embedding gradie
   await initBackend({ log: null });
 });
 
+/** The tensors `ops` makes on wasm and on cpu, as plain data (shape, dtype, values). */
+async function onWasmAndCpu(ops: () => tf.Tensor[]) {
+  const run = async (backend: "wasm" | "cpu") => {
+    await setBackend(backend, { log: null });
+    return tf.tidy(() => ops().map((p) => ({ shape: p.shape, dtype: p.dtype, values: Array.from(p.dataSync()) })));
+  };
+  return { wasm: await run("wasm"), cpu: await run("cpu") };
+}
+
 test("wasm's replaced Slice, SplitV and Unpack equal cpu's (strided, contiguous, int32)", async (t) => {
   const backends = await availableBackends();
   if (!backends.includes("wasm")) return t.skip("wasm backend does not load here");
-  const run = async (backend: "wasm" | "cpu") => {
-    await setBackend(backend, { log: null });
-    return tf.tidy(() => {
-      const x = tf.reshape(tf.range(0, 3 * 4 * 5 * 6), [3, 4, 5, 6]);
-      const ints = tf.cast(x, "int32");
-      const parts = [
-        tf.slice(x, [1, 1, 2, 0], [2, 2, 3, 6]),
-        tf.slice(x, [0, 2, 0, 1], [3, 1, 5, 4]),
-        tf.slice(x, [2, 0, 0, 0], [1, 4, 5, 6]),
-        tf.slice(ints, [0, 0, 1, 2], [3, 4, 2, 3]),
-        ...tf.split(x, [1, 3, 2], 3),
-        ...tf.split(tf.reshape(x, [60, 6]), 4, 0),
-        ...tf.unstack(x, 1),
-        ...tf.unstack(ints, 0),
-      ];
-      return parts.map((p) => ({ shape: p.shape, dtype: p.dtype, values: Array.from(p.dataSync()) }));
-    });
-  };
-  const wasm = await run("wasm");
-  const cpu = await run("cpu");
+  const { wasm, cpu } = await onWasmAndCpu(() => {
+    const x = tf.reshape(tf.range(0, 3 * 4 * 5 * 6), [3, 4, 5, 6]);
+    const ints = tf.cast(x, "int32");
+    return [
+      tf.slice(x, [1, 1, 2, 0], [2, 2, 3, 6]),
+      tf.slice(x, [0, 2, 0, 1], [3, 1, 5, 4]),
+      tf.slice(x, [2, 0, 0, 0], [1, 4, 5, 6]),
+      tf.slice(ints, [0, 0, 1, 2], [3, 4, 2, 3]),
+      ...tf.split(x, [1, 3, 2], 3),
+      ...tf.split(tf.reshape(x, [60, 6]), 4, 0),
+      ...tf.unstack(x, 1),
+      ...tf.unstack(ints, 0),
+    ];
+  });
   assert.deepEqual(wasm, cpu);
   assert.equal(wasm.length, 4 + 3 + 4 + 4 + 3);
   await initBackend({ log: null });
@@ -76,23 +79,17 @@ test("wasm's replaced Slice, SplitV and Unpack equal cpu's (strided, contiguous,
 test("wasm's replaced GatherV2 equals cpu's (rows, inner axes, batchDims, int32, short slices, bad index)", async (t) => {
   const backends = await availableBackends();
   if (!backends.includes("wasm")) return t.skip("wasm backend does not load here");
-  const run = async (backend: "wasm" | "cpu") => {
-    await setBackend(backend, { log: null });
-    return tf.tidy(() => {
-      const x = tf.reshape(tf.range(0, 4 * 6 * 32), [4, 6, 32]);
-      const ints = tf.cast(x, "int32");
-      const parts = [
-        tf.gather(tf.reshape(x, [24, 32]), tf.tensor1d([5, 0, 23, 5], "int32")), // rows (the embedding lookup)
-        tf.gather(x, tf.tensor1d([3, 1], "int32"), 1), // an inner axis
-        tf.gather(x, tf.tensor2d([[1, 2], [0, 0], [5, 4], [3, 3]], [4, 2], "int32"), 1, 1), // batchDims 1
-        tf.gather(ints, tf.tensor1d([2, 2, 0], "int32")),
-        tf.gather(x, tf.tensor1d([31, 0, 7], "int32"), 2), // slices of 1: wasm's own kernel
-      ];
-      return parts.map((p) => ({ shape: p.shape, dtype: p.dtype, values: Array.from(p.dataSync()) }));
-    });
-  };
-  const wasm = await run("wasm");
-  const cpu = await run("cpu");
+  const { wasm, cpu } = await onWasmAndCpu(() => {
+    const x = tf.reshape(tf.range(0, 4 * 6 * 32), [4, 6, 32]);
+    const ints = tf.cast(x, "int32");
+    return [
+      tf.gather(tf.reshape(x, [24, 32]), tf.tensor1d([5, 0, 23, 5], "int32")), // rows (the embedding lookup)
+      tf.gather(x, tf.tensor1d([3, 1], "int32"), 1), // an inner axis
+      tf.gather(x, tf.tensor2d([[1, 2], [0, 0], [5, 4], [3, 3]], [4, 2], "int32"), 1, 1), // batchDims 1
+      tf.gather(ints, tf.tensor1d([2, 2, 0], "int32")),
+      tf.gather(x, tf.tensor1d([31, 0, 7], "int32"), 2), // slices of 1: wasm's own kernel
+    ];
+  });
   assert.deepEqual(wasm, cpu);
   await setBackend("wasm", { log: null });
   assert.throws(() => tf.tidy(() => tf.gather(tf.zeros([4, 32]), tf.tensor1d([4], "int32"))), /index value 4 is not in \[0, 3\]/);

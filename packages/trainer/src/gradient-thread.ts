@@ -16,7 +16,7 @@ import type { Worker } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs-core";
 import type { NamedWeight, Transformer } from "@agentrl/policy";
 import type { BatchCounts, EpochWork, GradientPeer, GrpoDiagnostics, GrpoOptions, ShardGradients, TrainingRow } from "./grpo.js";
-import { startWorker } from "./worker.js";
+import { WorkerChannel, startWorker } from "./worker.js";
 
 export class GradientThreadError extends Error {
   override name = "GradientThreadError";
@@ -84,43 +84,16 @@ export function flattenGradients(gradients: Map<string, tf.Tensor>): NamedWeight
 
 /** The learner's handle on its gradient thread. */
 export class GradientThread implements GradientPeer {
-  private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
-  private failure: Error | undefined;
+  private readonly channel: WorkerChannel;
 
-  private constructor(private readonly worker: Worker) {
-    worker.on("message", (message: { id: number; result?: unknown; error?: { name: string; message: string; stack?: string } }) => {
-      const waiter = this.pending.get(message.id);
-      if (!waiter) return;
-      this.pending.delete(message.id);
-      if (message.error) {
-        const error = new GradientThreadError(`${message.error.name}: ${message.error.message}`);
-        error.stack = message.error.stack;
-        waiter.reject(error);
-      } else waiter.resolve(message.result);
-    });
-    const fail = (error: Error) => {
-      this.failure ??= error;
-      for (const waiter of this.pending.values()) waiter.reject(error);
-      this.pending.clear();
-    };
-    worker.on("error", (error) => fail(new GradientThreadError(`the gradient thread crashed: ${error.message}`)));
-    worker.on("exit", (code) => fail(new GradientThreadError(`the gradient thread exited (code ${code})`)));
+  private constructor(worker: Worker) {
+    this.channel = new WorkerChannel(worker, "the gradient thread", (message) => new GradientThreadError(message));
   }
 
   /** Starts a gradient thread on the model of `modelDirectory` (with a frozen reference copy when `reference` is true). */
   static async start(modelDirectory: string, options: { reference: boolean }): Promise<GradientThread> {
     const worker = await startWorker("gradient-worker", { modelDirectory, reference: options.reference }, (message) => new GradientThreadError(`the gradient thread ${message}`));
     return new GradientThread(worker);
-  }
-
-  private call<T>(message: Omit<GradientEpochMessage, "id"> | { kind: "memory" }, transfer: ArrayBuffer[] = []): Promise<T> {
-    if (this.failure) return Promise.reject(this.failure);
-    const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
-      this.worker.postMessage({ ...message, id }, transfer);
-    });
   }
 
   async epoch(work: EpochWork): Promise<ShardGradients> {
@@ -136,19 +109,18 @@ export class GradientThread implements GradientPeer {
       first: work.first,
       last: work.last,
     };
-    const result = await this.call<GradientEpochResult>(message, tensors.map((t) => t.data.buffer as ArrayBuffer));
+    const result = await this.channel.call<GradientEpochResult>(message, tensors.map((t) => t.data.buffer as ArrayBuffer));
     const gradients = new Map(result.gradients.map((g) => [g.name, tf.tensor(g.data, g.shape, "float32")]));
     return { gradients, loss: result.loss, diagnostics: result.diagnostics, microBatches: result.microBatches };
   }
 
   /** tf.memory().numTensors in the gradient thread (tests). */
   numTensors(): Promise<number> {
-    return this.call<number>({ kind: "memory" });
+    return this.channel.call<number>({ kind: "memory" });
   }
 
   async close(): Promise<void> {
-    this.failure ??= new GradientThreadError("the gradient thread was closed");
-    await this.worker.terminate();
+    await this.channel.close("the gradient thread was closed");
   }
 }
 

@@ -11,7 +11,7 @@ import type { ExportedWeights } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
 import { Learner, type LearnerSettings, type LearnerUpdate } from "./learner.js";
 import type { SupervisedRow, SupervisedStepResult } from "./sft.js";
-import { startWorker } from "./worker.js";
+import { WorkerChannel, startWorker } from "./worker.js";
 
 export interface LearnerHandle {
   update(groups: readonly TrajectoryGroup[]): Promise<LearnerUpdate>;
@@ -83,42 +83,17 @@ export class LearnerWorkerError extends Error {
 }
 
 class WorkerLearner extends LearnerCalls {
-  private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
-  private failure: Error | undefined;
+  private readonly channel: WorkerChannel;
 
-  constructor(private readonly worker: Worker) {
+  constructor(worker: Worker) {
     super();
-    worker.on("message", (message: { id: number; result?: unknown; error?: { name: string; message: string; stack?: string } }) => {
-      const waiter = this.pending.get(message.id);
-      if (!waiter) return;
-      this.pending.delete(message.id);
-      if (message.error) {
-        const error = new LearnerWorkerError(`${message.error.name}: ${message.error.message}`);
-        error.stack = message.error.stack;
-        waiter.reject(error);
-      } else waiter.resolve(message.result);
-    });
-    const fail = (error: Error) => {
-      this.failure = error;
-      for (const waiter of this.pending.values()) waiter.reject(error);
-      this.pending.clear();
-    };
-    worker.on("error", (error) => fail(new LearnerWorkerError(`the learner thread crashed: ${error.message}`)));
-    worker.on("exit", (code) => fail(new LearnerWorkerError(`the learner thread exited (code ${code})`)));
+    this.channel = new WorkerChannel(worker, "the learner thread", (message) => new LearnerWorkerError(message));
   }
-
   protected call<T>(call: LearnerCall): Promise<T> {
-    if (this.failure) return Promise.reject(this.failure);
-    const id = this.nextId++;
-    return new Promise<T>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
-      this.worker.postMessage({ id, call });
-    });
+    return this.channel.call<T>({ call });
   }
   async close() {
-    this.failure ??= new LearnerWorkerError("the learner was closed");
-    await this.worker.terminate();
+    await this.channel.close("the learner was closed");
   }
 }
 
