@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
@@ -169,3 +170,33 @@ test("runWarmStart with `then`: later stages continue from the previous stage's 
     await rm(out, { recursive: true, force: true });
   }
 });
+
+test("runWarmStart with `then` stopped before a later stage: the folder keeps the finished stage's model and warmstart.json", async () => {
+  const out = await mkdtemp(join(tmpdir(), "warmstart-stopped-"));
+  try {
+    const controller = new AbortController();
+    controller.abort();
+    const summary = await runWarmStart({
+      out,
+      architecture: { preset: "test", vocabSize: 600, overrides: { maxPositionEmbeddings: 2048 }, chatTemplate: "compact" },
+      corpusEpisodesPerDifficulty: 2,
+      tasks: ["alfworld"],
+      steps: 2,
+      batchSize: 1,
+      difficulties: [0],
+      evalLimit: 0,
+      progress: false,
+      log: () => {},
+      signal: controller.signal,
+      then: [{ steps: 3 }],
+    });
+    const saved = JSON.parse(await readFile(join(out, "warmstart.json"), "utf8")) as WarmStartSummary;
+    assert.equal(saved.options.steps, 2, "the first stage's summary stays as warmstart.json");
+    assert.equal(summary.options.steps, 2);
+    assert.ok(!existsSync(join(out, "warmstart-stage-1.json")), "no stage was moved aside");
+    assert.ok(existsSync(join(out, "model.safetensors")));
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+});
+

@@ -502,9 +502,9 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
     let previous: WarmStartOptions = first;
     let summary = await runWarmStart(first);
     for (const [k, stage] of stages.entries()) {
-      const kept = join(options.out, `warmstart-stage-${k + 1}.json`);
-      await rename(join(options.out, "warmstart.json"), kept);
+      // Stopped: the folder keeps the last finished stage's model and its warmstart.json.
       if (options.signal?.aborted) return summary;
+      await rename(join(options.out, "warmstart.json"), join(options.out, `warmstart-stage-${k + 1}.json`));
       (options.log ?? console.log)(`warm start: stage ${k + 2} of ${stages.length + 1} continues from ${options.out}`);
       previous = { ...previous, ...stage, model: options.out };
       summary = await runWarmStart(previous);
