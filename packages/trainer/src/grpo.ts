@@ -350,20 +350,15 @@ export async function grpoUpdate(
     for (let epoch = 0; epoch < options.ppoEpochs; epoch++) {
       const claims = new Int32Array(new SharedArrayBuffer(4));
       const work: EpochWork = { policy, plan, counts, options, claims, first: epoch === 0, last: epoch === options.ppoEpochs - 1 };
-      const helping = Promise.all(peers.map((peer) => peer.epoch(work)));
-      let own: ShardGradients;
-      try {
-        own = shard.gradients(claimFrom(claims, plan.length));
-      } catch (error) {
-        helping.then((parts) => parts.forEach(disposeGradients), () => {});
-        throw error;
-      }
-      let parts: ShardGradients[];
-      try {
-        parts = [own, ...(await helping)];
-      } catch (error) {
-        disposeGradients(own);
-        throw error;
+      const helping = Promise.allSettled(peers.map((peer) => peer.epoch(work)));
+      const own = settle(() => shard.gradients(claimFrom(claims, plan.length)));
+      // Every thread has finished its share before anything is thrown or applied.
+      const settled = [own, ...(await helping)];
+      const parts = settled.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
+      const failure = settled.find((result) => result.status === "rejected");
+      if (failure) {
+        parts.forEach(disposeGradients);
+        throw failure.reason;
       }
       const gradients = sumGradients(parts);
       try {
@@ -388,6 +383,14 @@ export async function grpoUpdate(
     };
   } finally {
     shard.dispose();
+  }
+}
+
+function settle<T>(run: () => T): PromiseSettledResult<T> {
+  try {
+    return { status: "fulfilled", value: run() };
+  } catch (reason) {
+    return { status: "rejected", reason };
   }
 }
 
