@@ -69,6 +69,7 @@ export {
   nextTokenLoss,
   trainStep,
   accumulateGradients,
+  addGradient,
   type AccumulatedGradients,
 } from "./train.js";
 export {

@@ -267,19 +267,21 @@ export function accumulateGradients<MicroBatch>(model: Transformer, microBatches
     loss += value.dataSync()[0];
     value.dispose();
     count += 1;
-    for (const [variableName, gradient] of Object.entries(grads)) {
-      const name = nameOf.get(variableName)!;
-      const previous = gradients.get(name);
-      if (previous) {
-        gradients.set(name, tf.add(previous, gradient));
-        previous.dispose();
-        gradient.dispose();
-      } else {
-        gradients.set(name, gradient);
-      }
-    }
+    for (const [variableName, gradient] of Object.entries(grads)) addGradient(gradients, nameOf.get(variableName)!, gradient);
   }
   return { gradients, loss, microBatches: count };
+}
+
+/** Adds `gradient` into `sums` under `name` (taking ownership of it; the previous sum is disposed). */
+export function addGradient(sums: Map<string, tf.Tensor>, name: string, gradient: tf.Tensor): void {
+  const previous = sums.get(name);
+  if (!previous) {
+    sums.set(name, gradient);
+    return;
+  }
+  sums.set(name, tf.add(previous, gradient));
+  previous.dispose();
+  gradient.dispose();
 }
 
 /**

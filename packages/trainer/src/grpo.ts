@@ -7,7 +7,7 @@
  * of a trajectory has the trajectory's length L; the model scores positions 1 … L−1.
  */
 import * as tf from "@tensorflow/tfjs-core";
-import { accumulateGradients, tokenLogProbs, type AdamW, type Policy, type Transformer } from "@agentrl/policy";
+import { accumulateGradients, addGradient, tokenLogProbs, type AdamW, type Policy, type Transformer } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
 import {
   advantageStatisticsByTask,
@@ -401,15 +401,6 @@ function disposeGradients(part: ShardGradients): void {
 /** Adds the threads' gradients (disposing theirs); a variable no thread touched gets no entry. */
 function sumGradients(parts: readonly ShardGradients[]): Map<string, tf.Tensor> {
   const total = new Map<string, tf.Tensor>();
-  for (const part of parts) {
-    for (const [name, gradient] of part.gradients) {
-      const previous = total.get(name);
-      if (previous) {
-        total.set(name, tf.add(previous, gradient));
-        previous.dispose();
-        gradient.dispose();
-      } else total.set(name, gradient);
-    }
-  }
+  for (const part of parts) for (const [name, gradient] of part.gradients) addGradient(total, name, gradient);
   return total;
 }
