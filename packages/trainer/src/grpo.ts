@@ -355,7 +355,7 @@ export async function grpoUpdate(
       // Every thread has finished its share before anything is thrown or applied.
       const settled = [own, ...(await helping)];
       const parts = settled.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
-      const failure = settled.find((result) => result.status === "rejected");
+      const failure = settled.find((result): result is PromiseRejectedResult => result.status === "rejected");
       if (failure) {
         parts.forEach(disposeGradients);
         throw failure.reason;
