@@ -150,6 +150,14 @@ const RolloutSchema = z
     turnTimeoutSeconds: z.number().positive().default(120).describe("Time limit of one turn (generation + environment)."),
     episodeTimeoutSeconds: z.number().positive().default(900).describe("Time limit of a whole episode."),
     incompletePenalty: z.number().default(-0.2).describe("Reward of an episode that does not end with status `completed`."),
+    uninformativeWeight: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(0.1)
+      .describe(
+        "Share of its weight a task keeps in the rollout mix while its last 16 groups all had equal rewards (every episode failed, or every one succeeded): such groups give GRPO zero advantages, so their episodes only cost time. The task comes back to full weight as its groups turn informative. 1 keeps the plain weighted mix.",
+      ),
   })
   .strict();
 

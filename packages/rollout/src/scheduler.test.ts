@@ -71,6 +71,34 @@ describe("RolloutScheduler", () => {
     assert.ok(snapshot.engines.current.decodeFedTokens > 0, "environment replies fed through decode steps");
   });
 
+  test("uninformativeWeight leans the mix away from a task whose groups all get equal rewards", async () => {
+    const tokenizer = testTokenizer();
+    const model = new ScriptedModel(tokenizer.vocabSize, turnScript(tokenizer, (k) => formatToolCalls([{ name: "echo", arguments: { text: `t${k}` } }])));
+    const pool = new PolicyPool({ current: new InferenceEngine(model, { temperature: 0, stopTokenIds: tokenizer.stopTokenIds }) });
+    // `echo` always pays 1 (every group uniform); `coin` pays 0 or 1 at random (most groups informative).
+    const coins = new FaultyClient([echoFamily({ maxTurnsNeeded: 1 }), echoFamily({ name: "coin", maxTurnsNeeded: 1, reward: () => (Math.random() < 0.5 ? 1 : 0) })]);
+    const launched = async (uninformativeWeight: number) => {
+      const buffer = new TrajectoryBuffer({ capacityGroups: 64 });
+      const scheduler = new RolloutScheduler({
+        client: coins, tokenizer, pool, buffer, groupSize: 4, maxGroups: 48, maxConcurrentEpisodes: 4, seed: 2,
+        tasks: [{ name: "echo" }, { name: "coin" }], uninformativeWeight, informativeWindow: 4,
+      });
+      await scheduler.start();
+      const groups = await buffer.take(48);
+      const count = (task: string) => groups.filter((group) => group.task === task).length;
+      return { echo: count("echo"), coin: count("coin"), echoWeight: scheduler.effectiveWeight({ name: "echo" }) };
+    };
+    const plain = await launched(1);
+    assert.ok(plain.echo >= 12 && plain.coin >= 12, `plain mix: ${JSON.stringify(plain)}`);
+    assert.equal(plain.echoWeight, 1);
+    const leaning = await launched(0.05);
+    assert.equal(leaning.echoWeight, 0.05, "echo's recent groups were all uniform");
+    assert.ok(leaning.coin >= 3 * leaning.echo, `leaning mix: ${JSON.stringify(leaning)}`);
+    assert.ok(leaning.echo >= 2, "the uninformative task keeps a share of the draws");
+    assert.throws(() => new RolloutScheduler({ client: coins, tokenizer, pool, buffer: new TrajectoryBuffer(), tasks: [{ name: "echo" }], uninformativeWeight: 2 }), /uninformativeWeight/);
+    await coins.close();
+  });
+
   test("faulty environments still complete their groups, penalised; no group waits forever", async () => {
     const tokenizer = testTokenizer();
     const model = new ScriptedModel(tokenizer.vocabSize, turnScript(tokenizer, (k) => formatToolCalls([{ name: "echo", arguments: { text: `t${k}` } }])));

@@ -3,7 +3,10 @@
  * groups in the trajectory buffer.
  *
  * Its loop draws a task from the weighted mix (seeded), a sample index of that task, and
- * launches a GROUP of `groupSize` episodes of that instance. Episodes run through two
+ * launches a GROUP of `groupSize` episodes of that instance. With `uninformativeWeight` < 1 the
+ * mix leans toward tasks that still teach something: a task whose recent groups all had equal
+ * rewards (every episode failed, or every one succeeded) gives GRPO zero advantages, so its
+ * weight shrinks toward `uninformativeWeight` × weight while it stays that way. Episodes run through two
  * p-queues (one per task, one for all), so at most `concurrencyPerTask` / `maxConcurrentEpisodes`
  * run at once. New groups are only drawn while fewer than `groupSize` episodes wait for a slot
  * and the buffer has room for the groups in flight (back-pressure, no unbounded queue).
@@ -49,6 +52,20 @@ export interface RolloutSchedulerOptions {
   maxGroups?: number;
   /** Per-episode limits and settings. */
   episode?: EpisodeOptions;
+  /**
+   * Share of its weight a task keeps while none of its recent groups was informative (rewards
+   * not all equal). The effective weight is `weight × (u + (1 − u) × r)`, with r the informative
+   * share of the task's last `informativeWindow` complete groups (1 until it has
+   * `informativeWindow` / 2 of them). Default 1: the plain weighted mix.
+   */
+  uninformativeWeight?: number;
+  /** Complete groups per task that `uninformativeWeight` looks back over. Default 16. */
+  informativeWindow?: number;
+  /**
+   * Per task, whether each recent complete group was informative, oldest first. Pass the same
+   * map to successive schedulers (sync mode makes one per step) to keep the history. Default: its own.
+   */
+  informativeHistory?: Map<string, boolean[]>;
   /** Called with each finished episode. */
   onEpisode?: (trajectory: Trajectory) => void;
   /** Called with each complete group, before it enters the buffer. */
@@ -76,17 +93,21 @@ export class RolloutScheduler {
   private runningEpisodes = 0;
   private wakeLoop: (() => void) | undefined;
   private groupPromises = new Set<Promise<void>>();
+  private readonly recentInformative: Map<string, boolean[]>;
 
   constructor(options: RolloutSchedulerOptions) {
     this.options = options;
     this.groupSize = options.groupSize ?? 8;
     this.maxConcurrentEpisodes = options.maxConcurrentEpisodes ?? 64;
     this.random = new Rng(options.seed ?? 0);
+    this.recentInformative = options.informativeHistory ?? new Map();
     this.globalQueue = new PQueue({ concurrency: this.maxConcurrentEpisodes });
     // Every running episode listens to the stop signal.
     setMaxListeners(0, this.controller.signal);
     if (options.tasks.length === 0) throw new SchedulerError("the task mix is empty");
     if (!(this.groupSize >= 1)) throw new SchedulerError(`groupSize must be ≥ 1, got ${this.groupSize}`);
+    const uninformativeWeight = options.uninformativeWeight ?? 1;
+    if (!(uninformativeWeight >= 0 && uninformativeWeight <= 1)) throw new SchedulerError(`uninformativeWeight must be in [0, 1], got ${uninformativeWeight}`);
     for (const task of options.tasks) {
       this.taskQueues.set(task.name, new PQueue({ concurrency: task.concurrency ?? Infinity }));
     }
@@ -159,7 +180,7 @@ export class RolloutScheduler {
 
   private launchGroup(): void {
     const tasks = this.options.tasks;
-    const task = tasks[weightedIndex(this.random, tasks.map((entry) => entry.weight ?? 1))];
+    const task = tasks[weightedIndex(this.random, tasks.map((entry) => this.effectiveWeight(entry)))];
     const indices = this.indices.get(task.name)!;
     const index = indices[this.random.nextInt(indices.length)];
     const groupId = `${task.name}-${index}-g${this.groupsLaunched}`;
@@ -169,6 +190,20 @@ export class RolloutScheduler {
     const group = Promise.all(episodes).then((trajectories) => this.completeGroup(groupId, task.name, index, trajectories));
     this.groupPromises.add(group);
     group.finally(() => this.groupPromises.delete(group));
+  }
+
+  /** The task's weight in the next draw: its configured weight, scaled down while its recent groups taught nothing. */
+  effectiveWeight(task: TaskMixEntry): number {
+    const weight = task.weight ?? 1;
+    const floor = this.options.uninformativeWeight ?? 1;
+    const recent = this.recentInformative.get(task.name) ?? [];
+    if (floor >= 1 || recent.length < Math.ceil(this.informativeWindow / 2)) return weight;
+    const informativeShare = recent.filter(Boolean).length / recent.length;
+    return weight * (floor + (1 - floor) * informativeShare);
+  }
+
+  private get informativeWindow(): number {
+    return this.options.informativeWindow ?? 16;
   }
 
   private scheduleEpisode(task: string, index: number, groupId: string, member: number): Promise<Trajectory> {
@@ -210,6 +245,11 @@ export class RolloutScheduler {
       maxVersion: versions.length > 0 ? Math.max(...versions.map((t) => t.maxVersion)) : -1,
     };
     this.metrics.recordGroup();
+    const rewards = trajectories.map((trajectory) => trajectory.reward);
+    const recent = this.recentInformative.get(task) ?? [];
+    recent.push(rewards.some((reward) => reward !== rewards[0]));
+    if (recent.length > this.informativeWindow) recent.shift();
+    this.recentInformative.set(task, recent);
     this.options.onGroup?.(group);
     try {
       this.options.buffer.put(group);

@@ -75,6 +75,8 @@ export interface TrainingRunOptions {
     maxStaleness: number;
     /** Buffer capacity in groups. Default 2 × batchGroups. */
     bufferGroups?: number;
+    /** Share of its weight a task keeps while its recent groups all had equal rewards (see RolloutSchedulerOptions). Default 1. */
+    uninformativeWeight?: number;
   };
   crossPolicy: {
     /** Probability that a turn comes from the stale policy; 0 turns cross-policy sampling off. */
@@ -293,6 +295,8 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   const tensorboard = new TensorBoardWriter(join(options.runDirectory, "tensorboard"));
   const buffer = new TrajectoryBuffer({ capacityGroups: options.rollout.bufferGroups ?? 2 * options.batchGroups, maxStaleness: options.rollout.maxStaleness });
   buffer.setPolicyVersion(current.version);
+  // Which recent groups of each task were informative: kept across the per-step schedulers of sync mode.
+  const informativeHistory = new Map<string, boolean[]>();
 
   const makeSampling = (step: number) => {
     const engineOptions = {
@@ -322,6 +326,8 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       maxConcurrentEpisodes: options.rollout.maxConcurrentEpisodes,
       seed: stepSeed(state.seed, step, 4),
       episode: options.rollout.episode,
+      uninformativeWeight: options.rollout.uninformativeWeight ?? 1,
+      informativeHistory,
       ...(options.mode === "sync" ? { maxGroups: options.batchGroups } : {}),
     });
     const close = async () => {

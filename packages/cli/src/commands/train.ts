@@ -488,6 +488,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
         engine: { temperature: config.rl.temperature, maxSequenceLength: contextLength },
         episode: { ...episodeOptions(config), maxTokens: contextLength, temperature: config.rl.temperature },
         maxStaleness: config.rl.maxStaleness === "infinite" ? Infinity : config.rl.maxStaleness,
+        uninformativeWeight: config.rollout.uninformativeWeight,
       },
       crossPolicy: {
         staleProbability: config.crossPolicy.staleProbability,

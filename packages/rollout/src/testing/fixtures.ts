@@ -65,18 +65,18 @@ export const ECHO_TOOL: ToolSpec = {
   function: { name: "echo", description: "Repeats the text.", parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] } },
 };
 
-/** Session of the echo task: ends `completed` (reward 1) after `turnsNeeded` turns of any kind. */
+/** Session of the echo task: ends `completed` (reward 1 by default) after `turnsNeeded` turns of any kind. */
 class EchoSession extends FunctionCallSession {
-  constructor(private readonly turnsNeeded: number, maxTurns: number, private readonly latency: () => number) {
+  constructor(private readonly turnsNeeded: number, maxTurns: number, private readonly latency: () => number, private readonly reward: () => number) {
     super({ messages: [{ role: "system", content: "You repeat things." }, { role: "user", content: `Say hello ${turnsNeeded} times.` }], tools: [ECHO_TOOL] }, { maxTurns });
   }
   protected override async callTool(_name: string, args: Record<string, unknown>): Promise<ToolReply> {
     await sleep(this.latency());
-    return { content: `echo: ${String(args.text)}`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: 1, status: "completed" } } : {}) };
+    return { content: `echo: ${String(args.text)}`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.reward(), status: "completed" } } : {}) };
   }
   protected override async onText(content: string): Promise<{ content: string; outcome?: ToolReply["outcome"] }> {
     await sleep(this.latency());
-    return { content: `You said ${content.length} characters.`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: 1, status: "completed" } } : {}) };
+    return { content: `You said ${content.length} characters.`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.reward(), status: "completed" } } : {}) };
   }
 }
 
@@ -92,6 +92,8 @@ export interface EchoFamilyOptions {
   maxTurns?: number;
   /** Milliseconds each environment step takes. Default 0. */
   latency?: () => number;
+  /** Reward of a finished episode. Default 1. */
+  reward?: () => number;
 }
 
 /** Echo tasks of mixed lengths (minTurnsNeeded … maxTurnsNeeded turns). */
@@ -102,7 +104,7 @@ export function echoFamily(options: EchoFamilyOptions = {}): TaskFamily {
   return {
     name: options.name ?? "echo",
     indices: (split: Split) => Array.from({ length: size }, (_, i) => (split === "train" ? i : size + i)),
-    startSession: async (index: number) => new EchoSession(minTurnsNeeded + (index % spread), options.maxTurns ?? 10, options.latency ?? (() => 0)),
+    startSession: async (index: number) => new EchoSession(minTurnsNeeded + (index % spread), options.maxTurns ?? 10, options.latency ?? (() => 0), options.reward ?? (() => 1)),
   };
 }
 
