@@ -101,6 +101,11 @@ const RlSchema = z
     schedule: z.enum(["constant", "cosine"]).default("cosine").describe("Learning rate after warm-up: constant, or cosine decay to `minLearningRateRatio` × peak at the last step (the final weights then move little, which steadies the final evaluation)."),
     minLearningRateRatio: probability().default(0.1).describe("Floor of the cosine schedule as a fraction of the peak."),
     weightDecay: z.number().nonnegative().default(0).describe("AdamW decoupled weight decay."),
+    adamEpsilon: z
+      .number()
+      .positive()
+      .default(1e-4)
+      .describe("AdamW's ε, added to √v. Adam scales each parameter's step to about the learning rate whatever its gradient's size; a parameter whose gradient is far below ε (e.g. the output rows of tokens the batch never uses) moves proportionally less. At 1e-8 (the usual value) GRPO's noise-sized gradients wreck KG within 8 steps at lr 6e-4 (docs/warmstart.md)."),
     maxGradNorm: z.number().nonnegative().default(1).describe("Clip of the global gradient norm; 0 turns it off."),
     clipLow: z.number().nonnegative().default(0.2).describe("PPO clip ε_low: the ratio is clipped below at 1 − ε_low."),
     clipHigh: z.number().nonnegative().default(0.2).describe("PPO clip ε_high: the ratio is clipped above at 1 + ε_high."),
@@ -110,6 +115,12 @@ const RlSchema = z
     reduction: z.enum(["token-mean", "sequence-mean"]).default("token-mean").describe("How the per-token loss is averaged."),
     advantageEstimator: z.enum(["grpo", "grpo_no_std"]).default("grpo").describe("Group advantage: (R − mean)/(std + ε), or R − mean."),
     taskAdvantageNormalization: z.boolean().default(true).describe("Re-normalise advantages per task across the batch before the loss (AgentRL)."),
+    negativeAdvantageScale: z
+      .number()
+      .min(0)
+      .max(1)
+      .default(1)
+      .describe("Factor on negative advantages (after normalization): below 1 a failed episode's tokens are pushed down less than a successful one's are pulled up; 0 learns from successes only. 1 is plain GRPO."),
     ppoEpochs: positiveInteger().default(1).describe("Optimizer steps over the same batch."),
     skipUniformGroups: z.boolean().default(true).describe("Drop groups whose rewards are all equal before the loss: their advantages are 0, so they only cost compute (DAPO's dynamic-sampling filter)."),
     microBatchTokens: positiveInteger().default(1024).describe("Padded tokens per micro-batch (gradients accumulate across micro-batches). On wasm the heap is capped at 4 GiB: a 1,024-token row of the tiny model needs about 2 GiB."),

@@ -130,6 +130,28 @@ describe("AdamW and trainStep", () => {
     b.dispose();
   });
 
+  test("epsilon: a parameter whose gradient is far below it moves far less than the learning rate", () => {
+    // Adam scales every step to about the learning rate, however small the gradient: with
+    // ε = 1e-8 a 1e-7 gradient (noise, e.g. the output row of a token no batch uses) moves its
+    // weight as far as a large one; with ε = 1e-4 it moves about 1e-3 as far.
+    const stepOf = (epsilon: number) => {
+      const variables = new Map([["big", tf.variable(tf.zeros([1]))], ["tiny", tf.variable(tf.zeros([1]))]]);
+      const optimizer = new AdamW(variables, { learningRate: 1e-3, epsilon, maxGradNorm: 0 });
+      const gradients = new Map<string, tf.Tensor>([["big", tf.tensor1d([0.5])], ["tiny", tf.tensor1d([1e-7])]]);
+      optimizer.applyGradients(gradients);
+      const moved = { big: -variables.get("big")!.dataSync()[0], tiny: -variables.get("tiny")!.dataSync()[0] };
+      for (const tensor of gradients.values()) tensor.dispose();
+      for (const variable of variables.values()) variable.dispose();
+      optimizer.dispose();
+      return moved;
+    };
+    const plain = stepOf(1e-8);
+    assert.ok(Math.abs(plain.big - 1e-3) < 1e-6 && plain.tiny > 0.9e-3, `ε 1e-8: ${JSON.stringify(plain)}`);
+    const damped = stepOf(1e-4);
+    assert.ok(Math.abs(damped.big - 1e-3) < 1e-6, `ε 1e-4, large gradient: ${damped.big}`);
+    assert.ok(damped.tiny < 2e-6, `ε 1e-4, tiny gradient: ${damped.tiny}`);
+  });
+
   test("a tiny model fits a fixed text by next-token loss to below 0.1", () => {
     const text = "the agent calls a tool, reads the result and answers. ";
     const chars = [...new Set(text)];

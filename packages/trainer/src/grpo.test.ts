@@ -85,6 +85,21 @@ test("prepareBatch drops groups whose rewards are all equal (no GRPO signal) unl
   assert.equal(prepareBatch([groups[1]], DEFAULT_GRPO).rows.length, 0, "a batch of uniform groups trains nothing");
 });
 
+test("negativeAdvantageScale shrinks only the negative advantages, after normalization", () => {
+  const policy = Policy.create(presetConfig("test"), { seed: 4 });
+  const tokens = [1, 5, 9, 14, 20, 33, 2];
+  const groups: TrajectoryGroup[] = [{
+    groupId: "g", task: "t", index: 0, minVersion: 0, maxVersion: 0,
+    trajectories: [1, 0, 0, 1, 0].map((reward) => trajectory(policy, "t", "g", tokens, 3, reward)),
+  }];
+  const plain = prepareBatch(groups, DEFAULT_GRPO).rows.map((row) => row.advantage);
+  const leaning = prepareBatch(groups, { ...DEFAULT_GRPO, negativeAdvantageScale: 0.25 }).rows.map((row) => row.advantage);
+  assert.ok(plain.some((a) => a < 0) && plain.some((a) => a > 0));
+  plain.forEach((advantage, i) => assert.ok(Math.abs(leaning[i] - (advantage < 0 ? 0.25 * advantage : advantage)) < 1e-12, `row ${i}: ${advantage} → ${leaning[i]}`));
+  const positiveOnly = prepareBatch(groups, { ...DEFAULT_GRPO, negativeAdvantageScale: 0 }).rows.map((row) => row.advantage);
+  assert.ok(positiveOnly.every((a) => a >= 0) && positiveOnly.some((a) => a > 0));
+});
+
 test("withoutUntrainedTail drops the tokens after the last trained one, which change nothing the loss sees", async () => {
   const reference = Policy.create(presetConfig("test"), { seed: 5 });
   // a generated turn (positions 4-6), then an untrained closing observation (7-9)

@@ -36,6 +36,13 @@ export interface GrpoOptions extends PolicyObjectiveOptions {
    * applied to the batch at hand. Default true.
    */
   skipUniformGroups: boolean;
+  /**
+   * Factor on negative advantages, after the group and task normalization. Below 1 the update
+   * leans on what worked: a failed episode's tokens are pushed down less, which matters where a
+   * failure ends in a dead-end state (e.g. after a tool error) whose every action fails, so
+   * pushing down the sampled action only spreads probability at random. Default 1 (plain GRPO).
+   */
+  negativeAdvantageScale: number;
 }
 
 export const DEFAULT_GRPO: GrpoOptions = {
@@ -46,6 +53,7 @@ export const DEFAULT_GRPO: GrpoOptions = {
   ppoEpochs: 1,
   microBatchTokens: 4096,
   skipUniformGroups: true,
+  negativeAdvantageScale: 1,
 };
 
 /** One episode ready for the loss. */
@@ -79,7 +87,7 @@ function countOnes(mask: Uint8Array): number {
 /** Group advantages, then (optionally) task advantage normalization, then sample weights. */
 export function prepareBatch(
   groups: readonly TrajectoryGroup[],
-  options: Pick<GrpoOptions, "advantageEstimator" | "taskAdvantageNormalization"> & Partial<Pick<GrpoOptions, "skipUniformGroups">>,
+  options: Pick<GrpoOptions, "advantageEstimator" | "taskAdvantageNormalization"> & Partial<Pick<GrpoOptions, "skipUniformGroups" | "negativeAdvantageScale">>,
 ): PreparedBatch {
   const estimator = getAdvantageEstimator(options.advantageEstimator);
   const episodes: { task: string; advantage: number; generatedTokens: number; trajectory: TrajectoryGroup["trajectories"][number] }[] = [];
@@ -90,9 +98,10 @@ export function prepareBatch(
       episodes.push({ task: group.task, advantage: advantages[i], generatedTokens: countOnes(trajectory.lossMask), trajectory });
     });
   }
-  const advantages = options.taskAdvantageNormalization
-    ? normalizeAdvantagesByTask(episodes)
-    : episodes.map((e) => e.advantage);
+  const negativeScale = options.negativeAdvantageScale ?? 1;
+  const advantages = (options.taskAdvantageNormalization ? normalizeAdvantagesByTask(episodes) : episodes.map((e) => e.advantage)).map(
+    (advantage) => (advantage < 0 ? advantage * negativeScale : advantage),
+  );
   const rows: TrainingRow[] = episodes
     .map((e, i) => ({
       task: e.task,

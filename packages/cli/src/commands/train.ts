@@ -471,6 +471,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
           temperature: config.rl.temperature,
           ppoEpochs: config.rl.ppoEpochs,
           skipUniformGroups: config.rl.skipUniformGroups,
+          negativeAdvantageScale: config.rl.negativeAdvantageScale,
           microBatchTokens: config.rl.microBatchTokens,
         },
         schedule: {
@@ -480,7 +481,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
           minLearningRateRatio: config.rl.minLearningRateRatio,
           totalSteps: config.rl.steps,
         },
-        optimizer: { weightDecay: config.rl.weightDecay, maxGradNorm: config.rl.maxGradNorm },
+        optimizer: { weightDecay: config.rl.weightDecay, maxGradNorm: config.rl.maxGradNorm, epsilon: config.rl.adamEpsilon },
         ...(config.rl.gradientThreads === "auto" ? {} : { gradientThreads: config.rl.gradientThreads }),
       },
       rollout: {

@@ -67,16 +67,16 @@ export const ECHO_TOOL: ToolSpec = {
 
 /** Session of the echo task: ends `completed` (reward 1 by default) after `turnsNeeded` turns of any kind. */
 class EchoSession extends FunctionCallSession {
-  constructor(private readonly turnsNeeded: number, maxTurns: number, private readonly latency: () => number, private readonly reward: () => number) {
+  constructor(private readonly turnsNeeded: number, maxTurns: number, private readonly latency: () => number, private readonly rewardOf: () => number = () => 1) {
     super({ messages: [{ role: "system", content: "You repeat things." }, { role: "user", content: `Say hello ${turnsNeeded} times.` }], tools: [ECHO_TOOL] }, { maxTurns });
   }
   protected override async callTool(_name: string, args: Record<string, unknown>): Promise<ToolReply> {
     await sleep(this.latency());
-    return { content: `echo: ${String(args.text)}`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.reward(), status: "completed" } } : {}) };
+    return { content: `echo: ${String(args.text)}`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.rewardOf(), status: "completed" } } : {}) };
   }
   protected override async onText(content: string): Promise<{ content: string; outcome?: ToolReply["outcome"] }> {
     await sleep(this.latency());
-    return { content: `You said ${content.length} characters.`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.reward(), status: "completed" } } : {}) };
+    return { content: `You said ${content.length} characters.`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.rewardOf(), status: "completed" } } : {}) };
   }
 }
 
