@@ -3,7 +3,8 @@
  * model and two pure-TypeScript task families. `train` on a 2-step config leaves a
  * resumable checkpoint; `--resume` to 3 steps continues at step 3; `eval` on the saved
  * model prints per-task success (and valid JSON); a bad config fails with exit code 1 and a
- * message naming the key and the file. Also: docs/config.md matches the schema.
+ * message naming the key and the file; `ablation` writes the four runs' tables side by side.
+ * Also: docs/config.md matches the schema.
  */
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -102,6 +103,23 @@ describe("agentrl train / eval (CLI end to end)", () => {
     assert.deepEqual(metricSteps(runDirectory), [1, 2, 3]);
     assert.ok(existsSync(join(runDirectory, "checkpoints", "step-000003", "policy", "model.safetensors")));
     assert.match(second.stdout, /after RL \(step 3\)/);
+  });
+
+  test("ablation: four runs side by side, greedy and sampled tables, hand-written notes kept", async () => {
+    const out = join(folder, "results.md");
+    writeFileSync(out, "# old\n\n<!-- notes: kept when the ablation is run again -->\nMy reading of the last run.\n");
+    const run = await agentrl(["ablation", "--config", configFile, "--run-dir", join(folder, "ablation"), "--out", out, "--set", "rl.steps=1", "--set", "evaluation.every=0"], 600_000);
+    assert.equal(run.code, 0, run.stderr + run.stdout);
+    const text = readFileSync(out, "utf8");
+    assert.match(text, /\| task \| after warm start \| TAN \+ cross-policy \| cross-policy only \| TAN only \| neither \|/);
+    assert.match(text, /At the rollout temperature \(0\.8\)/);
+    assert.equal(text.match(/^\| alfworld \| \d+\.\d% \| \d+\.\d% \| \d+\.\d% \| \d+\.\d% \| \d+\.\d% \|$/gm)?.length, 2, "a greedy and a sampled row");
+    assert.ok(text.endsWith("<!-- notes: kept when the ablation is run again -->\nMy reading of the last run.\n"), text);
+    assert.ok(!text.includes("# old"));
+    for (const variant of ["full", "no-tan", "no-cross", "neither"]) assert.ok(existsSync(join(folder, "ablation", variant, "results.json")), variant);
+    const results = JSON.parse(readFileSync(join(folder, "ablation", "neither", "results.json"), "utf8")) as { sampled?: { temperature: number; final?: Record<string, unknown> } };
+    assert.equal(results.sampled?.temperature, 0.8);
+    assert.ok(results.sampled?.final?.alfworld, "the sampled evaluation of the final model");
   });
 
   test("eval on the saved model prints success per task, and valid JSON with --json", async () => {

@@ -181,6 +181,10 @@ const EvaluationSchema = z
     temperature: z.number().nonnegative().default(0).describe("Sampling temperature of evaluation; 0 is greedy."),
     concurrency: positiveInteger().default(40).describe("Evaluation episodes at once."),
     beforeWarmStart: z.boolean().default(true).describe("Measure the starting model too (the 'before warm start' column)."),
+    sampled: z
+      .boolean()
+      .default(true)
+      .describe("With greedy evaluation (temperature 0), also measure the warm start and the final model at the rollout temperature (`rl.temperature`): a second table. RL trains the sampled policy, so that is where it shows first."),
   })
   .strict();
 

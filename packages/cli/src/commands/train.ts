@@ -66,6 +66,8 @@ export interface TrainResult {
   finalModel: string | undefined;
   steps: number;
   tables: { before?: Record<string, TaskEvaluation>; warmStart?: Record<string, TaskEvaluation>; final?: Record<string, TaskEvaluation> };
+  /** The same test instances at the rollout temperature (`evaluation.sampled`), when the main tables are greedy. */
+  sampledTables?: { warmStart?: Record<string, TaskEvaluation>; final?: Record<string, TaskEvaluation> };
 }
 
 // ── 1. configuration ────────────────────────────────────────────────────────
@@ -559,8 +561,11 @@ export async function runTrainCommand(options: TrainCommandOptions = {}): Promis
 
   const opened = await openTasks(config, print, options.createFamily);
   const taskNames = opened.tasks.map((task) => task.name);
-  const evaluation = (limit: number, phase: string): EvaluationRequest => ({ config, client: opened.client, tasks: taskNames, limit, phase, bars: options.bars, signal: options.signal, print });
+  const evaluation = (limit: number, phase: string, at = config): EvaluationRequest => ({ config: at, client: opened.client, tasks: taskNames, limit, phase, bars: options.bars, signal: options.signal, print });
   const tables: TrainResult["tables"] = {};
+  // The second, sampled table: the same evaluation at the rollout temperature.
+  const sampledConfig = config.evaluation.sampled && config.evaluation.temperature === 0 ? { ...config, evaluation: { ...config.evaluation, temperature: config.rl.temperature } } : undefined;
+  const sampledTables: NonNullable<TrainResult["sampledTables"]> = {};
   try {
     // The starting model is made only when something needs it (a shipped warm start may make it unnecessary).
     let startDirectory: string | undefined;
@@ -568,26 +573,37 @@ export async function runTrainCommand(options: TrainCommandOptions = {}): Promis
     if (config.evaluation.beforeWarmStart) tables.before = await evaluateCached("before", await start(), evaluation(config.evaluation.finalLimit, "eval start"));
     const warm = await warmModel(config, start, opened, options, print);
     if (warm) tables.warmStart = await evaluateCached("warmstart", warm, evaluation(config.evaluation.finalLimit, "eval warm"));
+    if (warm && sampledConfig) sampledTables.warmStart = await evaluateCached("warmstart-sampled", warm, evaluation(config.evaluation.finalLimit, "eval warm, sampled", sampledConfig));
     if (options.signal?.aborted) return { runDirectory, finalModel: undefined, steps: 0, tables };
 
     const rlStart = warm ?? (await start());
     const { finalModel, steps } = await reinforcementLearning(config, rlStart, opened, options, print);
     if (options.signal?.aborted) {
       print(`stopped at RL step ${steps} with a checkpoint${finalModel ? ` (${finalModel})` : ""}; continue with: agentrl train --resume --run-dir ${runDirectory}`);
-      return { runDirectory, finalModel, steps, tables };
+      return { runDirectory, finalModel, steps, tables, sampledTables };
     }
     if (finalModel) tables.final = await evaluateCached(`final-step-${steps}`, finalModel, evaluation(config.evaluation.finalLimit, "eval final"));
+    if (finalModel && sampledConfig) sampledTables.final = await evaluateCached(`final-step-${steps}-sampled`, finalModel, evaluation(config.evaluation.finalLimit, "eval final, sampled", sampledConfig));
     const table = successTable([
       ["before warm start", tables.before],
       ["after warm start", tables.warmStart],
       [`after RL (step ${steps})`, tables.final],
     ]);
-    await writeFile(join(runDirectory, "results.md"), `# Test success per task\n\n${table}\n`);
-    await writeFile(join(runDirectory, "results.json"), JSON.stringify({ steps, finalModel, ...tables }, null, 2));
-    print(`\ntest success per task (${config.evaluation.finalLimit} instances each, ${config.evaluation.samples} sample(s), temperature ${config.evaluation.temperature}):\n${table}`);
+    const heading = (at: TrainConfig) => `test success per task (${at.evaluation.finalLimit} instances each, ${at.evaluation.samples} sample(s), temperature ${at.evaluation.temperature})`;
+    let report = `${heading(config)}:\n${table}`;
+    if (sampledConfig && (sampledTables.warmStart || sampledTables.final)) {
+      const sampled = successTable([
+        ["after warm start", sampledTables.warmStart],
+        [`after RL (step ${steps})`, sampledTables.final],
+      ]);
+      report += `\n\n${heading(sampledConfig)}, the rollout's:\n${sampled}`;
+    }
+    await writeFile(join(runDirectory, "results.md"), `# Test success per task\n\n${report}\n`);
+    await writeFile(join(runDirectory, "results.json"), JSON.stringify({ steps, finalModel, ...tables, ...(sampledConfig ? { sampled: { temperature: sampledConfig.evaluation.temperature, ...sampledTables } } : {}) }, null, 2));
+    print(`\n${report}`);
     if (finalModel) print(`final model: ${finalModel}`);
     print(`done in ${formatSeconds((performance.now() - began) / 1000)}; metrics: ${join(runDirectory, "metrics.jsonl")}, plots: ${join(runDirectory, "success-*.svg")}`);
-    return { runDirectory, finalModel, steps, tables };
+    return { runDirectory, finalModel, steps, tables, sampledTables };
   } finally {
     await opened.close();
   }
@@ -638,6 +654,9 @@ export const ABLATION_VARIANTS = [
   { name: "neither", label: "neither", set: ["rl.taskAdvantageNormalization=false", "crossPolicy.staleProbability=0"] },
 ] as const;
 
+/** In an ablation's markdown, the text from this line on is kept when the ablation runs again. */
+export const ABLATION_NOTES_MARKER = "<!-- notes: kept when the ablation is run again -->";
+
 export interface AblationOptions extends Omit<TrainCommandOptions, "runDirectory"> {
   /** Markdown file the side-by-side table goes to. Default `docs/results.md`. */
   out?: string;
@@ -665,10 +684,11 @@ export async function runAblation(options: AblationOptions = {}): Promise<Record
       // Later variants share the first one's warm start and its measurement.
       set.push("evaluation.beforeWarmStart=false");
       if (warmCheckpoint) set.push(`warmStart.checkpoint=${JSON.stringify(warmCheckpoint)}`);
-      const measured = join(firstRun.runDirectory, "evaluations", "warmstart.json");
-      if (existsSync(measured)) {
+      for (const name of ["warmstart.json", "warmstart-sampled.json"]) {
+        const measured = join(firstRun.runDirectory, "evaluations", name);
+        if (!existsSync(measured)) continue;
         await mkdir(join(parent, variant.name, "evaluations"), { recursive: true });
-        await copyFile(measured, join(parent, variant.name, "evaluations", "warmstart.json"));
+        await copyFile(measured, join(parent, variant.name, "evaluations", name));
       }
     }
     const result = await runTrainCommand({ ...options, set, runDirectory: join(parent, variant.name), print });
@@ -681,7 +701,16 @@ export async function runAblation(options: AblationOptions = {}): Promise<Record
     ["after warm start", first?.tables.warmStart],
     ...ABLATION_VARIANTS.filter((v) => results[v.name]).map((v): [string, Record<string, TaskEvaluation> | undefined] => [v.label, results[v.name].tables.final]),
   ]);
+  const sampledTable = first?.sampledTables
+    ? successTable([
+        ["after warm start", first.sampledTables.warmStart],
+        ...ABLATION_VARIANTS.filter((v) => results[v.name]).map((v): [string, Record<string, TaskEvaluation> | undefined] => [v.label, results[v.name].sampledTables?.final]),
+      ])
+    : undefined;
   const out = options.out ?? "docs/results.md";
+  // Notes written by hand below the marker survive a re-run.
+  const previous = existsSync(out) ? await readFile(out, "utf8") : "";
+  const notes = previous.includes(ABLATION_NOTES_MARKER) ? previous.slice(previous.indexOf(ABLATION_NOTES_MARKER)) : `${ABLATION_NOTES_MARKER}\n`;
   const text = [
     "# Ablation: task advantage normalization (TAN) and cross-policy sampling",
     "",
@@ -691,10 +720,12 @@ export async function runAblation(options: AblationOptions = {}): Promise<Record
     "",
     table,
     "",
+    ...(sampledTable ? [`At the rollout temperature (${base.rl.temperature}), the same test instances:`, "", sampledTable, ""] : []),
+    notes,
   ].join("\n");
   await mkdir(dirname(out), { recursive: true });
   await writeFile(out, text);
-  print(`\n${table}\nwritten to ${out}`);
+  print(`\n${table}${sampledTable ? `\n\nat the rollout temperature:\n${sampledTable}` : ""}\nwritten to ${out}`);
   return results;
 }
 
