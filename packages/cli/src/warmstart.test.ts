@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
 import { agentBenchProblemTexts, gatherTaskText } from "./corpus.js";
-import { collectExpertRows, openDifficulties, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartSummary } from "./warmstart.js";
+import { collectExpertRows, openDifficulties, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
 import { sftOptions } from "./commands/sft.js";
 
 test("task text holds the families' rendered prompts, tools, expert calls and observations", async () => {
@@ -136,20 +136,25 @@ test("runWarmStart: a fresh test-preset model trains a few steps, lowers its los
   }
 });
 
+/** A first stage of two steps on ALFWorld with a fresh test-size model (compact template), no evaluations. */
+const TWO_STEP_ALFWORLD: Omit<WarmStartOptions, "out"> = {
+  architecture: { preset: "test", vocabSize: 600, overrides: { maxPositionEmbeddings: 2048 }, chatTemplate: "compact" },
+  corpusEpisodesPerDifficulty: 2,
+  tasks: ["alfworld"],
+  steps: 2,
+  batchSize: 1,
+  difficulties: [0],
+  evalLimit: 0,
+  progress: false,
+};
+
 test("runWarmStart with `then`: later stages continue from the previous stage's model in the same folder", async () => {
   const out = await mkdtemp(join(tmpdir(), "warmstart-stages-"));
   try {
     const lines: string[] = [];
     const summary = await runWarmStart({
       out,
-      architecture: { preset: "test", vocabSize: 600, overrides: { maxPositionEmbeddings: 2048 }, chatTemplate: "compact" },
-      corpusEpisodesPerDifficulty: 2,
-      tasks: ["alfworld"],
-      steps: 2,
-      batchSize: 1,
-      difficulties: [0],
-      evalLimit: 0,
-      progress: false,
+      ...TWO_STEP_ALFWORLD,
       log: (line) => lines.push(line),
       then: [{ steps: 3, learningRate: 1e-3 }, { steps: 1 }],
     });
@@ -178,14 +183,7 @@ test("runWarmStart with `then` stopped before a later stage: the folder keeps th
     controller.abort();
     const summary = await runWarmStart({
       out,
-      architecture: { preset: "test", vocabSize: 600, overrides: { maxPositionEmbeddings: 2048 }, chatTemplate: "compact" },
-      corpusEpisodesPerDifficulty: 2,
-      tasks: ["alfworld"],
-      steps: 2,
-      batchSize: 1,
-      difficulties: [0],
-      evalLimit: 0,
-      progress: false,
+      ...TWO_STEP_ALFWORLD,
       log: () => {},
       signal: controller.signal,
       then: [{ steps: 3 }],

@@ -21,7 +21,7 @@ import type { TrajectoryBuffer } from "./buffer.js";
 import { runEpisode, type ChatTokenizer, type EpisodeOptions } from "./episode.js";
 import { RolloutMetrics, type MetricsSnapshot } from "./metrics.js";
 import type { PolicyPool } from "./pool.js";
-import type { Trajectory, TrajectoryGroup } from "./types.js";
+import { isInformative, type Trajectory, type TrajectoryGroup } from "./types.js";
 
 export interface TaskMixEntry {
   /** Task name as the environment client knows it. */
@@ -245,9 +245,8 @@ export class RolloutScheduler {
       maxVersion: versions.length > 0 ? Math.max(...versions.map((t) => t.maxVersion)) : -1,
     };
     this.metrics.recordGroup();
-    const rewards = trajectories.map((trajectory) => trajectory.reward);
     const recent = this.recentInformative.get(task) ?? [];
-    recent.push(rewards.some((reward) => reward !== rewards[0]));
+    recent.push(isInformative(group));
     if (recent.length > this.informativeWindow) recent.shift();
     this.recentInformative.set(task, recent);
     this.options.onGroup?.(group);

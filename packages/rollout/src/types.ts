@@ -80,3 +80,12 @@ export interface TrajectoryGroup {
   minVersion: number;
   maxVersion: number;
 }
+
+/**
+ * Whether a group's rewards are not all equal: only then does the group step give its
+ * episodes non-zero advantages (GRPO learns nothing from a group that all failed or all succeeded).
+ */
+export function isInformative(group: Pick<TrajectoryGroup, "trajectories">): boolean {
+  const [first, ...rest] = group.trajectories;
+  return rest.some((trajectory) => trajectory.reward !== first.reward);
+}

@@ -8,7 +8,7 @@
  */
 import * as tf from "@tensorflow/tfjs-core";
 import { accumulateGradients, addGradient, tokenLogProbs, type AdamW, type Policy, type Transformer } from "@agentrl/policy";
-import type { TrajectoryGroup } from "@agentrl/rollout";
+import { isInformative, type TrajectoryGroup } from "@agentrl/rollout";
 import {
   advantageStatisticsByTask,
   DEFAULT_POLICY_OBJECTIVE,
@@ -91,8 +91,7 @@ export function prepareBatch(
 ): PreparedBatch {
   const estimator = getAdvantageEstimator(options.advantageEstimator);
   const episodes: { task: string; advantage: number; generatedTokens: number; trajectory: TrajectoryGroup["trajectories"][number] }[] = [];
-  const informative = (group: TrajectoryGroup) => group.trajectories.some((t) => t.reward !== group.trajectories[0].reward);
-  for (const group of options.skipUniformGroups ? groups.filter(informative) : groups) {
+  for (const group of options.skipUniformGroups ? groups.filter(isInformative) : groups) {
     const advantages = estimator(group.trajectories.map((t) => t.reward));
     group.trajectories.forEach((trajectory, i) => {
       episodes.push({ task: group.task, advantage: advantages[i], generatedTokens: countOnes(trajectory.lossMask), trajectory });
