@@ -400,17 +400,26 @@ class ExpertStream {
     this.random = new Rng(options.seed + 7919);
   }
 
-  /** `count` rows at training progress `progress` ∈ [0, 1]. */
+  /**
+   * `count` rows at training progress `progress` ∈ [0, 1]. The episodes of a batch are played
+   * at once (Docker families spend most of an episode waiting for a container), in the order
+   * drawn; a failed or too long one is replaced by a new draw.
+   */
   async batch(count: number, progress: number): Promise<SupervisedRow[]> {
     const open = openDifficulties(this.options.difficulties, this.options.curriculum, progress);
     const rows: SupervisedRow[] = [];
     let failures = 0;
     while (rows.length < count) {
-      const family = this.families[this.next++ % this.families.length];
-      const indices = family.indicesAt("train", open[this.random.nextInt(open.length)]);
-      const row = indices.length ? await expertRow(family, indices[this.random.nextInt(indices.length)], this.tokenizer) : undefined;
-      if (row && row.tokens.length <= this.options.maxSequenceTokens) rows.push(withPromptLoss(row, this.options.promptLossWeight));
-      else if (++failures > 50 * count) throw new WarmStartError(`no expert episode fits in ${this.options.maxSequenceTokens} tokens; raise maxSequenceTokens`);
+      const draws: Array<Promise<SupervisedRow | undefined>> = [];
+      for (let k = rows.length; k < count; k++) {
+        const family = this.families[this.next++ % this.families.length];
+        const indices = family.indicesAt("train", open[this.random.nextInt(open.length)]);
+        draws.push(indices.length ? expertRow(family, indices[this.random.nextInt(indices.length)], this.tokenizer) : Promise.resolve(undefined));
+      }
+      for (const row of await Promise.all(draws)) {
+        if (row && row.tokens.length <= this.options.maxSequenceTokens) rows.push(withPromptLoss(row, this.options.promptLossWeight));
+        else if (++failures > 50 * count) throw new WarmStartError(`no expert episode fits in ${this.options.maxSequenceTokens} tokens; raise maxSequenceTokens`);
+      }
     }
     return rows;
   }

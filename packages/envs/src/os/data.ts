@@ -2,7 +2,9 @@
  * AgentBench OS-interaction samples: loading, validation (zod) and normalisation.
  *
  * Files (in `<data>/os_interaction/`): `training.json` (1,000 samples, split `train`) and
- * `dev.json` (26 samples, split `test`). Scripts referred to by file name live in
+ * `dev.json` (26 samples, split `test`). By default two in five training.json samples (index
+ * mod 5 < 2, see `isHeldOut`) are held out into the test split as well: dev.json alone has 19
+ * samples at difficulty 0, too few to measure a change of 10 points (one sample is 5.3). Scripts referred to by file name live in
  * `scripts/1/` for training.json (scripts/1..7 differ only in debug prints) and
  * `scripts/dev/` for dev.json. Sample indices: training.json i → i, dev.json j → 1000 + j.
  */
@@ -111,13 +113,21 @@ function loadFile(folder: string, file: string, scriptDir: string, split: Split,
   return list.data.map((raw, position) => normalise(raw, offset + position, split, scriptDir));
 }
 
-/** All OS samples (train then test), from `dataDir` (the AgentBench folder) or the default. */
-export function loadOsSamples(dataDir?: string): OsSample[] {
+/** Whether training.json sample `index` is held out for testing (2 in 5: index mod 5 < 2). */
+export function isHeldOut(index: number): boolean {
+  return index < TEST_OFFSET && index % 5 < 2;
+}
+
+/**
+ * All OS samples, from `dataDir` (the AgentBench folder) or the default: dev.json first (split
+ * `test`), then training.json, whose held-out samples (`isHeldOut`) are in split `test` too
+ * unless `holdOut` is false (then the test split is dev.json alone, as in AgentBench).
+ */
+export function loadOsSamples(dataDir?: string, holdOut = true): OsSample[] {
   const folder = resolveAgentBenchDir("os_interaction", dataDir);
-  return [
-    ...loadFile(folder, TRAIN_FILE, join(folder, "scripts", "1"), "train", 0),
-    ...loadFile(folder, TEST_FILE, join(folder, "scripts", "dev"), "test", TEST_OFFSET),
-  ];
+  const training = loadFile(folder, TRAIN_FILE, join(folder, "scripts", "1"), "train", 0);
+  if (holdOut) for (const sample of training) if (isHeldOut(sample.index)) sample.split = "test";
+  return [...loadFile(folder, TEST_FILE, join(folder, "scripts", "dev"), "test", TEST_OFFSET), ...training];
 }
 
 /** Whether the sample is graded against the example's output (the agent must answer a value). */

@@ -22,7 +22,7 @@ import { Slots } from "../docker/slots.js";
 import { FailedSession } from "../docker/failed-session.js";
 import { answersExample, loadOsSamples, osDifficulty, type OsSample, type Script } from "./data.js";
 
-export { loadOsSamples, osDifficulty, answersExample, type OsSample, type Script } from "./data.js";
+export { loadOsSamples, isHeldOut, osDifficulty, answersExample, type OsSample, type Script } from "./data.js";
 
 export const OS_MAX_TURNS = 8;
 /** Seconds a bash_action may run (the original's per-command limit). */
@@ -86,6 +86,11 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
   cpus?: number;
   /** Seconds a bash_action may run. Default 30. */
   commandSeconds?: number;
+  /**
+   * Hold two in five training.json samples out into the test split (`isHeldOut`), beside
+   * dev.json. Default true; false gives AgentBench's split (test = dev.json's 26 samples).
+   */
+  holdOut?: boolean;
   /** Samples to load instead of reading the data folder (tests). */
   samples?: OsSample[];
 }
@@ -112,7 +117,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
   constructor(runtime: DockerRuntime, options: OsFamilyOptions = {}, ownsRuntime = false) {
     this.runtime = runtime;
     this.ownsRuntime = ownsRuntime;
-    this.samples = options.samples ?? loadOsSamples(options.dataDir);
+    this.samples = options.samples ?? loadOsSamples(options.dataDir, options.holdOut ?? true);
     this.commandSeconds = options.commandSeconds ?? OS_COMMAND_SECONDS;
     const spec: ContainerSpec = {
       image: options.image ?? IMAGES.os.tag,

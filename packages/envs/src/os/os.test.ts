@@ -12,7 +12,7 @@ import { hasAgentBenchData } from "../docker/agentbench.js";
 import { isDockerAvailable, RUN_LABEL } from "../docker/runtime.js";
 import { IMAGES, imageHash } from "../docker/images.js";
 import type { AssistantMessage, InteractResult, Message } from "../types.js";
-import { createTaskFamily, loadOsSamples, osDifficulty, type OsSession, type OsTaskFamily } from "./index.js";
+import { createTaskFamily, isHeldOut, loadOsSamples, osDifficulty, type OsSession, type OsTaskFamily } from "./index.js";
 
 const docker = new Docker();
 const data = hasAgentBenchData("os_interaction");
@@ -34,11 +34,18 @@ function text(message: Message): string {
 
 describe("OS data", { skip: data ? false : "no AgentBench data in ../shared/data/agentbench" }, () => {
   test("splits, scripts and difficulty levels load from the AgentBench files", () => {
+    const original = loadOsSamples(undefined, false);
+    assert.equal(original.filter((sample) => sample.split === "train").length, 1000);
+    assert.equal(original.filter((sample) => sample.split === "test").length, 26);
     const samples = loadOsSamples();
     const train = samples.filter((sample) => sample.split === "train");
     const testSplit = samples.filter((sample) => sample.split === "test");
-    assert.equal(train.length, 1000);
-    assert.equal(testSplit.length, 26);
+    assert.equal(train.length, 600, "two in five training.json samples are held out");
+    assert.equal(testSplit.length, 26 + 400);
+    assert.ok(train.every((sample) => !isHeldOut(sample.index)) && testSplit.every((sample) => sample.index >= 1000 || isHeldOut(sample.index)));
+    assert.deepEqual(testSplit.slice(0, 26).map((sample) => sample.index), Array.from({ length: 26 }, (_, j) => 1000 + j), "dev.json comes first in the test split");
+    const atZero = testSplit.filter((sample) => osDifficulty(sample) === 0).length;
+    assert.ok(atZero >= 200, `at least 200 test samples at difficulty 0, got ${atZero}`);
     assert.ok(samples.every((sample) => sample.match || sample.check));
     const levels = new Set(samples.map(osDifficulty));
     assert.deepEqual([...levels].sort(), [0, 1, 2]);
