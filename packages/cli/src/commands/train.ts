@@ -227,10 +227,13 @@ async function evaluatePolicy(policy: Policy, request: EvaluationRequest): Promi
   }
 }
 
+/** Version of a task's test split, when it changed since memos were first kept (a version changes the key; none leaves it as it was). */
+const TEST_SPLIT_VERSIONS: Record<string, number> = { os: 2 }; // os 2: 2 in 5 training.json samples held out
+
 /**
  * What determines one task's evaluation result: the model's files, the task, its
- * difficulties, every evaluation setting and the backend (greedy ties may break differently
- * on another backend). Sampled evaluations also depend on the other tasks evaluated with it
+ * difficulties, its test split's version, every evaluation setting and the backend (greedy
+ * ties may break differently on another backend). Sampled evaluations also depend on the other tasks evaluated with it
  * (they share the episode seeds), so then the whole task list counts. Hex SHA-256, 16 characters.
  */
 export async function evaluationKey(directory: string, request: Pick<EvaluationRequest, "config" | "tasks" | "limit">, task: string): Promise<string> {
@@ -243,8 +246,9 @@ export async function evaluationKey(directory: string, request: Pick<EvaluationR
   hash.update(
     JSON.stringify({
       task,
+      ...(TEST_SPLIT_VERSIONS[task] ? { testSplit: TEST_SPLIT_VERSIONS[task] } : {}),
       difficulties: entry ? taskDifficulties(entry) : null,
-      together: config.evaluation.temperature > 0 ? request.tasks : null,
+      together: config.evaluation.temperature > 0 ? request.tasks.map((other) => (TEST_SPLIT_VERSIONS[other] ? `${other}@${TEST_SPLIT_VERSIONS[other]}` : other)) : null,
       limit: request.limit,
       samples: config.evaluation.samples,
       temperature: config.evaluation.temperature,
