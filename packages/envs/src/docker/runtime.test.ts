@@ -8,7 +8,7 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
-import { DockerRuntime, isDockerAvailable, PID_LABEL, RUN_LABEL } from "./runtime.js";
+import { ContainerError, DockerRuntime, isDockerAvailable, PID_LABEL, RUN_LABEL } from "./runtime.js";
 import { WarmPool } from "./pool.js";
 import { Slots } from "./slots.js";
 import { IMAGES, imageHash } from "./images.js";
@@ -36,6 +36,28 @@ describe("Slots", () => {
     second();
     releaseThird();
     assert.equal(slots.inUse, 0);
+  });
+});
+
+describe("DockerRuntime on a wedged engine", () => {
+  test("a container the engine does not start in time fails with ContainerError and is removed once it appears", async () => {
+    const removed: string[] = [];
+    let releaseStart: () => void = () => {};
+    const wedged = {
+      createContainer: async () => ({ id: "late-1", start: () => new Promise<void>((resolve) => { releaseStart = resolve; }) }),
+      getContainer: (id: string) => ({ remove: async () => { removed.push(id); } }),
+      listContainers: async () => [],
+    } as unknown as Docker;
+    const runtime = new DockerRuntime({ docker: wedged, startSeconds: 0.05 });
+    const began = Date.now();
+    await assert.rejects(runtime.start({ image: "agentrl/os:latest" }), (error: Error) => error instanceof ContainerError && /not started after 0.05 s/.test(error.message));
+    assert.ok(Date.now() - began < 2000, "start gave up at its deadline");
+    assert.deepEqual(removed, []);
+    releaseStart();
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.deepEqual(removed, ["late-1"], "the late container is removed");
+    assert.deepEqual(runtime.containers, []);
+    await runtime.close();
   });
 });
 

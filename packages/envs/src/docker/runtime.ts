@@ -90,6 +90,12 @@ export interface DockerRuntimeOptions {
   docker?: Docker;
   /** Id of this run, written on every container. Default: random. */
   runId?: string;
+  /**
+   * Seconds a container may take to be created and started; past it, `start` throws a
+   * `ContainerError` (the episode fails) instead of waiting on a wedged engine for ever.
+   * Default 120.
+   */
+  startSeconds?: number;
 }
 
 /** Exit code reported when a command hits its time limit (as coreutils `timeout`). */
@@ -105,9 +111,11 @@ export class DockerRuntime {
   private readonly deathListeners = new Map<string, () => void>();
   private events: NodeJS.ReadableStream | undefined;
   private readonly exitHook = () => this.removeAllSync();
+  private readonly startMs: number;
 
   constructor(options: DockerRuntimeOptions = {}) {
     this.docker = options.docker ?? new Docker();
+    this.startMs = (options.startSeconds ?? 120) * 1000;
     this.runId = options.runId ?? `${Date.now().toString(36)}-${randomBytes(4).toString("hex")}`;
     process.once("exit", this.exitHook);
     liveRuntimes.add(this);
@@ -128,9 +136,32 @@ export class DockerRuntime {
     return { agentrl: "1", [RUN_LABEL]: this.runId, [PID_LABEL]: String(process.pid), [HOST_LABEL]: hostname(), ...extra };
   }
 
-  /** Starts a container with limits, all capabilities dropped and no new privileges; returns its id. */
+  /**
+   * Starts a container with limits, all capabilities dropped and no new privileges; returns
+   * its id. Throws a `ContainerError` when the engine has not created and started it within
+   * `startSeconds` (the container, should it appear later, is removed).
+   */
   async start(spec: ContainerSpec): Promise<string> {
     if (this.closed) throw new ContainerError("the Docker runtime is closed");
+    let timer: NodeJS.Timeout | undefined;
+    let late = false;
+    const started = this.createAndStart(spec, () => late);
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        late = true;
+        reject(new ContainerError(`container of ${spec.image} not started after ${this.startMs / 1000} s: the Docker engine does not answer (restart it: bash scripts/start-dockerd.sh)`));
+      }, this.startMs);
+    });
+    // A start that finishes after the deadline cleans up after itself (see createAndStart).
+    started.catch(() => {});
+    try {
+      return await Promise.race([started, deadline]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private async createAndStart(spec: ContainerSpec, late: () => boolean): Promise<string> {
     const name = `${spec.namePrefix ?? "agentrl"}-${randomBytes(5).toString("hex")}`;
     const container = await this.docker.createContainer({
       name,
@@ -162,6 +193,10 @@ export class DockerRuntime {
     } catch (error) {
       await this.remove(container.id);
       throw new ContainerError(`container of ${spec.image} did not start: ${(error as Error).message}`);
+    }
+    if (late()) {
+      await this.remove(container.id);
+      throw new ContainerError(`container of ${spec.image} started after its deadline`);
     }
     return container.id;
   }
