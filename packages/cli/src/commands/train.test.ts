@@ -3,10 +3,10 @@ import assert from "node:assert/strict";
 import { isDockerAvailable, type CurriculumTaskFamily } from "@agentrl/envs";
 import type { TaskEvaluation } from "@agentrl/trainer";
 import { validateConfig } from "../config.js";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { evaluationKey, openTasks, successTable } from "./train.js";
+import { evaluationKey, openTasks, setAsideEarlierRun, successTable } from "./train.js";
 
 /** A family whose index encodes (difficulty, split, k): difficulty × 100 + (test ? 50 : 0) + k. */
 function fakeFamily(name: string): CurriculumTaskFamily {
@@ -79,6 +79,25 @@ test("evaluationKey: per task; the same model files and settings give the same k
     assert.equal(await evaluationKey(directory, { ...request, tasks: ["kg", "alfworld"] }, "kg"), key, "greedy: the other tasks evaluated alongside do not count");
     await writeFile(join(directory, "model.safetensors"), new Uint8Array([1, 2, 4]));
     assert.notEqual(await evaluationKey(directory, request, "kg"), key);
+  } finally {
+    await rm(directory, { recursive: true, force: true });
+  }
+});
+
+test("a new run in a used folder moves the earlier run's outputs to previous/ and keeps its starting model and warm start", async () => {
+  const directory = await mkdtemp(join(tmpdir(), "agentrl-run-"));
+  try {
+    for (const folder of ["checkpoints/step-000120", "evaluations", "initial-model", "warmstart/model"]) await mkdir(join(directory, folder), { recursive: true });
+    await writeFile(join(directory, "evaluations", "final-step-120.json"), "{\"kg\": 1}");
+    await writeFile(join(directory, "metrics.jsonl"), "{}\n");
+    await writeFile(join(directory, "initial-model", "config.json"), "{}");
+    assert.deepEqual(await setAsideEarlierRun(directory), ["checkpoints", "evaluations", "metrics.jsonl"]);
+    assert.deepEqual((await readdir(directory)).sort(), ["initial-model", "previous", "warmstart"]);
+    assert.equal(await readFile(join(directory, "previous", "evaluations", "final-step-120.json"), "utf8"), "{\"kg\": 1}");
+    assert.deepEqual(await readdir(join(directory, "previous", "checkpoints")), ["step-000120"]);
+    // Nothing of a run left: nothing moves, and the earlier run stays in previous/.
+    assert.deepEqual(await setAsideEarlierRun(directory), []);
+    assert.deepEqual((await readdir(join(directory, "previous"))).sort(), ["checkpoints", "evaluations", "metrics.jsonl"]);
   } finally {
     await rm(directory, { recursive: true, force: true });
   }

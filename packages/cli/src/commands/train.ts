@@ -11,11 +11,12 @@
  *   7. evaluate the final policy and print the table: before / after warm start / after RL.
  *
  * Every evaluation is cached in `<run>/evaluations/*.json`, so `--resume` only redoes
- * what was not finished. SIGINT/SIGTERM stop the RL phase after a checkpoint.
+ * what was not finished; a new run moves an earlier run's outputs to `<run>/previous/`.
+ * SIGINT/SIGTERM stop the RL phase after a checkpoint.
  */
 import { existsSync } from "node:fs";
 import { createHash } from "node:crypto";
-import { copyFile, mkdir, readFile, readdir, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, readFile, readdir, rename, rm, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import type { Command } from "commander";
 import { PRESET_VOCAB_SIZES, Policy, initBackend } from "@agentrl/policy";
@@ -551,6 +552,25 @@ export function successTable(columns: [string, Record<string, TaskEvaluation> | 
 
 // ── the command ─────────────────────────────────────────────────────────────
 
+/** What one RL run writes into its folder (the starting model and the warm start are kept and reused). */
+const RUN_OUTPUTS = ["checkpoints", "evaluations", "metrics.jsonl", "tensorboard", "results.md", "results.json", "success-test.svg", "success-train.svg"];
+
+/**
+ * A new run (not `--resume`) in a folder that holds an earlier run's outputs moves them to
+ * `<run>/previous/` (replacing an older one there), so that none of them (a cached final
+ * evaluation, a later checkpoint `--resume` would pick) is taken for the new run's.
+ * Returns the names moved.
+ */
+export async function setAsideEarlierRun(runDirectory: string): Promise<string[]> {
+  const present = RUN_OUTPUTS.filter((name) => existsSync(join(runDirectory, name)));
+  if (present.length === 0) return [];
+  const previous = join(runDirectory, "previous");
+  await rm(previous, { recursive: true, force: true });
+  await mkdir(previous, { recursive: true });
+  for (const name of present) await rename(join(runDirectory, name), join(previous, name));
+  return present;
+}
+
 /** Runs the whole job (see the file comment). */
 export async function runTrainCommand(options: TrainCommandOptions = {}): Promise<TrainResult> {
   const print = options.print ?? ((line: string) => console.log(line));
@@ -560,8 +580,10 @@ export async function runTrainCommand(options: TrainCommandOptions = {}): Promis
   if (config.model.backend !== "auto") process.env.AGENTRL_BACKEND = config.model.backend;
   await initBackend();
   await mkdir(runDirectory, { recursive: true });
+  const setAside = config.run.resume ? [] : await setAsideEarlierRun(runDirectory);
   await writeFile(join(runDirectory, "config.yaml"), configToYaml(config));
   print(`run folder: ${resolve(runDirectory)}${config.run.resume ? " (resuming)" : ""}`);
+  if (setAside.length > 0) print(`run folder held an earlier run: moved its ${setAside.join(", ")} to ${join(runDirectory, "previous")} (continue a run with --resume)`);
 
   const opened = await openTasks(config, print, options.createFamily);
   const taskNames = opened.tasks.map((task) => task.name);
