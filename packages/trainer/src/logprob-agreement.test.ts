@@ -47,7 +47,7 @@ async function playGroups(sampler: Policy, family: CurriculumTaskFamily, groups:
   const client = new InProcessEnvironmentClient([family]);
   // What `agentrl train` builds (loop.ts makeSampling): engine at the rollout temperature, decode batch = concurrency.
   const engine = createPolicyEngine(sampler, { temperature: TEMPERATURE, maxBatchSize: groups * groupSize, maxSequenceLength: 1280, seed });
-  const pool = new PolicyPool({ current: engine as never, seed });
+  const pool = new PolicyPool({ current: engine, seed });
   const buffer = new TrajectoryBuffer({ capacityGroups: groups });
   const scheduler = new RolloutScheduler({
     client,
