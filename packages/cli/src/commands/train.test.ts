@@ -59,14 +59,16 @@ test("successTable: one column per measured point, percentages and the mean", ()
   ].join("\n"));
 });
 
-test("evaluationKey: per task; the same model files and settings give the same key; a changed weight file or setting another", async () => {
+test("evaluationKey: per task; the same model files, test instances and settings give the same key; a changed weight file, instance or setting another", async () => {
   const directory = await mkdtemp(join(tmpdir(), "agentrl-evalkey-"));
   try {
     await writeFile(join(directory, "config.json"), "{}");
     await writeFile(join(directory, "model.safetensors"), new Uint8Array([1, 2, 3]));
     await writeFile(join(directory, "notes.txt"), "not part of the model");
+    const splits: Record<string, number[]> = { kg: [50, 51, 52], webshop: [60, 61], alfworld: [70] };
+    const client = { getIndices: async (name: string) => splits[name] ?? [] };
     const config = validateConfig({ tasks: [{ name: "kg" }] }, "test");
-    const request = { config, tasks: ["kg"], limit: 200 };
+    const request = { config, client, tasks: ["kg"], limit: 200 };
     const key = await evaluationKey(directory, request, "kg");
     assert.match(key, /^[0-9a-f]{16}$/);
     assert.equal(await evaluationKey(directory, request, "kg"), key);
@@ -74,9 +76,15 @@ test("evaluationKey: per task; the same model files and settings give the same k
     assert.equal(await evaluationKey(directory, request, "kg"), key, "files outside the model do not count");
     assert.notEqual(await evaluationKey(directory, { ...request, limit: 100 }, "kg"), key);
     assert.notEqual(await evaluationKey(directory, { ...request, config: validateConfig({ tasks: [{ name: "kg" }], evaluation: { temperature: 0.5 } }, "test") }, "kg"), key);
-    assert.notEqual(await evaluationKey(directory, { ...request, config: validateConfig({ tasks: [{ name: "kg", difficulty: 1 }] }, "test") }, "kg"), key);
+    assert.notEqual(await evaluationKey(directory, { ...request, client: { getIndices: async () => [50, 51, 53] } }, "kg"), key, "another test instance (a changed split or difficulty)");
+    assert.equal(await evaluationKey(directory, { ...request, client: { getIndices: async () => [50, 51, 52, 99] }, limit: 3 }, "kg"), await evaluationKey(directory, { ...request, limit: 3 }, "kg"), "only the first `limit` instances count");
     assert.notEqual(await evaluationKey(directory, request, "webshop"), key, "another task");
     assert.equal(await evaluationKey(directory, { ...request, tasks: ["kg", "alfworld"] }, "kg"), key, "greedy: the other tasks evaluated alongside do not count");
+    const sampled = { ...request, config: validateConfig({ tasks: [{ name: "kg" }], evaluation: { temperature: 0.5 } }, "test"), tasks: ["kg", "webshop"] };
+    const sampledKey = await evaluationKey(directory, sampled, "kg");
+    assert.notEqual(await evaluationKey(directory, { ...sampled, tasks: ["kg", "alfworld"] }, "kg"), sampledKey, "sampled: the tasks evaluated alongside count");
+    splits.webshop = [60, 62];
+    assert.notEqual(await evaluationKey(directory, sampled, "kg"), sampledKey, "sampled: so do their test instances");
     await writeFile(join(directory, "model.safetensors"), new Uint8Array([1, 2, 4]));
     assert.notEqual(await evaluationKey(directory, request, "kg"), key);
   } finally {

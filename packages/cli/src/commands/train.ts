@@ -228,29 +228,33 @@ async function evaluatePolicy(policy: Policy, request: EvaluationRequest): Promi
   }
 }
 
-/** Version of a task's test split, when it changed since memos were first kept (a version changes the key; none leaves it as it was). */
-const TEST_SPLIT_VERSIONS: Record<string, number> = { os: 2 }; // os 2: 2 in 5 training.json samples held out
+/** The test instances `evaluate` plays for `task`: the first `limit` of the client's test split (hex SHA-256, 16 characters). */
+async function testInstancesDigest(client: Pick<EnvironmentClient, "getIndices">, task: string, limit: number): Promise<string> {
+  const indices = (await client.getIndices(task, "test")).slice(0, limit);
+  return createHash("sha256").update(indices.join(",")).digest("hex").slice(0, 16);
+}
 
 /**
- * What determines one task's evaluation result: the model's files, the task, its
- * difficulties, its test split's version, every evaluation setting and the backend (greedy
- * ties may break differently on another backend). Sampled evaluations also depend on the other tasks evaluated with it
- * (they share the episode seeds), so then the whole task list counts. Hex SHA-256, 16 characters.
+ * What determines one task's evaluation result: the model's files, the task, the test
+ * instances it is measured on (a digest of their indices, so a changed split or difficulty
+ * changes the key by itself), every evaluation setting and the backend (greedy ties may
+ * break differently on another backend). Sampled evaluations also depend on the other tasks
+ * evaluated with it (they share the episode seeds), so then the whole task list and its
+ * instances count. Hex SHA-256, 16 characters.
  */
-export async function evaluationKey(directory: string, request: Pick<EvaluationRequest, "config" | "tasks" | "limit">, task: string): Promise<string> {
+export async function evaluationKey(directory: string, request: Pick<EvaluationRequest, "config" | "tasks" | "limit"> & { client: Pick<EnvironmentClient, "getIndices"> }, task: string): Promise<string> {
   const hash = createHash("sha256");
   for (const file of (await readdir(directory)).filter((f) => f === "config.json" || f === "tokenizer.json" || f === "tokenizer_config.json" || f.endsWith(".safetensors")).sort()) {
     hash.update(file).update(await readFile(join(directory, file)));
   }
-  const { config } = request;
-  const entry = config.tasks.find((candidate) => candidate.name === task);
+  const { config, client, limit } = request;
+  const together = config.evaluation.temperature > 0 ? await Promise.all(request.tasks.map(async (other) => `${other}@${await testInstancesDigest(client, other, limit)}`)) : null;
   hash.update(
     JSON.stringify({
       task,
-      ...(TEST_SPLIT_VERSIONS[task] ? { testSplit: TEST_SPLIT_VERSIONS[task] } : {}),
-      difficulties: entry ? taskDifficulties(entry) : null,
-      together: config.evaluation.temperature > 0 ? request.tasks.map((other) => (TEST_SPLIT_VERSIONS[other] ? `${other}@${TEST_SPLIT_VERSIONS[other]}` : other)) : null,
-      limit: request.limit,
+      instances: await testInstancesDigest(client, task, limit),
+      together,
+      limit,
       samples: config.evaluation.samples,
       temperature: config.evaluation.temperature,
       episode: episodeOptions(config),
