@@ -189,7 +189,7 @@ export interface WarmStartSummary {
  * the shipped `models/warmstart` (see docs/warmstart.md).
  */
 export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "model" | "log" | "signal">> = {
-  // docs/warmstart.md, runs F, G, H and I (~75 min on one core): the compact chat template (tools as one-line signatures) makes
+  // docs/warmstart.md, runs F, G, H, I, K and L (~100 min on one core): the compact chat template (tools as one-line signatures) makes
   // KG rows 3x shorter, so all three in-process families fit one budget. Step-based, so the
   // same command gives the same model anywhere.
   default: {
@@ -221,6 +221,12 @@ export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "
       // Run I: 20 gentle steps of all three bring ALFWorld back to a partial level (~75-80 %)
       // and keep KG (~80 %) and WebShop (~50 %): every family has groups with mixed rewards for RL.
       { tasks: ["kg", "webshop", "alfworld"], steps: 20, scheduleSteps: 20, learningRate: 3e-4, evalEvery: 0, evalLimit: 50 },
+      // Run K (needs Docker): OS alone, 300 steps of 6 rows (~20 min): OS 0 → 12 % greedy;
+      // KG, WebShop and ALFWorld are forgotten (0 %).
+      { tasks: ["os"], steps: 300, scheduleSteps: 300, batchSize: 6, learningRate: 1e-3, evalLimit: 200 },
+      // Run L: 40 gentle steps of all four bring KG, WebShop and ALFWorld back part of the way
+      // (~34 / 10 / 32 %) and keep OS (~12 %): a warm start where RL has room on every family.
+      { tasks: ["kg", "webshop", "alfworld", "os"], steps: 40, scheduleSteps: 40, batchSize: 8, learningRate: 3e-4, evalLimit: 50 },
     ],
   },
   // The recipe of the first shipped checkpoint (docs/warmstart.md, runs C/D): ALFWorld only,

@@ -109,7 +109,7 @@ export function registerSftCommand(program: Command): void {
       [
         "",
         "Examples:",
-        "  agentrl sft --preset default --out models/warmstart          # the shipped checkpoint's recipe (4 stages, ~75 min)",
+        "  agentrl sft --preset default --out models/warmstart          # the shipped checkpoint's recipe (6 stages, ~100 min; OS stages need Docker)",
         "  agentrl sft --out /tmp/ws --tasks kg,alfworld --minutes 5 --eval-limit 10",
         "  agentrl sft --model models/warmstart --out /tmp/ws2 --steps 100 --learning-rate 3e-4 --difficulties 0,1,2",
         "",
