@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
 import { agentBenchProblemTexts, gatherTaskText } from "./corpus.js";
-import { collectExpertRows, openDifficulties, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
+import { WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, openDifficulties, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
 import { sftOptions } from "./commands/sft.js";
 
 test("task text holds the families' rendered prompts, tools, expert calls and observations", async () => {
@@ -198,3 +198,13 @@ test("runWarmStart with `then` stopped before a later stage: the folder keeps th
   }
 });
 
+
+test("checkStagesRunnable: without Docker, the first stage that trains os or db is named before anything runs", () => {
+  const recipe = WARM_START_RECIPES.default;
+  const stages = [recipe, ...[recipe.then ?? []].flat()];
+  assert.doesNotThrow(() => checkStagesRunnable(stages, true));
+  assert.doesNotThrow(() => checkStagesRunnable([{ tasks: ["kg", "alfworld"] }, { tasks: ["webshop"] }], false));
+  const osStage = stages.findIndex((stage) => stage.tasks?.includes("os"));
+  assert.ok(osStage > 0, "the default recipe has an OS stage after the first");
+  assert.throws(() => checkStagesRunnable(stages, false), (error: unknown) => error instanceof WarmStartError && error.message.startsWith(`stage ${osStage + 1} of ${stages.length} trains os, which needs a Docker engine`));
+});

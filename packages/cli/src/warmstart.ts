@@ -38,6 +38,7 @@ import {
 import {
   InProcessEnvironmentClient,
   createTaskFamily,
+  isDockerAvailable,
   playEpisode,
   type CurriculumTaskFamily,
   type Split,
@@ -55,6 +56,9 @@ import { createPolicy } from "./commands/model.js";
 export class WarmStartError extends Error {
   override name = "WarmStartError";
 }
+
+/** Task families of a warm start without `tasks`. */
+const DEFAULT_WARM_START_TASKS = ["kg", "webshop", "alfworld"] as const;
 
 /** Architecture of a fresh model: a preset, optionally with some fields replaced. */
 export interface ArchitectureSpec {
@@ -262,7 +266,7 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
     out: options.out,
     model: options.model ?? null,
     architecture: options.architecture ?? { preset: "tiny" },
-    tasks: options.tasks ?? ["kg", "webshop", "alfworld"],
+    tasks: options.tasks ?? [...DEFAULT_WARM_START_TASKS],
     steps: options.steps ?? 300,
     minutes: options.minutes ?? null,
     batchSize: options.batchSize ?? 8,
@@ -509,11 +513,31 @@ export async function initWarmStartModel(
 // ---------------------------------------------------------------------------------------
 // The run
 
+/** Task families that run in Docker containers. */
+export const DOCKER_FAMILIES: ReadonlySet<string> = new Set(["os", "db"]);
+
+/**
+ * Throws a `WarmStartError` naming the first stage (1-based) that trains a Docker family
+ * when no Docker engine answers: a recipe's later stage must not fail, or silently train
+ * without its family, an hour into the run.
+ */
+export function checkStagesRunnable(stages: ReadonlyArray<{ tasks?: string[] }>, dockerAvailable: boolean): void {
+  if (dockerAvailable) return;
+  for (const [k, stage] of stages.entries()) {
+    const needs = (stage.tasks ?? []).filter((task) => DOCKER_FAMILIES.has(task));
+    if (needs.length > 0) {
+      throw new WarmStartError(`stage ${k + 1} of ${stages.length} trains ${needs.join(", ")}, which needs a Docker engine, and none answers: start one (bash scripts/start-dockerd.sh) or give --tasks without ${needs.join(", ")}`);
+    }
+  }
+}
+
 /** Runs the supervised warm start; see the top of this file. */
 export async function runWarmStart(options: WarmStartOptions): Promise<WarmStartSummary> {
   if (options.then) {
     const { then, ...first } = options;
     const stages = Array.isArray(then) ? then : [then];
+    const plan = [first, ...stages].map((stage, k, all) => ({ tasks: stage.tasks ?? all.slice(0, k).reverse().find((earlier) => earlier.tasks)?.tasks ?? [...DEFAULT_WARM_START_TASKS] }));
+    if (plan.some((stage) => stage.tasks.some((task) => DOCKER_FAMILIES.has(task)))) checkStagesRunnable(plan, await isDockerAvailable());
     let previous: WarmStartOptions = first;
     let summary = await runWarmStart(first);
     for (const [k, stage] of stages.entries()) {

@@ -33,7 +33,7 @@ import type { EpisodeOptions, TaskMixEntry } from "@agentrl/rollout";
 import { evaluate, latestCheckpoint, lineChartSvg, runTraining, type Series, type TaskEvaluation } from "@agentrl/trainer";
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "../config.js";
 import { PhaseProgress, formatPerTask, formatSeconds } from "../progress.js";
-import { initWarmStartModel, runWarmStart } from "../warmstart.js";
+import { DOCKER_FAMILIES, initWarmStartModel, runWarmStart } from "../warmstart.js";
 
 /** Where the command prints its lines (stdout by default). */
 export type Printer = (line: string) => void;
@@ -86,7 +86,6 @@ export async function resolveTrainConfig(options: Pick<TrainCommandOptions, "con
 // ── 2. environments ─────────────────────────────────────────────────────────
 
 /** Families that need a Docker engine. */
-const DOCKER_FAMILIES = new Set(["os", "db"]);
 
 export interface OpenedTasks {
   client: EnvironmentClient;
