@@ -16,7 +16,8 @@ describe("configuration", () => {
   test("the defaults are the embedded default run: five families, async GRPO with task normalization and cross-policy sampling", () => {
     const config = defaultConfig();
     assert.deepEqual(config.tasks.map((t) => t.name), ["alfworld", "db", "kg", "os", "webshop"]);
-    assert.ok(config.tasks.every((t) => t.difficulty === 0 && t.weight === 1));
+    assert.ok(config.tasks.every((t) => t.difficulty === 0));
+    assert.deepEqual(Object.fromEntries(config.tasks.map((t) => [t.name, t.weight])), { alfworld: 1, db: 1, kg: 1.5, os: 2.5, webshop: 1 }, "OS and KG get more groups (docs/warmstart.md)");
     assert.equal(config.rl.mode, "async");
     assert.equal(config.rl.taskAdvantageNormalization, true);
     assert.ok(config.crossPolicy.staleProbability > 0);
