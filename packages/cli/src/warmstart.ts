@@ -57,9 +57,6 @@ export class WarmStartError extends Error {
   override name = "WarmStartError";
 }
 
-/** Task families of a warm start without `tasks`. */
-const DEFAULT_WARM_START_TASKS = ["kg", "webshop", "alfworld"] as const;
-
 /** Architecture of a fresh model: a preset, optionally with some fields replaced. */
 export interface ArchitectureSpec {
   /** Base preset (`test`, `tiny`, `small`). Default `tiny`. */
@@ -266,7 +263,7 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
     out: options.out,
     model: options.model ?? null,
     architecture: options.architecture ?? { preset: "tiny" },
-    tasks: options.tasks ?? [...DEFAULT_WARM_START_TASKS],
+    tasks: options.tasks ?? ["kg", "webshop", "alfworld"],
     steps: options.steps ?? 300,
     minutes: options.minutes ?? null,
     batchSize: options.batchSize ?? 8,
@@ -517,36 +514,33 @@ export async function initWarmStartModel(
 export const DOCKER_FAMILIES: ReadonlySet<string> = new Set(["os", "db"]);
 
 /**
- * Throws a `WarmStartError` naming the first stage (1-based) that trains a Docker family
- * when no Docker engine answers: a recipe's later stage must not fail, or silently train
- * without its family, an hour into the run.
+ * Rejects with a `WarmStartError` naming the first stage (1-based) that trains a Docker
+ * family when no Docker engine answers: a recipe's later stage must not fail, or silently
+ * train without its family, an hour into the run. Asks `dockerAvailable` only when a stage
+ * needs it.
  */
-export function checkStagesRunnable(stages: ReadonlyArray<{ tasks?: string[] }>, dockerAvailable: boolean): void {
-  if (dockerAvailable) return;
-  for (const [k, stage] of stages.entries()) {
-    const needs = (stage.tasks ?? []).filter((task) => DOCKER_FAMILIES.has(task));
-    if (needs.length > 0) {
-      throw new WarmStartError(`stage ${k + 1} of ${stages.length} trains ${needs.join(", ")}, which needs a Docker engine, and none answers: start one (bash scripts/start-dockerd.sh) or give --tasks without ${needs.join(", ")}`);
-    }
-  }
+export async function checkStagesRunnable(stages: ReadonlyArray<{ tasks?: string[] }>, dockerAvailable: () => Promise<boolean> = () => isDockerAvailable()): Promise<void> {
+  const first = stages.findIndex((stage) => stage.tasks?.some((task) => DOCKER_FAMILIES.has(task)));
+  if (first < 0 || (await dockerAvailable())) return;
+  const needs = stages[first].tasks!.filter((task) => DOCKER_FAMILIES.has(task)).join(", ");
+  throw new WarmStartError(`stage ${first + 1} of ${stages.length} trains ${needs}, which needs a Docker engine, and none answers: start one (bash scripts/start-dockerd.sh) or give --tasks without ${needs}`);
 }
 
 /** Runs the supervised warm start; see the top of this file. */
 export async function runWarmStart(options: WarmStartOptions): Promise<WarmStartSummary> {
   if (options.then) {
+    // Each stage is the previous one's options with its own replacing them, from the previous model.
     const { then, ...first } = options;
-    const stages = Array.isArray(then) ? then : [then];
-    const plan = [first, ...stages].map((stage, k, all) => ({ tasks: stage.tasks ?? all.slice(0, k).reverse().find((earlier) => earlier.tasks)?.tasks ?? [...DEFAULT_WARM_START_TASKS] }));
-    if (plan.some((stage) => stage.tasks.some((task) => DOCKER_FAMILIES.has(task)))) checkStagesRunnable(plan, await isDockerAvailable());
-    let previous: WarmStartOptions = first;
+    const stages: WarmStartOptions[] = [first];
+    for (const stage of [then].flat()) stages.push({ ...stages[stages.length - 1], ...stage, model: options.out });
+    await checkStagesRunnable(stages);
     let summary = await runWarmStart(first);
-    for (const [k, stage] of stages.entries()) {
+    for (let k = 1; k < stages.length; k++) {
       // Stopped: the folder keeps the last finished stage's model and its warmstart.json.
       if (options.signal?.aborted) return summary;
-      await rename(join(options.out, "warmstart.json"), join(options.out, `warmstart-stage-${k + 1}.json`));
-      (options.log ?? console.log)(`warm start: stage ${k + 2} of ${stages.length + 1} continues from ${options.out}`);
-      previous = { ...previous, ...stage, model: options.out };
-      summary = await runWarmStart(previous);
+      await rename(join(options.out, "warmstart.json"), join(options.out, `warmstart-stage-${k}.json`));
+      (options.log ?? console.log)(`warm start: stage ${k + 1} of ${stages.length} continues from ${options.out}`);
+      summary = await runWarmStart(stages[k]);
     }
     return summary;
   }

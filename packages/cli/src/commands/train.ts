@@ -85,8 +85,6 @@ export async function resolveTrainConfig(options: Pick<TrainCommandOptions, "con
 
 // ── 2. environments ─────────────────────────────────────────────────────────
 
-/** Families that need a Docker engine. */
-
 export interface OpenedTasks {
   client: EnvironmentClient;
   /** The configured tasks that run (os/db dropped without Docker). */
