@@ -105,6 +105,41 @@ describe("agentrl train / eval (CLI end to end)", () => {
     assert.match(second.stdout, /after RL \(step 3\)/);
   });
 
+  test("a plain script with @agentrl/trainer alone runs the same experiment: the same resolved configuration and the same results files", async () => {
+    const cliResults = join(runDirectory, "results.json");
+    if (!existsSync(cliResults)) return assert.fail("the train test did not leave results.json");
+    const scriptDirectory = join(folder, "script-run");
+    const script = join(folder, "run-experiment.mjs");
+    writeFileSync(
+      script,
+      [
+        'import { loadConfig, runExperiment } from "@agentrl/trainer";',
+        "const [file, directory] = process.argv.slice(2);",
+        "const config = await loadConfig({ file, set: [`run.directory=${directory}`] });",
+        "const result = await runExperiment({ config });",
+        "console.log(JSON.stringify({ steps: result.steps, final: result.tables.final }));",
+      ].join("\n"),
+    );
+    const run = await new Promise<Run>((resolve) => {
+      execFile(process.execPath, ["--conditions=source", "--import", "tsx", script, configFile, scriptDirectory], { cwd: ROOT, timeout: 240_000, maxBuffer: 16 * 1024 * 1024 }, (error, stdout, stderr) => {
+        resolve({ code: error ? (typeof error.code === "number" ? error.code : 1) : 0, stdout, stderr });
+      });
+    });
+    assert.equal(run.code, 0, run.stderr + run.stdout);
+    const printed = JSON.parse(run.stdout.trim().split("\n").at(-1)!) as { steps: number; final: Record<string, { success: number }> };
+    assert.equal(printed.steps, 2);
+    assert.deepEqual(Object.keys(printed.final).sort(), ["alfworld", "webshop"]);
+    // `agentrl train` resolves the same file to the same configuration (its run folder aside) ...
+    const withoutFolder = (text: string) => text.replace(/^  directory: .*$/m, "").replace(/^  resume: .*$/m, "").replace(/^  steps: \d+$/gm, "");
+    assert.equal(withoutFolder(readFileSync(join(scriptDirectory, "config.yaml"), "utf8")), withoutFolder(readFileSync(join(runDirectory, "config.yaml"), "utf8")));
+    // ... and writes results of the same shape (the CLI's run was resumed to step 3).
+    const shape = (value: unknown): unknown => (value && typeof value === "object" ? Object.fromEntries(Object.entries(value).sort().map(([key, inner]) => [key, shape(inner)])) : typeof value);
+    const scriptResults = JSON.parse(readFileSync(join(scriptDirectory, "results.json"), "utf8")) as unknown;
+    assert.deepEqual(shape(scriptResults), shape(JSON.parse(readFileSync(cliResults, "utf8"))));
+    assert.match(readFileSync(join(scriptDirectory, "results.md"), "utf8"), /\| task \| after warm start \| after RL \(step 2\) \|/);
+    for (const file of ["metrics.jsonl", "success-train.svg", "checkpoints"]) assert.ok(existsSync(join(scriptDirectory, file)), file);
+  });
+
   test("ablation: four runs side by side, greedy and sampled tables, hand-written notes kept", async () => {
     const out = join(folder, "results.md");
     writeFileSync(out, "# old\n\n<!-- notes: kept when the ablation is run again -->\nMy reading of the last run.\n");
@@ -200,7 +235,7 @@ test("docs/config.md is generated from the current schema (run scripts/generate-
 });
 
 test("every examples/*.yaml is a valid configuration", async () => {
-  const { loadConfig } = await import("../packages/cli/src/config.ts");
+  const { loadConfig } = await import("../packages/trainer/src/config.ts");
   const examples = readdirSync(join(ROOT, "examples")).filter((name) => name.endsWith(".yaml"));
   assert.ok(examples.includes("ablation.yaml") && examples.includes("five-tasks.yaml"), examples.join(", "));
   for (const name of examples) {

@@ -5,6 +5,9 @@
  * every `minimumIntervalMs`, plus the last one.
  */
 import cliProgress from "cli-progress";
+import { formatPerTask, formatSeconds, type PhaseReporter, type ProgressFactory } from "@agentrl/trainer";
+
+export { formatPerTask, formatSeconds };
 
 export interface PhaseProgressOptions {
   /** Where bars and lines go. Default `process.stderr`. */
@@ -15,15 +18,8 @@ export interface PhaseProgressOptions {
   minimumIntervalMs?: number;
 }
 
-/** Formats success per task as `kg 0.50 os 0.25`. */
-export function formatPerTask(values: Record<string, number>, digits = 2): string {
-  return Object.entries(values)
-    .map(([task, value]) => `${task} ${value.toFixed(digits)}`)
-    .join(" ");
-}
-
 /** One phase's progress: `update(value, status)` as it goes, `stop()` at the end. */
-export class PhaseProgress {
+export class PhaseProgress implements PhaseReporter {
   private readonly bar: cliProgress.SingleBar | undefined;
   private readonly stream: NodeJS.WriteStream;
   private readonly minimumIntervalMs: number;
@@ -90,8 +86,15 @@ export class PhaseProgress {
   }
 }
 
-/** `75` → `1m15s`, `8` → `8s`. */
-export function formatSeconds(seconds: number): string {
-  const s = Math.max(0, Math.round(seconds));
-  return s >= 60 ? `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s` : `${s}s`;
+/**
+ * The CLI's {@link ProgressFactory}: a {@link PhaseProgress} per phase. `bars`: true bars,
+ * false plain lines, undefined a bar on a terminal. A `terminalOnly` phase gets nothing
+ * off a terminal (it logs its own lines).
+ */
+export function progressFactory(bars?: boolean, stream: NodeJS.WriteStream = process.stderr): ProgressFactory {
+  return (phase, total, unit, hints = {}) => {
+    if (hints.terminalOnly && (bars === false || !stream.isTTY)) return undefined;
+    const plain = hints.plain ?? (bars === undefined ? undefined : !bars);
+    return new PhaseProgress(phase, total, unit, { stream, plain, minimumIntervalMs: hints.minimumIntervalMs });
+  };
 }

@@ -21,7 +21,7 @@ export interface PolicyPoolOptions<Weights> {
   staleProbability?: number;
   /** Probability that a turn is drawn from `external`. Default 0. */
   externalProbability?: number;
-  /** The stale engine receives every `refreshEvery`-th weight update. Default 25. */
+  /** The stale engine receives every `refreshEvery`-th weight update. Default 2 (the trainer config's `crossPolicy.refreshEvery`; AgentRL: 25 of 1,000 steps). */
   refreshEvery?: number;
   /** Seed of the per-turn draws. Default 0. */
   seed?: number;
@@ -44,7 +44,7 @@ export class PolicyPool<Weights = unknown> {
     this.external = options.external;
     this.staleProbability = options.stale ? options.staleProbability ?? 0.25 : 0;
     this.externalProbability = options.external ? options.externalProbability ?? 0 : 0;
-    this.refreshEvery = options.refreshEvery ?? 25;
+    this.refreshEvery = options.refreshEvery ?? 2;
     this.random = new Rng(options.seed ?? 0);
     if (this.staleProbability + this.externalProbability > 1 || this.staleProbability < 0 || this.externalProbability < 0) {
       throw new RangeError(`staleProbability ${this.staleProbability} + externalProbability ${this.externalProbability} must lie in [0, 1]`);

@@ -27,7 +27,7 @@ export interface GrpoOptions extends PolicyObjectiveOptions {
   temperature: number;
   /** Optimizer steps over the same batch (PPO epochs). Default 1. */
   ppoEpochs: number;
-  /** Token budget of one micro-batch (B × T after padding); gradients accumulate across micro-batches. Default 4096. */
+  /** Token budget of one micro-batch (B × T after padding); gradients accumulate across micro-batches. Default 1024. */
   microBatchTokens: number;
   /**
    * Drop groups whose rewards are all equal before the advantages: the group step gives
@@ -51,7 +51,7 @@ export const DEFAULT_GRPO: GrpoOptions = {
   taskAdvantageNormalization: true,
   temperature: 0.8,
   ppoEpochs: 1,
-  microBatchTokens: 4096,
+  microBatchTokens: 1024,
   skipUniformGroups: true,
   negativeAdvantageScale: 1,
 };

@@ -8,3 +8,8 @@ export * from "./learner.js";
 export * from "./learner-thread.js";
 export * from "./evaluate.js";
 export * from "./loop.js";
+export * from "./config.js";
+export * from "./progress.js";
+export * from "./corpus.js";
+export * from "./warmstart.js";
+export * from "./experiment.js";

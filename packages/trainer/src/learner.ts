@@ -18,27 +18,28 @@ import {
   type OptimizerState,
 } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
+import { defaultConfig } from "./config.js";
 import { DEFAULT_GRPO, grpoUpdate, prepareBatch, type GrpoOptions, type UpdateMetrics } from "./grpo.js";
 import { GradientThread } from "./gradient-thread.js";
 import { supervisedStep, type SupervisedRow, type SupervisedStepResult } from "./sft.js";
 
 export interface LearningRateSchedule {
-  /** Peak learning rate. Default 1e-5. */
+  /** Peak learning rate. Default 2e-4 (the config schema's `rl.learningRate`). */
   learningRate: number;
   /** Steps of linear warm-up from 0 to the peak. Default 0. */
   warmupSteps: number;
-  /** After warm-up: `constant`, or `cosine` decay to `minLearningRateRatio` × peak at `totalSteps`. Default `constant`. */
+  /** After warm-up: `constant`, or `cosine` decay to `minLearningRateRatio` × peak at `totalSteps`. Default `cosine`. */
   schedule: "constant" | "cosine";
   /** Floor of the cosine schedule as a fraction of the peak. Default 0.1. */
   minLearningRateRatio: number;
-  /** Steps of the whole run (for the cosine schedule). */
+  /** Steps of the whole run (for the cosine schedule). Default: `runTraining`'s `steps`; for a learner alone 180 (`rl.steps`). */
   totalSteps: number;
 }
 
 export interface LearnerOptions {
   grpo: GrpoOptions;
   schedule: LearningRateSchedule;
-  /** AdamW's betas, epsilon, weight decay (default 0) and gradient-norm clip (default 1.0). */
+  /** AdamW's betas, epsilon (default 1e-4), weight decay (default 0) and gradient-norm clip (default 1.0): {@link DEFAULT_OPTIMIZER}. */
   optimizer: Omit<AdamWOptions, "learningRate">;
   /**
    * Threads computing the gradients of a GRPO update: 1 (this one), or 2 (this one and a
@@ -58,7 +59,23 @@ export interface LearnerSettings {
   gradientThreads?: 1 | 2;
 }
 
-export const DEFAULT_SCHEDULE: LearningRateSchedule = { learningRate: 1e-5, warmupSteps: 0, schedule: "constant", minLearningRateRatio: 0.1, totalSteps: 1 };
+/** The RL defaults of the config schema (`rl.*` of ./config.ts): one source for the CLI and the library. */
+const RL_DEFAULTS = defaultConfig().rl;
+
+export const DEFAULT_SCHEDULE: LearningRateSchedule = {
+  learningRate: RL_DEFAULTS.learningRate,
+  warmupSteps: RL_DEFAULTS.warmupSteps,
+  schedule: RL_DEFAULTS.schedule,
+  minLearningRateRatio: RL_DEFAULTS.minLearningRateRatio,
+  totalSteps: RL_DEFAULTS.steps,
+};
+
+/** AdamW settings of the learner (the schema's `rl.weightDecay`, `rl.maxGradNorm`, `rl.adamEpsilon`). */
+export const DEFAULT_OPTIMIZER: Omit<AdamWOptions, "learningRate"> = {
+  weightDecay: RL_DEFAULTS.weightDecay,
+  maxGradNorm: RL_DEFAULTS.maxGradNorm,
+  epsilon: RL_DEFAULTS.adamEpsilon,
+};
 
 export function learningRateAt(step: number, schedule: LearningRateSchedule): number {
   const peak = schedule.learningRate;
@@ -91,7 +108,7 @@ export class Learner {
     this.reference = reference;
     this.options = options;
     this.gradientThread = gradientThread;
-    this.optimizer = policy.createOptimizer({ weightDecay: 0, maxGradNorm: 1, ...options.optimizer, learningRate: options.schedule.learningRate });
+    this.optimizer = policy.createOptimizer({ ...options.optimizer, learningRate: options.schedule.learningRate });
   }
 
   /** Loads the model of `modelDirectory`; the reference is a frozen copy of it when the KL coefficient is > 0. */
@@ -99,7 +116,7 @@ export class Learner {
     const full: LearnerOptions = {
       grpo: { ...DEFAULT_GRPO, ...options.grpo },
       schedule: { ...DEFAULT_SCHEDULE, ...options.schedule },
-      optimizer: options.optimizer ?? {},
+      optimizer: { ...DEFAULT_OPTIMIZER, ...options.optimizer },
       gradientThreads: options.gradientThreads ?? 1,
     };
     if (full.gradientThreads !== 1 && full.gradientThreads !== 2) throw new RangeError(`gradientThreads must be 1 or 2, got ${full.gradientThreads}`);

@@ -38,6 +38,7 @@ import { latestCheckpoint, writeCheckpoint, writeJson } from "./checkpoint.js";
 import { readFile } from "node:fs/promises";
 import { openLearner, type LearnerHandle } from "./learner-thread.js";
 import type { LearnerSettings } from "./learner.js";
+import { defaultConfig } from "./config.js";
 import { isSuccess } from "./evaluate.js";
 import { JsonlWriter, TensorBoardWriter, type Metrics } from "./logging.js";
 
@@ -81,8 +82,8 @@ export interface TrainingRunOptions {
   crossPolicy: {
     /** Probability that a turn comes from the stale policy; 0 turns cross-policy sampling off. */
     staleProbability: number;
-    /** Steps between refreshes of the stale copy (AgentRL: 25). */
-    refreshEvery: number;
+    /** Steps between refreshes of the stale copy. Default 2 (the schema's `crossPolicy.refreshEvery`; AgentRL: 25 of 1,000). */
+    refreshEvery?: number;
     /** An external model drawn per turn besides the stale copy (see ExternalPolicyMember). Default none. */
     external?: ExternalPolicyMember;
   };
@@ -272,7 +273,12 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   // The learner (trainable policy + optimizer), here or in a worker thread.
   const learner: LearnerHandle = await openLearner({
     modelDirectory: options.modelDirectory,
-    learner: { ...options.learner, gradientThreads: options.learner.gradientThreads ?? (await defaultGradientThreads(options.mode)) },
+    learner: {
+      ...options.learner,
+      // The cosine schedule spans the run unless told otherwise.
+      schedule: { totalSteps: options.steps, ...options.learner.schedule },
+      gradientThreads: options.learner.gradientThreads ?? (await defaultGradientThreads(options.mode)),
+    },
     thread: options.learnerThread ?? options.mode === "async",
   });
   // The samplers: the current policy, and a stale copy for cross-policy sampling.
@@ -280,6 +286,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   const tokenizer = current.tokenizer as unknown as ChatTokenizer;
   if (!tokenizer) throw new Error(`no tokenizer.json in ${options.modelDirectory}`);
   const crossPolicy = options.crossPolicy.staleProbability > 0;
+  const refreshEvery = options.crossPolicy.refreshEvery ?? defaultConfig().crossPolicy.refreshEvery;
   let stale: Policy | undefined;
   if (resumeFrom) {
     await learner.restore(resumeFrom.folder);
@@ -384,7 +391,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       const weights = update.weights;
       if (!weights) options.log?.(`step ${state.step}: no trainable tokens in the batch (${describeFailures(groups)}); weights unchanged`);
       const version = weights?.version ?? current.version;
-      if (weights && stale && state.step % options.crossPolicy.refreshEvery === 0) {
+      if (weights && stale && state.step % refreshEvery === 0) {
         if (sampling?.staleEngine && options.mode === "async") await sampling.staleEngine.updateWeights(weights, version);
         else stale.importWeights(weights);
       }

@@ -7,10 +7,8 @@ import { createWriteStream } from "node:fs";
 import { InvalidArgumentError, type Command } from "commander";
 import { Policy, initBackend } from "@agentrl/policy";
 import { TASK_NAMES, createTaskFamily } from "@agentrl/envs";
-import { evaluate, type TaskEvaluation } from "@agentrl/trainer";
-import { TrainConfigSchema } from "../config.js";
+import { TrainConfigSchema, evaluate, openTasks, type FamilyFactory, type Printer, type TaskEvaluation } from "@agentrl/trainer";
 import { PhaseProgress } from "../progress.js";
-import { openTasks, type FamilyFactory, type Printer } from "./train.js";
 
 export interface EvalCommandOptions {
   /** Model folder (Hugging Face layout, with tokenizer.json). */

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { Policy } from "@agentrl/policy";
 import { initModel, modelInfo } from "./model.js";
 import { generateCompletion } from "./generate.js";
-import { defaultTokenizerCorpus } from "../corpus.js";
+import { defaultTokenizerCorpus } from "@agentrl/trainer";
 
 test("model init writes a loadable test model; info describes it; generate completes a prompt", async () => {
   const directory = await mkdtemp(join(tmpdir(), "agentrl-cli-model-"));

@@ -20,7 +20,7 @@ import {
   type ModelConfig,
   type PresetName,
 } from "@agentrl/policy";
-import { tokenizerCorpus } from "../corpus.js";
+import { createPolicy, tokenizerCorpus } from "@agentrl/trainer";
 
 /** A clear CLI failure of a model command. */
 export class ModelCommandError extends Error {
@@ -47,28 +47,6 @@ export interface InitModelResult {
   parameters: number;
   vocabSize: number;
   seconds: number;
-}
-
-/**
- * A freshly initialised preset model sized to `tokenizer`, with the tokenizer's special ids
- * and the sampling defaults (temperature 0.8) in its generation config.
- */
-export function createPolicy(tokenizer: Tokenizer, preset: PresetName, overrides: Partial<ModelConfig>, seed: number): Policy {
-  const config = presetConfig(preset, {
-    ...overrides,
-    vocabSize: tokenizer.vocabSize,
-    eosTokenId: tokenizer.eosTokenId,
-    padTokenId: tokenizer.padTokenId,
-  });
-  const policy = Policy.create(config, { tokenizer, seed });
-  policy.generationConfig = {
-    eos_token_id: tokenizer.stopTokenIds.length === 1 ? tokenizer.stopTokenIds[0] : tokenizer.stopTokenIds,
-    pad_token_id: tokenizer.padTokenId,
-    do_sample: true,
-    temperature: 0.8,
-    top_p: 1,
-  };
-  return policy;
 }
 
 /** Trains a byte-level BPE tokenizer, initialises a preset model, saves it and loads it back. */

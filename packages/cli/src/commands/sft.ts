@@ -1,10 +1,11 @@
 /**
- * `agentrl sft`: the supervised warm start on expert episodes (see ../warmstart.ts and
+ * `agentrl sft`: the supervised warm start on expert episodes (`runWarmStart` of @agentrl/trainer; see
  * docs/warmstart.md). `--preset default` is the recipe that produced `models/warmstart`;
  * every flag given overrides the preset's value.
  */
 import { InvalidArgumentError, type Command } from "commander";
-import { WARM_START_RECIPES, WarmStartError, runWarmStart, type WarmStartOptions } from "../warmstart.js";
+import { WARM_START_RECIPES, WarmStartError, runWarmStart, type WarmStartOptions } from "@agentrl/trainer";
+import { progressFactory } from "../progress.js";
 
 export interface SftCommandOptions {
   out: string;
@@ -116,6 +117,6 @@ export function registerSftCommand(program: Command): void {
       ].join("\n"),
     )
     .action(async (flags: SftCommandOptions) => {
-      await runWarmStart(sftOptions(flags));
+      await runWarmStart({ ...sftOptions(flags), createProgress: progressFactory() });
     });
 }

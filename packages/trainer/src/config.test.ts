@@ -4,6 +4,9 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
+import { PolicyPool } from "@agentrl/rollout";
+import { DEFAULT_GRPO } from "./grpo.js";
+import { DEFAULT_OPTIMIZER, DEFAULT_SCHEDULE } from "./learner.js";
 import { ConfigError, configToYaml, defaultConfig, formatKey, loadConfig, parseOverride, setPath, validateConfig } from "./config.js";
 
 function writeConfig(text: string): string {
@@ -23,6 +26,17 @@ describe("configuration", () => {
     assert.ok(config.crossPolicy.staleProbability > 0);
     assert.equal(config.warmStart.enabled, true);
     assert.equal(config.run.directory, "runs/default");
+  });
+
+  test("the library's defaults are the schema's: a script calling runTraining / Learner / PolicyPool gets the algorithm `agentrl train` runs", () => {
+    const { rl, crossPolicy } = defaultConfig();
+    for (const [key, value] of Object.entries(DEFAULT_GRPO)) assert.deepEqual(value, rl[key as keyof typeof rl], `DEFAULT_GRPO.${key} = rl.${key}`);
+    assert.deepEqual(DEFAULT_SCHEDULE, { learningRate: rl.learningRate, warmupSteps: rl.warmupSteps, schedule: rl.schedule, minLearningRateRatio: rl.minLearningRateRatio, totalSteps: rl.steps });
+    assert.deepEqual(DEFAULT_OPTIMIZER, { weightDecay: rl.weightDecay, maxGradNorm: rl.maxGradNorm, epsilon: rl.adamEpsilon });
+    assert.equal(rl.microBatchTokens, 1024);
+    assert.equal(rl.learningRate, 2e-4);
+    const engine = { updateWeights: async () => {} };
+    assert.equal(new PolicyPool({ current: engine as unknown as ConstructorParameters<typeof PolicyPool>[0]["current"] }).refreshEvery, crossPolicy.refreshEvery, "the rollout's stale-copy refresh");
   });
 
   test("a YAML file fills in the rest from the defaults; the resolved YAML reads back to the same config", async () => {

@@ -1,12 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { isDockerAvailable, type CurriculumTaskFamily } from "@agentrl/envs";
-import type { TaskEvaluation } from "@agentrl/trainer";
-import { validateConfig } from "../config.js";
+import type { TaskEvaluation } from "./evaluate.js";
+import { validateConfig } from "./config.js";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { evaluationKey, openTasks, setAsideEarlierRun, successTable } from "./train.js";
+import { evaluationKey, openTasks, setAsideEarlierRun, successTable } from "./experiment.js";
 
 /** A family whose index encodes (difficulty, split, k): difficulty × 100 + (test ? 50 : 0) + k. */
 function fakeFamily(name: string): CurriculumTaskFamily {

@@ -7,7 +7,6 @@ import { join } from "node:path";
 import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
 import { agentBenchProblemTexts, gatherTaskText } from "./corpus.js";
 import { WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, openDifficulties, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
-import { sftOptions } from "./commands/sft.js";
 
 test("task text holds the families' rendered prompts, tools, expert calls and observations", async () => {
   const documents = await gatherTaskText({ tasks: ["kg", "alfworld"], episodesPerDifficulty: 2, dataDir: "/nonexistent" });
@@ -74,24 +73,13 @@ test("the progressive curriculum opens difficulties in order", () => {
   assert.deepEqual(openDifficulties([0, 1, 2], "uniform", 0), [0, 1, 2]);
 });
 
-test("options: defaults, validation, and the sft preset overridden by flags", () => {
+test("options: defaults and validation", () => {
   const resolved = resolveWarmStartOptions({ out: "/tmp/x" });
   assert.equal(resolved.steps, 300);
   assert.deepEqual(resolved.tasks, ["kg", "webshop", "alfworld"]);
   assert.deepEqual(resolved.evalDifficulties, [0, 1]);
   assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", steps: 0 }), WarmStartError);
   assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", tasks: [] }), /no tasks/);
-  const preset = sftOptions({ out: "/tmp/o", preset: "default", progress: false });
-  assert.ok(preset.steps! > 0 && preset.architecture);
-  const flagged = sftOptions({ out: "/tmp/o", preset: "default", progress: false, steps: 5, tasks: ["kg"], difficulties: [0] });
-  assert.equal(flagged.steps, 5);
-  assert.equal(flagged.scheduleSteps, 5, "--steps sets the schedule's length too");
-  assert.equal(flagged.minutes, undefined, "--steps alone lifts the preset's time budget");
-  assert.deepEqual(flagged.evalDifficulties, [0]);
-  assert.ok(preset.then, "the default preset has a second stage");
-  assert.equal(flagged.then, undefined, "--steps makes one stage of that length");
-  assert.equal(sftOptions({ out: "/tmp/o", preset: "default", progress: false, minutes: 3 }).then, undefined, "--minutes too");
-  assert.throws(() => sftOptions({ out: "/tmp/o", preset: "nope", progress: false }), /unknown preset "nope"/);
 });
 
 test("runWarmStart: a fresh test-preset model trains a few steps, lowers its loss, is evaluated before and after, and is saved", async () => {

@@ -2,7 +2,7 @@
  * Supervised warm start (issue 7): teach a fresh or given policy the tasks' tool-call format
  * and easy solutions from expert episodes, before reinforcement learning.
  *
- * Stable API (used by `agentrl sft` and by the warm-start phase of `agentrl train`):
+ * Stable API (used by `agentrl sft`, by the warm-start phase of `runExperiment` and by scripts):
  *
  *   runWarmStart(options: WarmStartOptions): Promise<WarmStartSummary>
  *     Loads `options.model` (or initialises a fresh model: `architecture` + a byte-level BPE
@@ -22,13 +22,13 @@
 import { mkdtemp, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SingleBar, Presets } from "cli-progress";
 import {
   CHAT_TEMPLATES,
   Policy,
   Rng,
   Tokenizer,
   initBackend,
+  presetConfig,
   trainByteLevelBpe,
   type ChatTemplateName,
   type ModelConfig,
@@ -46,11 +46,13 @@ import {
   type TaskFamilyOptions,
   type TaskSession,
 } from "@agentrl/envs";
-import { Learner, evaluate, expertSequence, type SupervisedRow } from "@agentrl/trainer";
 import type { ChatTokenizer } from "@agentrl/rollout";
 import { tokenizerCorpus } from "./corpus.js";
 import { DEFAULT_ARCHITECTURE } from "./config.js";
-import { createPolicy } from "./commands/model.js";
+import { evaluate } from "./evaluate.js";
+import { Learner } from "./learner.js";
+import { expertSequence, type SupervisedRow } from "./sft.js";
+import type { ProgressFactory } from "./progress.js";
 
 /** A warm start that cannot run (bad option, no family could start). */
 export class WarmStartError extends Error {
@@ -132,8 +134,10 @@ export interface WarmStartOptions {
   saveDtype?: SafetensorsDtype;
   /** Options for `createTaskFamily` (besides `seed`). Default none. */
   familyOptions?: TaskFamilyOptions;
-  /** Show a cli-progress bar on a TTY (else a log line every `logEvery` steps). Default true. */
+  /** Show a progress bar when `createProgress` gives one (else a log line every `logEvery` steps). Default true. */
   progress?: boolean;
+  /** Makes the progress bar (the CLI's draws one on a terminal). Default none: log lines only. */
+  createProgress?: ProgressFactory;
   /** Log a line every this many steps when there is no progress bar. Default 10. */
   logEvery?: number;
   /** Where log lines go. Default `console.log`. */
@@ -149,7 +153,7 @@ export interface WarmStartOptions {
 }
 
 /** The options of a later warm-start stage (see `then`): what changes from the stage before. */
-export type WarmStartStage = Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "then">;
+export type WarmStartStage = Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "then" | "createProgress">;
 
 /** Success of one evaluation, per task, per difficulty. */
 export interface WarmStartEvaluation {
@@ -165,7 +169,7 @@ export interface WarmStartEvaluation {
 export interface WarmStartSummary {
   out: string;
   /** The options after defaults (without `log` and `signal`). */
-  options: Omit<Required<WarmStartOptions>, "log" | "model" | "minutes" | "signal" | "then"> & { model: string | null; minutes: number | null };
+  options: Omit<Required<WarmStartOptions>, "log" | "model" | "minutes" | "signal" | "then" | "createProgress"> & { model: string | null; minutes: number | null };
   parameters: number;
   vocabSize: number;
   steps: number;
@@ -189,7 +193,7 @@ export interface WarmStartSummary {
  * Named recipes (`agentrl sft --preset NAME`). `default` is the measured recipe that produced
  * the shipped `models/warmstart` (see docs/warmstart.md).
  */
-export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "model" | "log" | "signal">> = {
+export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "createProgress">> = {
   // docs/warmstart.md, runs F, G, H, I, K and L (~100 min on one core): the compact chat template (tools as one-line signatures) makes
   // KG rows 3x shorter, so all three in-process families fit one budget. Step-based, so the
   // same command gives the same model anywhere.
@@ -490,6 +494,28 @@ export function formatEvaluation(results: WarmStartEvaluation["results"]): strin
 // ---------------------------------------------------------------------------------------
 // The fresh model
 
+/**
+ * A freshly initialised preset model sized to `tokenizer`, with the tokenizer's special ids
+ * and the sampling defaults (temperature 0.8) in its generation config.
+ */
+export function createPolicy(tokenizer: Tokenizer, preset: PresetName, overrides: Partial<ModelConfig>, seed: number): Policy {
+  const config = presetConfig(preset, {
+    ...overrides,
+    vocabSize: tokenizer.vocabSize,
+    eosTokenId: tokenizer.eosTokenId,
+    padTokenId: tokenizer.padTokenId,
+  });
+  const policy = Policy.create(config, { tokenizer, seed });
+  policy.generationConfig = {
+    eos_token_id: tokenizer.stopTokenIds.length === 1 ? tokenizer.stopTokenIds[0] : tokenizer.stopTokenIds,
+    pad_token_id: tokenizer.padTokenId,
+    do_sample: true,
+    temperature: 0.8,
+    top_p: 1,
+  };
+  return policy;
+}
+
 /** Writes a fresh model (tokenizer trained on `tokenizerCorpus()`, random weights) into `directory`. */
 export async function initWarmStartModel(
   directory: string,
@@ -557,7 +583,8 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
   const learner = await Learner.load(modelDirectory, {
     grpo: { klCoefficient: 0, microBatchTokens: settings.microBatchTokens },
     schedule: { learningRate: settings.learningRate, warmupSteps: settings.warmupSteps, schedule: settings.schedule, totalSteps: settings.scheduleSteps, minLearningRateRatio: 0.1 },
-    optimizer: { weightDecay: settings.weightDecay, maxGradNorm: 1 },
+    // AdamW ε 1e-8: the recipes were measured with it (the RL default, 1e-4, is for noise-sized GRPO gradients).
+    optimizer: { weightDecay: settings.weightDecay, maxGradNorm: 1, epsilon: 1e-8 },
   });
   if (scratch) await rm(scratch, { recursive: true, force: true });
   const policy = learner.policy;
@@ -583,10 +610,12 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
 
   await runEvaluation(0);
   const lossCurve: WarmStartSummary["lossCurve"] = [];
-  const bar = settings.progress && process.stderr.isTTY
-    ? new SingleBar({ format: "sft |{bar}| {value}/{total} steps | loss {loss} | {duration_formatted} | ETA {eta_formatted}", stream: process.stderr }, Presets.shades_classic)
-    : undefined;
-  bar?.start(settings.steps, 0, { loss: "-" });
+  const startBar = (from: number) => {
+    const made = settings.progress ? options.createProgress?.("sft", settings.steps, "step", { terminalOnly: true }) : undefined;
+    made?.update(from, "loss -");
+    return made;
+  };
+  let bar = startBar(0);
   let rows = 0;
   let trainedTokens = 0;
   let rowTokens = 0;
@@ -610,7 +639,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
       windowLoss += result.loss;
       windowSteps += 1;
       trainingMs += performance.now() - stepStarted;
-      bar?.update(step, { loss: result.loss.toFixed(3) });
+      bar?.update(step, `loss ${result.loss.toFixed(3)}`);
       if (step % settings.logEvery === 0 || step === settings.steps) {
         lossCurve.push([step, trainingMs / 60_000, windowLoss / windowSteps, learner.optimizer.learningRate]);
         if (!bar) log(`step ${step}/${settings.steps} ${(trainingMs / 60_000).toFixed(1)} min loss ${(windowLoss / windowSteps).toFixed(3)} lr ${learner.optimizer.learningRate.toExponential(2)} (${((100 * dataMs) / trainingMs).toFixed(0)}% playing experts, ${((rowTokens * 1000) / (trainingMs - dataMs)).toFixed(0)} tokens/s)`);
@@ -620,7 +649,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
       if (settings.evalEvery > 0 && step % settings.evalEvery === 0 && step < settings.steps) {
         bar?.stop();
         await runEvaluation(step);
-        bar?.start(settings.steps, step, { loss: result.loss.toFixed(3) });
+        bar = startBar(step);
       }
     }
     bar?.stop();
