@@ -1,12 +1,15 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { isDockerAvailable, type CurriculumTaskFamily } from "@agentrl/envs";
+import { initBackend } from "@agentrl/policy";
 import type { TaskEvaluation } from "./evaluate.js";
-import { validateConfig } from "./config.js";
+import { existsSync } from "node:fs";
+import { defaultConfig, validateConfig } from "./config.js";
+import { DOCKER_FAMILIES } from "./warmstart.js";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { evaluationKey, openTasks, setAsideEarlierRun, successTable } from "./experiment.js";
+import { SHIPPED_WARM_START, evaluationKey, openTasks, setAsideEarlierRun, successTable } from "./experiment.js";
 
 /** A family whose index encodes (difficulty, split, k): difficulty × 100 + (test ? 50 : 0) + k. */
 function fakeFamily(name: string): CurriculumTaskFamily {
@@ -108,5 +111,24 @@ test("a new run in a used folder moves the earlier run's outputs to previous/ an
     assert.deepEqual((await readdir(join(directory, "previous"))).sort(), ["checkpoints", "evaluations", "metrics.jsonl"]);
   } finally {
     await rm(directory, { recursive: true, force: true });
+  }
+});
+
+test("the default run's greedy evaluations of the shipped warm start are memoised under the same keys (models/warmstart/evaluations)", async (t) => {
+  if (!existsSync(join(SHIPPED_WARM_START, "evaluations"))) return t.skip(`no ${SHIPPED_WARM_START}/evaluations in ${process.cwd()}`);
+  // The memos were measured on wasm; another backend keys (rightly) differently.
+  if ((await initBackend()) !== "wasm") return t.skip("the memos were measured on the wasm backend");
+  const config = defaultConfig();
+  // The families without Docker: a greedy key depends on its own task only.
+  config.tasks = config.tasks.filter((task) => !DOCKER_FAMILIES.has(task.name));
+  const opened = await openTasks(config, () => {});
+  try {
+    const request = { config, client: opened.client, tasks: opened.tasks.map((task) => task.name), limit: config.evaluation.finalLimit };
+    for (const task of request.tasks) {
+      const key = await evaluationKey(SHIPPED_WARM_START, request, task);
+      assert.ok(existsSync(join(SHIPPED_WARM_START, "evaluations", `${key}.json`)), `${task}: memo ${key} of the default run`);
+    }
+  } finally {
+    await opened.close();
   }
 });

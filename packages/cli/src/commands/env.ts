@@ -6,6 +6,7 @@
  * default), so tests can run it on their own small families.
  */
 import { InvalidArgumentError, type Command } from "commander";
+import { numberOption } from "../options.js";
 import {
   Controller,
   DEFAULT_CONTROLLER_PORT,
@@ -33,22 +34,6 @@ const print: Printer = (line) => console.log(line);
 /** A clear CLI failure (exit code 1, message without a stack). */
 export class EnvCommandError extends Error {
   override name = "EnvCommandError";
-}
-
-function integer(label: string, minimum = 0) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!Number.isInteger(number) || number < minimum) throw new InvalidArgumentError(`${label} must be an integer ≥ ${minimum}, got "${value}"`);
-    return number;
-  };
-}
-
-function seconds(label: string) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!Number.isFinite(number) || number <= 0) throw new InvalidArgumentError(`${label} must be a positive number of seconds, got "${value}"`);
-    return number;
-  };
 }
 
 function splitOption(value: string): Split {
@@ -349,13 +334,13 @@ export function registerEnvCommands(program: Command): void {
     .description("start a controller with one in-process worker per task (AgentRL-compatible HTTP API under /api)")
     .requiredOption("--tasks <names>", "comma-separated task families, e.g. os,db", (value: string) => value.split(",").map((s) => s.trim()).filter(Boolean))
     .option("--host <address>", "address to bind; anything but loopback requires --token", "127.0.0.1")
-    .option("--port <port>", "port to bind", integer("port"), DEFAULT_CONTROLLER_PORT)
+    .option("--port <port>", "port to bind", numberOption("port", { integer: true, minimum: 0 }), DEFAULT_CONTROLLER_PORT)
     .option("--token <token>", "bearer token required on every request (env AGENTRL_TOKEN)")
-    .option("--concurrency <n>", "sessions per task at once", integer("concurrency", 1), 16)
-    .option("--idle-timeout <seconds>", "cancel sessions idle this long", seconds("idle timeout"), 300)
-    .option("--interaction-timeout <seconds>", "end a session whose interaction takes this long (task error)", seconds("interaction timeout"), 240)
-    .option("--heartbeat-timeout <seconds>", "declare a remote worker dead after this long without a heartbeat", seconds("heartbeat timeout"), 11)
-    .option("--seed <n>", "seed of generated tasks", integer("seed"))
+    .option("--concurrency <n>", "sessions per task at once", numberOption("concurrency", { integer: true, minimum: 1 }), 16)
+    .option("--idle-timeout <seconds>", "cancel sessions idle this long", numberOption("idle timeout", { minimum: 0, exclusiveMinimum: true }), 300)
+    .option("--interaction-timeout <seconds>", "end a session whose interaction takes this long (task error)", numberOption("interaction timeout", { minimum: 0, exclusiveMinimum: true }), 240)
+    .option("--heartbeat-timeout <seconds>", "declare a remote worker dead after this long without a heartbeat", numberOption("heartbeat timeout", { minimum: 0, exclusiveMinimum: true }), 11)
+    .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
     .addHelpText("after", "\nExamples:\n  agentrl env serve --tasks kg,alfworld\n  agentrl env serve --tasks os,db --port 5020 --concurrency 32\n  AGENTRL_TOKEN=secret agentrl env serve --tasks webshop --host 0.0.0.0")
     .action(async (options: EnvServeOptions) => {
@@ -373,12 +358,12 @@ export function registerEnvCommands(program: Command): void {
     .requiredOption("--controller <url>", "controller base URL, e.g. http://127.0.0.1:5020")
     .requiredOption("--task <name>", "task family to serve")
     .option("--host <address>", "address to bind; anything but loopback requires --token", "127.0.0.1")
-    .option("--port <port>", "port to bind (0 = any free port)", integer("port"), 0)
+    .option("--port <port>", "port to bind (0 = any free port)", numberOption("port", { integer: true, minimum: 0 }), 0)
     .option("--address <url>", "URL the controller should call this worker at (ending in /api); default http://<host>:<port>/api")
-    .option("--concurrency <n>", "sessions at once", integer("concurrency", 1), 16)
+    .option("--concurrency <n>", "sessions at once", numberOption("concurrency", { integer: true, minimum: 1 }), 16)
     .option("--token <token>", "bearer token (env AGENTRL_TOKEN); must match the controller's")
-    .option("--heartbeat <seconds>", "seconds between heartbeats", seconds("heartbeat"), 8)
-    .option("--seed <n>", "seed of generated tasks", integer("seed"))
+    .option("--heartbeat <seconds>", "seconds between heartbeats", numberOption("heartbeat", { minimum: 0, exclusiveMinimum: true }), 8)
+    .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
     .addHelpText("after", "\nExamples:\n  agentrl env worker --controller http://127.0.0.1:5020 --task os --concurrency 8\n  agentrl env worker --controller http://10.0.0.5:5020 --task db --host 0.0.0.0 --address http://10.0.0.7:5031/api --port 5031 --token secret")
     .action(async (options: EnvWorkerOptions) => {
@@ -394,11 +379,11 @@ export function registerEnvCommands(program: Command): void {
     .description("play a family's expert over each difficulty: success rate and episode length (and --wrong: the wrong agent must score 0)")
     .requiredOption("--task <name>", "task family")
     .option("--split <split>", "train or test", splitOption, "test")
-    .option("--limit <n>", "samples per difficulty (0 = all)", integer("limit"), 20)
-    .option("--difficulty <d>", "only this difficulty", integer("difficulty"))
+    .option("--limit <n>", "samples per difficulty (0 = all)", numberOption("limit", { integer: true, minimum: 0 }), 20)
+    .option("--difficulty <d>", "only this difficulty", numberOption("difficulty", { integer: true, minimum: 0 }))
     .option("--wrong", "also run the deliberately wrong agent and count episodes that scored 0", false)
-    .option("--concurrency <n>", "episodes at once", integer("concurrency", 1), 8)
-    .option("--seed <n>", "seed of generated tasks", integer("seed"))
+    .option("--concurrency <n>", "episodes at once", numberOption("concurrency", { integer: true, minimum: 1 }), 8)
+    .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
     .addHelpText("after", "\nExamples:\n  agentrl env check --task kg\n  agentrl env check --task alfworld --difficulty 0 --limit 50 --wrong\n  agentrl env check --task db --split train --limit 0 --data ../shared/data/agentbench")
     .action(async (options: EnvCheckOptions) => {
@@ -409,8 +394,8 @@ export function registerEnvCommands(program: Command): void {
     .command("demo")
     .description("play one episode with the expert and print the conversation")
     .requiredOption("--task <name>", "task family")
-    .option("--index <i>", "sample index (default: the first test sample)", integer("index"))
-    .option("--seed <n>", "seed of generated tasks", integer("seed"))
+    .option("--index <i>", "sample index (default: the first test sample)", numberOption("index", { integer: true, minimum: 0 }))
+    .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
     .addHelpText("after", "\nExamples:\n  agentrl env demo --task webshop\n  agentrl env demo --task os --index 3")
     .action(async (options: EnvDemoOptions) => {

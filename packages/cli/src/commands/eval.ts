@@ -5,6 +5,7 @@
  */
 import { createWriteStream } from "node:fs";
 import { InvalidArgumentError, type Command } from "commander";
+import { listOption, numberOption } from "../options.js";
 import { Policy, initBackend } from "@agentrl/policy";
 import { TASK_NAMES, createTaskFamily } from "@agentrl/envs";
 import { TrainConfigSchema, evaluate, openTasks, type FamilyFactory, type Printer, type TaskEvaluation } from "@agentrl/trainer";
@@ -104,40 +105,20 @@ export function formatEvaluation(results: Record<string, TaskEvaluation>, sample
   return [header, ...lines, `${"mean".padEnd(10)} ${"".padStart(9)} ${(100 * mean).toFixed(1).padStart(7)}%`];
 }
 
-function integer(label: string, minimum: number) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!Number.isInteger(number) || number < minimum) throw new InvalidArgumentError(`${label} must be an integer ≥ ${minimum}, got "${value}"`);
-    return number;
-  };
-}
-
-function nonNegativeNumber(label: string) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!Number.isFinite(number) || number < 0) throw new InvalidArgumentError(`${label} must be a number ≥ 0, got "${value}"`);
-    return number;
-  };
-}
-
-function list(value: string): string[] {
-  return value.split(",").map((part) => part.trim()).filter(Boolean);
-}
-
 export function registerEvalCommand(program: Command): void {
   program
     .command("eval")
     .description("Evaluate a model on the test split: success, pass@k and mean reward per task")
     .requiredOption("-m, --model <dir>", "model folder (Hugging Face layout, with tokenizer.json)")
-    .option("-t, --tasks <names>", `comma-separated task names (default: ${TASK_NAMES.join(",")}; os and db need Docker)`, list)
-    .option("--difficulty <levels>", "comma-separated difficulty levels (default 0)", (value: string) => list(value).map(integer("difficulty", 0)))
-    .option("-n, --limit <n>", "test instances per task (default 20)", integer("limit", 1))
-    .option("-k, --samples <k>", "samples per instance, for pass@k (default 1)", integer("samples", 1))
-    .option("--temperature <t>", "sampling temperature; 0 is greedy (default 0)", nonNegativeNumber("temperature"))
-    .option("--max-turns <n>", "assistant turns per episode (default 8)", integer("max turns", 1))
-    .option("--max-new-tokens <n>", "tokens per turn (default 96)", integer("max new tokens", 1))
-    .option("--concurrency <n>", "episodes at once (default 40)", integer("concurrency", 1))
-    .option("--seed <n>", "seed (default 0)", integer("seed", 0))
+    .option("-t, --tasks <names>", `comma-separated task names (default: ${TASK_NAMES.join(",")}; os and db need Docker)`, listOption)
+    .option("--difficulty <levels>", "comma-separated difficulty levels (default 0)", (value: string) => listOption(value).map(numberOption("difficulty", { integer: true, minimum: 0 })))
+    .option("-n, --limit <n>", "test instances per task (default 20)", numberOption("limit", { integer: true, minimum: 1 }))
+    .option("-k, --samples <k>", "samples per instance, for pass@k (default 1)", numberOption("samples", { integer: true, minimum: 1 }))
+    .option("--temperature <t>", "sampling temperature; 0 is greedy (default 0)", numberOption("temperature", { minimum: 0 }))
+    .option("--max-turns <n>", "assistant turns per episode (default 8)", numberOption("max turns", { integer: true, minimum: 1 }))
+    .option("--max-new-tokens <n>", "tokens per turn (default 96)", numberOption("max new tokens", { integer: true, minimum: 1 }))
+    .option("--concurrency <n>", "episodes at once (default 40)", numberOption("concurrency", { integer: true, minimum: 1 }))
+    .option("--seed <n>", "seed (default 0)", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--json", "print the results as JSON on stdout")
     .option("--transcripts <file>", "write every episode (status, reward, decoded text) to this JSONL file")
     .addHelpText(

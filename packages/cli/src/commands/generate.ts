@@ -3,6 +3,7 @@
  * The prompt goes through the chat template (as one user message) unless `--raw`.
  */
 import { InvalidArgumentError, type Command } from "commander";
+import { numberOption } from "../options.js";
 import { Policy, Rng, type GenerationResult } from "@agentrl/policy";
 
 export interface GenerateCommandOptions {
@@ -66,16 +67,6 @@ export async function generateCompletion(options: GenerateCommandOptions): Promi
   }
 }
 
-function number(label: string, minimum: number, integer: boolean) {
-  return (value: string): number => {
-    const parsed = Number(value);
-    if (!Number.isFinite(parsed) || parsed < minimum || (integer && !Number.isInteger(parsed))) {
-      throw new InvalidArgumentError(`${label} must be ${integer ? "an integer" : "a number"} ≥ ${minimum}, got "${value}"`);
-    }
-    return parsed;
-  };
-}
-
 export function registerGenerateCommand(program: Command): void {
   program
     .command("generate")
@@ -84,11 +75,11 @@ export function registerGenerateCommand(program: Command): void {
     .requiredOption("--prompt <text>", "prompt text")
     .option("--raw", "feed the prompt as is, without the chat template", false)
     .option("--system <text>", "system message (chat mode)")
-    .option("--max-new-tokens <n>", "most tokens to generate", number("--max-new-tokens", 1, true), 128)
-    .option("--temperature <t>", "sampling temperature, 0 = greedy (default: generation_config.json, else 0.8)", number("--temperature", 0, false))
-    .option("--top-p <p>", "nucleus sampling threshold", number("--top-p", 0, false), 1)
-    .option("--top-k <k>", "keep the k most likely tokens, 0 = off", number("--top-k", 0, true), 0)
-    .option("--seed <n>", "sampling seed", number("--seed", 0, true), 0)
+    .option("--max-new-tokens <n>", "most tokens to generate", numberOption("--max-new-tokens", { integer: true, minimum: 1 }), 128)
+    .option("--temperature <t>", "sampling temperature, 0 = greedy (default: generation_config.json, else 0.8)", numberOption("--temperature", { minimum: 0 }))
+    .option("--top-p <p>", "nucleus sampling threshold", numberOption("--top-p", { minimum: 0 }), 1)
+    .option("--top-k <k>", "keep the k most likely tokens, 0 = off", numberOption("--top-k", { integer: true, minimum: 0 }), 0)
+    .option("--seed <n>", "sampling seed", numberOption("--seed", { integer: true, minimum: 0 }), 0)
     .option("--verbose", "print token counts, finish reason and speed to stderr", false)
     .addHelpText(
       "after",

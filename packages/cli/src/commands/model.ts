@@ -3,7 +3,8 @@
  *
  * The work is in exported functions (`initModel`, `modelInfo`) so tests can call them.
  */
-import { InvalidArgumentError, type Command } from "commander";
+import { type Command } from "commander";
+import { numberOption } from "../options.js";
 import { open, readFile, readdir } from "node:fs/promises";
 import {
   PRESETS,
@@ -137,14 +138,6 @@ async function scanSafetensorsHeaders(directory: string): Promise<{ dtypes: stri
   return { dtypes: [...dtypes], parameters };
 }
 
-function positiveInteger(label: string) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!Number.isInteger(number) || number <= 0) throw new InvalidArgumentError(`${label} must be a positive integer, got "${value}"`);
-    return number;
-  };
-}
-
 export function registerModelCommands(program: Command): void {
   const model = program.command("model").description("create and inspect policy models (Hugging Face directories)");
 
@@ -154,8 +147,8 @@ export function registerModelCommands(program: Command): void {
     .requiredOption("--out <dir>", "output directory")
     .option("--preset <name>", `architecture preset: ${Object.keys(PRESETS).join(", ")}`, "tiny")
     .option("--corpus <file>", "tokenizer training text (repeatable; default: built-in agent corpus)", (value: string, previous: string[]) => [...previous, value], [] as string[])
-    .option("--vocab-size <n>", "tokenizer vocabulary size (default: the preset's)", positiveInteger("--vocab-size"))
-    .option("--seed <n>", "weight initialisation seed", positiveIntegerOrZero, 0)
+    .option("--vocab-size <n>", "tokenizer vocabulary size (default: the preset's)", numberOption("--vocab-size", { integer: true, minimum: 1 }))
+    .option("--seed <n>", "weight initialisation seed", numberOption("--seed", { integer: true, minimum: 0 }), 0)
     .option("--chat-template <name>", `chat template written with the tokenizer: ${Object.keys(CHAT_TEMPLATES).join(", ")} (compact lists tools as one-line signatures: 3x shorter KG prompts)`, "qwen2.5")
     .addHelpText("after", "\nExamples:\n  agentrl model init --preset tiny --out models/tiny\n  agentrl model init --preset tiny --chat-template compact --out models/tiny-compact\n  agentrl model init --preset test --out /tmp/m --corpus tasks.txt --corpus more.txt --vocab-size 1024\n")
     .action(async (options: { out: string; preset: string; corpus: string[]; vocabSize?: number; seed: number; chatTemplate: string }) => {
@@ -173,8 +166,3 @@ export function registerModelCommands(program: Command): void {
     });
 }
 
-function positiveIntegerOrZero(value: string): number {
-  const number = Number(value);
-  if (!Number.isInteger(number) || number < 0) throw new InvalidArgumentError(`--seed must be an integer ≥ 0, got "${value}"`);
-  return number;
-}

@@ -3,7 +3,8 @@
  * (see docs/serve.md and ../serve/). Runs until SIGINT / SIGTERM, then drains requests in
  * flight (up to `--grace` seconds) and exits.
  */
-import { InvalidArgumentError, type Command } from "commander";
+import { type Command } from "commander";
+import { numberOption } from "../options.js";
 import { startModelServer, isLoopbackHost, ServeConfigError, type ModelServerOptions } from "../serve/index.js";
 
 export interface ServeCommandOptions {
@@ -33,16 +34,6 @@ export interface ServeCommandOptions {
   grace: number;
   /** Do not log one line per request. Default false. */
   quiet: boolean;
-}
-
-function number(label: string, minimum: number, integer: boolean, maximum = Infinity) {
-  return (value: string): number => {
-    const parsed = Number(value);
-    if (!Number.isFinite(parsed) || parsed < minimum || parsed > maximum || (integer && !Number.isInteger(parsed))) {
-      throw new InvalidArgumentError(`${label} must be ${integer ? "an integer" : "a number"} in [${minimum}, ${maximum}], got "${value}"`);
-    }
-    return parsed;
-  };
 }
 
 /** Starts the server and resolves once it has shut down after a signal. */
@@ -88,17 +79,17 @@ export function registerServeCommand(program: Command): void {
     .command("serve")
     .description("serve a model over an OpenAI-compatible chat-completions API (one engine, continuous batching)")
     .requiredOption("--model <dir>", "model directory (config.json, safetensors, tokenizer.json with a chat template)")
-    .option("--port <n>", "port to listen on (0 = any free port)", number("--port", 0, true, 65_535), 8000)
+    .option("--port <n>", "port to listen on (0 = any free port)", numberOption("--port", { integer: true, minimum: 0, maximum: 65_535 }), 8000)
     .option("--host <address>", "address to bind; anything but loopback needs --api-key", "127.0.0.1")
     .option("--api-key <key>", "require 'Authorization: Bearer <key>' on /v1/* (env AGENTRL_API_KEY)")
-    .option("--max-batch <n>", "most sequences in one decode step", number("--max-batch", 1, true), 32)
+    .option("--max-batch <n>", "most sequences in one decode step", numberOption("--max-batch", { integer: true, minimum: 1 }), 32)
     .option("--name <id>", "model id clients send as 'model' (default: the directory's name)")
-    .option("--temperature <t>", "temperature of requests that give none (default: generation_config.json, else 1)", number("--temperature", 0, false, 2))
-    .option("--top-p <p>", "nucleus sampling for every request, server-wide (default: generation_config.json, else 1)", number("--top-p", 0, false, 1))
-    .option("--max-tokens <n>", "max_tokens of requests that give none", number("--max-tokens", 1, true), 1024)
-    .option("--seed <n>", "seed of the sampler", number("--seed", 0, true), 0)
-    .option("--stream-chunk <n>", "streamed text reaches the client every n tokens (0 = all at the end)", number("--stream-chunk", 0, true), 16)
-    .option("--grace <seconds>", "time requests in flight get to finish at shutdown", number("--grace", 0, false), 10)
+    .option("--temperature <t>", "temperature of requests that give none (default: generation_config.json, else 1)", numberOption("--temperature", { minimum: 0, maximum: 2 }))
+    .option("--top-p <p>", "nucleus sampling for every request, server-wide (default: generation_config.json, else 1)", numberOption("--top-p", { minimum: 0, maximum: 1 }))
+    .option("--max-tokens <n>", "max_tokens of requests that give none", numberOption("--max-tokens", { integer: true, minimum: 1 }), 1024)
+    .option("--seed <n>", "seed of the sampler", numberOption("--seed", { integer: true, minimum: 0 }), 0)
+    .option("--stream-chunk <n>", "streamed text reaches the client every n tokens (0 = all at the end)", numberOption("--stream-chunk", { integer: true, minimum: 0 }), 16)
+    .option("--grace <seconds>", "time requests in flight get to finish at shutdown", numberOption("--grace", { minimum: 0 }), 10)
     .option("--quiet", "no log line per request", false)
     .addHelpText(
       "after",

@@ -3,7 +3,8 @@
  * docs/warmstart.md). `--preset default` is the recipe that produced `models/warmstart`;
  * every flag given overrides the preset's value.
  */
-import { InvalidArgumentError, type Command } from "commander";
+import { type Command } from "commander";
+import { listOption, numberOption } from "../options.js";
 import { WARM_START_RECIPES, WarmStartError, runWarmStart, type WarmStartOptions } from "@agentrl/trainer";
 import { progressFactory } from "../progress.js";
 
@@ -47,46 +48,6 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   return options;
 }
 
-function positiveInteger(label: string) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!Number.isInteger(number) || number <= 0) throw new InvalidArgumentError(`${label} must be a positive integer, got "${value}"`);
-    return number;
-  };
-}
-
-function nonNegativeInteger(label: string) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!Number.isInteger(number) || number < 0) throw new InvalidArgumentError(`${label} must be an integer ≥ 0, got "${value}"`);
-    return number;
-  };
-}
-
-function positiveNumber(label: string) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!(number > 0)) throw new InvalidArgumentError(`${label} must be a number > 0, got "${value}"`);
-    return number;
-  };
-}
-
-function nonNegativeNumber(label: string) {
-  return (value: string): number => {
-    const number = Number(value);
-    if (!(number >= 0)) throw new InvalidArgumentError(`${label} must be a number ≥ 0, got "${value}"`);
-    return number;
-  };
-}
-
-function list(value: string): string[] {
-  return value.split(",").map((item) => item.trim()).filter((item) => item !== "");
-}
-
-function integerList(value: string): number[] {
-  return list(value).map((item) => nonNegativeInteger("--difficulties")(item));
-}
-
 export function registerSftCommand(program: Command): void {
   program
     .command("sft")
@@ -94,16 +55,16 @@ export function registerSftCommand(program: Command): void {
     .requiredOption("--out <dir>", "output directory (model in Hugging Face layout + warmstart.json)")
     .option("--model <dir>", "model to start from (default: a fresh model of the preset's architecture, tokenizer trained on task text)")
     .option("--preset <name>", `recipe: ${Object.keys(WARM_START_RECIPES).join(", ")} (flags override its values)`, "default")
-    .option("--tasks <list>", "comma-separated task families, e.g. kg,webshop,alfworld (default: the preset's)", list)
-    .option("--steps <n>", "supervised steps (default: the preset's; given, it is the whole run: a preset's later stages are dropped)", positiveInteger("--steps"))
-    .option("--minutes <m>", "wall-clock training budget; stops at whichever of steps/minutes comes first", positiveNumber("--minutes"))
-    .option("--batch-size <n>", "expert episodes per step", positiveInteger("--batch-size"))
-    .option("--learning-rate <lr>", "peak AdamW learning rate", positiveNumber("--learning-rate"))
-    .option("--prompt-loss-weight <w>", "weight of prompt/observation tokens in the loss relative to the assistant's (0 = assistant only)", nonNegativeNumber("--prompt-loss-weight"))
-    .option("--difficulties <list>", "comma-separated difficulties to train and evaluate on, e.g. 0,1", integerList)
-    .option("--eval-limit <n>", "test instances per task and difficulty in each evaluation (0 = none)", nonNegativeInteger("--eval-limit"))
-    .option("--eval-every <n>", "also evaluate every n steps", nonNegativeInteger("--eval-every"))
-    .option("--seed <n>", "seed of the weights, worlds and episode stream", nonNegativeInteger("--seed"))
+    .option("--tasks <list>", "comma-separated task families, e.g. kg,webshop,alfworld (default: the preset's)", listOption)
+    .option("--steps <n>", "supervised steps (default: the preset's; given, it is the whole run: a preset's later stages are dropped)", numberOption("--steps", { integer: true, minimum: 1 }))
+    .option("--minutes <m>", "wall-clock training budget; stops at whichever of steps/minutes comes first", numberOption("--minutes", { minimum: 0, exclusiveMinimum: true }))
+    .option("--batch-size <n>", "expert episodes per step", numberOption("--batch-size", { integer: true, minimum: 1 }))
+    .option("--learning-rate <lr>", "peak AdamW learning rate", numberOption("--learning-rate", { minimum: 0, exclusiveMinimum: true }))
+    .option("--prompt-loss-weight <w>", "weight of prompt/observation tokens in the loss relative to the assistant's (0 = assistant only)", numberOption("--prompt-loss-weight", { minimum: 0 }))
+    .option("--difficulties <list>", "comma-separated difficulties to train and evaluate on, e.g. 0,1", (value: string) => listOption(value).map(numberOption("--difficulties", { integer: true, minimum: 0 })))
+    .option("--eval-limit <n>", "test instances per task and difficulty in each evaluation (0 = none)", numberOption("--eval-limit", { integer: true, minimum: 0 }))
+    .option("--eval-every <n>", "also evaluate every n steps", numberOption("--eval-every", { integer: true, minimum: 0 }))
+    .option("--seed <n>", "seed of the weights, worlds and episode stream", numberOption("--seed", { integer: true, minimum: 0 }))
     .option("--no-progress", "log lines instead of a progress bar")
     .addHelpText(
       "after",
