@@ -9,7 +9,7 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { execFile, spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, readdirSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, readdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -110,6 +110,8 @@ describe("agentrl train / eval (CLI end to end)", () => {
     if (!existsSync(cliResults)) return assert.fail("the train test did not leave results.json");
     const scriptDirectory = join(folder, "script-run");
     const script = join(folder, "run-experiment.mjs");
+    // A script outside the repository sees the packages as a user's project would: through node_modules.
+    if (!existsSync(join(folder, "node_modules"))) symlinkSync(join(ROOT, "node_modules"), join(folder, "node_modules"));
     writeFileSync(
       script,
       [

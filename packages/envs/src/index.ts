@@ -7,3 +7,5 @@ export * as alfworld from "./alfworld/index.js";
 export * from "./docker/index.js";
 export * as kg from "./kg/index.js";
 export * as webshop from "./webshop/index.js";
+export { loadOsSamples, type OsSample } from "./os/data.js";
+export { loadDbSamples, type DbSample } from "./db/data.js";

@@ -14,10 +14,8 @@
  * product codes short, which is what a tiny model needs to copy them (see
  * docs/warmstart.md).
  */
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
 import { QWEN25_CHAT_TEMPLATE, renderChatTemplate, type ChatMessage, type ChatToolSpec } from "@agentrl/policy";
-import { createTaskFamily, playEpisodes, type CurriculumTaskFamily } from "@agentrl/envs";
+import { createTaskFamily, loadDbSamples, loadOsSamples, playEpisodes, type CurriculumTaskFamily } from "@agentrl/envs";
 
 /** Extra corpus sources (functions returning documents), appended by `defaultTokenizerCorpus()`. */
 export const TASK_TEXT_SOURCES: (() => string[])[] = [];
@@ -250,43 +248,30 @@ export async function gatherTaskText(options: TaskTextOptions = {}): Promise<str
   return documents;
 }
 
-/** The default AgentBench data folder (`../shared/data/agentbench` from the working directory or the repository). */
-function defaultAgentBenchDir(): string | undefined {
-  const candidates = [join(process.cwd(), "../shared/data/agentbench"), new URL("../../../../shared/data/agentbench", import.meta.url).pathname];
-  return candidates.find((folder) => existsSync(folder));
-}
-
 /**
  * OS problem descriptions with their example scripts, and DB questions with their table
- * names, columns and SQL, read straight from the AgentBench files (no Docker). Empty when the
- * data is not there.
+ * names, columns and SQL, from the AgentBench training files as envs reads them
+ * (`loadOsSamples`, `loadDbSamples`; no Docker). Empty when the data is not there.
  */
 export function agentBenchProblemTexts(dataDir: string | undefined, log: (line: string) => void = () => {}): string[] {
-  const folder = dataDir ?? defaultAgentBenchDir();
-  if (!folder || !existsSync(folder)) {
-    log("corpus: no AgentBench data folder; OS and DB text skipped");
-    return [];
-  }
   const documents: string[] = [];
-  const osFile = join(folder, "os_interaction", "training.json");
-  if (existsSync(osFile)) {
-    const samples = JSON.parse(readFileSync(osFile, "utf8")) as { description?: string; evaluation?: { example?: unknown } }[];
-    for (const sample of samples) {
-      const example = sample.evaluation?.example;
-      const code = typeof example === "string" ? example : (example as { code?: string } | undefined)?.code;
-      documents.push(`Now, I will start a new problem in a new OS. My problem is:\n\n${sample.description ?? ""}${code ? `\n<tool_call>\n${JSON.stringify({ name: "bash_action", arguments: { script: code } })}\n</tool_call>` : ""}`);
+  try {
+    for (const sample of loadOsSamples(dataDir, false).filter((s) => s.split === "train")) {
+      const code = sample.example?.code;
+      documents.push(`Now, I will start a new problem in a new OS. My problem is:\n\n${sample.description}${code ? `\n<tool_call>\n${JSON.stringify({ name: "bash_action", arguments: { script: code } })}\n</tool_call>` : ""}`);
     }
-  } else log(`corpus: ${osFile} not found; OS text skipped`);
-  const dbFile = join(folder, "dbbench", "train.jsonl");
-  if (existsSync(dbFile)) {
-    const lines = readFileSync(dbFile, "utf8").split("\n").filter((line) => line.trim() !== "");
-    for (const line of lines.slice(0, 1500)) {
-      const sample = JSON.parse(line) as { description?: string; sql?: { query?: string } | string; table?: { table_name?: string; table_info?: { columns?: { name: string }[] } } };
-      const columns = sample.table?.table_info?.columns?.map((column) => column.name).join(", ") ?? "";
-      const sql = typeof sample.sql === "string" ? sample.sql : sample.sql?.query;
-      documents.push(`${sample.description ?? ""}\nThe name of this table is ${sample.table?.table_name ?? ""}, and the headers of this table are ${columns}.${sql ? `\n<tool_call>\n${JSON.stringify({ name: "execute_sql", arguments: { query: sql } })}\n</tool_call>` : ""}`);
+  } catch (error) {
+    log(`corpus: OS text skipped (${(error as Error).message.split(". ")[0]})`);
+  }
+  try {
+    for (const sample of loadDbSamples(dataDir).filter((s) => s.split === "train").slice(0, 1500)) {
+      const table = sample.tables.length === 1 ? sample.tables[0] : undefined;
+      const columns = table?.table_info.columns.map((column) => column.name).join(", ") ?? "";
+      documents.push(`${sample.description}\nThe name of this table is ${table?.table_name ?? ""}, and the headers of this table are ${columns}.${sample.sql ? `\n<tool_call>\n${JSON.stringify({ name: "execute_sql", arguments: { query: sample.sql } })}\n</tool_call>` : ""}`);
     }
-  } else log(`corpus: ${dbFile} not found; DB text skipped`);
+  } catch (error) {
+    log(`corpus: DB text skipped (${(error as Error).message.split(". ")[0]})`);
+  }
   return documents;
 }
 

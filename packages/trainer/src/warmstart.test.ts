@@ -1,10 +1,11 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
+import { hasAgentBenchData } from "@agentrl/envs";
 import { agentBenchProblemTexts, gatherTaskText } from "./corpus.js";
 import { WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, openDifficulties, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
 
@@ -27,7 +28,7 @@ test("a family that fails to start is skipped with one line; missing AgentBench 
   assert.deepEqual(agentBenchProblemTexts("/nonexistent"), []);
 });
 
-test("AgentBench OS and DB problem texts are read from the data files when present", { skip: !(await stat("../shared/data/agentbench").catch(() => undefined)) && !(await stat(new URL("../../../../shared/data/agentbench", import.meta.url).pathname).catch(() => undefined)) ? "no ../shared/data/agentbench" : false }, () => {
+test("AgentBench OS and DB problem texts are read from the data files when present", { skip: hasAgentBenchData("os_interaction") && hasAgentBenchData("dbbench") ? false : "no AgentBench data (../shared/data/agentbench)" }, () => {
   const documents = agentBenchProblemTexts(undefined);
   assert.ok(documents.some((d) => d.startsWith("Now, I will start a new problem in a new OS.")), "OS problems");
   assert.ok(documents.some((d) => d.includes("execute_sql")), "DB questions with SQL");
