@@ -3,23 +3,10 @@
  * folder whose `index.ts` exports `createTaskFamily(options)`; they load lazily so that a
  * user of one family never pays for the others (Docker, generated worlds).
  */
-import type { CurriculumTaskFamily } from "./types.js";
+import type { CurriculumTaskFamily, TaskFamilyOptions } from "./types.js";
 
 export const TASK_NAMES = ["os", "db", "kg", "webshop", "alfworld"] as const;
 export type TaskName = (typeof TASK_NAMES)[number];
-
-export interface TaskFamilyOptions {
-  /** Seed of the generated worlds and instances (same seed, same instances). Default 0. */
-  seed?: number;
-  /** Folder of the AgentBench data (OS, DB). Default `../shared/data/agentbench` when it exists. */
-  dataDir?: string;
-  /** Number of generated training instances per difficulty (generated families). */
-  trainSize?: number;
-  /** Number of generated test instances per difficulty (generated families). */
-  testSize?: number;
-  /** Family-specific settings (e.g. Docker options for OS and DB). */
-  [key: string]: unknown;
-}
 
 export function isTaskName(name: string): name is TaskName {
   return (TASK_NAMES as readonly string[]).includes(name);

@@ -108,7 +108,7 @@ export interface Expert {
 /** A task family that also ships an expert and a difficulty curriculum. */
 export interface CurriculumTaskFamily extends TaskFamily {
   readonly difficulties: Difficulty[];
-  /** Indices of a split at one difficulty. */
+  /** Indices of a split at one difficulty; `[]` for a difficulty not in `difficulties` (every family alike). */
   indicesAt(split: Split, difficulty: Difficulty): number[];
   /** A fresh expert for sample `index`. */
   expert(index: number): Expert;
@@ -131,4 +131,18 @@ export interface EnvironmentClient {
   cancel(sessionId: string): Promise<void>;
   getIndices(name: string, split?: Split): Promise<number[]>;
   close?(): Promise<void>;
+}
+
+/** Options every family's `createTaskFamily(options)` takes (the registry passes them through). */
+export interface TaskFamilyOptions {
+  /** Seed of the generated worlds and instances (same seed, same instances). Default 0. */
+  seed?: number;
+  /** Folder of the AgentBench data (OS, DB). Default `../shared/data/agentbench` when it exists. */
+  dataDir?: string;
+  /** Number of generated training instances per difficulty (generated families). */
+  trainSize?: number;
+  /** Number of generated test instances per difficulty (generated families). */
+  testSize?: number;
+  /** Family-specific settings (e.g. Docker options for OS and DB). */
+  [key: string]: unknown;
 }

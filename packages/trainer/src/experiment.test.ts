@@ -46,6 +46,11 @@ test("openTasks: indices follow the configured difficulties per split; os/db joi
   }
 });
 
+test("openTasks: a difficulty the family does not have is a ConfigError naming the family's difficulties", async () => {
+  const config = validateConfig({ tasks: [{ name: "kg", difficulty: [0, 7] }] }, "test");
+  await assert.rejects(openTasks(config, () => {}, async (name) => fakeFamily(name)), /task "kg" has no difficulty 7 \(its difficulties: 0, 1, 2\)/);
+});
+
 test("successTable: one column per measured point, percentages and the mean", () => {
   const result = (task: string, success: number): TaskEvaluation => ({ task, instances: 4, episodes: 4, success, passAtK: success, meanReward: success, meanTurns: 2 });
   const table = successTable([

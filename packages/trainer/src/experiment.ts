@@ -140,6 +140,11 @@ export async function openTasks(config: TrainConfig, print: Printer, createFamil
       await Promise.all(families.map((f) => f.close?.()));
       throw new ConfigError(`task "${task.name}" failed to start: ${(error as Error).message}`);
     }
+    const unknown = taskDifficulties(task).filter((difficulty) => !family.difficulties.includes(difficulty));
+    if (unknown.length > 0) {
+      await Promise.all([...families, family].map((f) => f.close?.()));
+      throw new ConfigError(`task "${task.name}" has no difficulty ${unknown.join(", ")} (its difficulties: ${family.difficulties.join(", ")})`);
+    }
     const at = (split: Split) => taskDifficulties(task).flatMap((difficulty) => family.indicesAt(split, difficulty));
     indices.set(task.name, { train: task.indices ?? at("train"), test: at("test") });
     families.push(family);

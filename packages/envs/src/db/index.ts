@@ -12,7 +12,7 @@
  */
 import { randomBytes } from "node:crypto";
 import type { Connection, FieldPacket } from "mysql2/promise";
-import type { TaskFamilyOptions } from "../registry.js";
+import type { TaskFamilyOptions } from "../types.js";
 import { FunctionCallSession, type ToolReply } from "../session.js";
 import type { AssistantMessage, CurriculumTaskFamily, Expert, Message, Split, StartResult, ToolSpec } from "../types.js";
 import { EnvironmentError } from "../types.js";

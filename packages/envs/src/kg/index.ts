@@ -6,7 +6,7 @@
  * with F1 as the `f1` metric. See docs/tasks/kg.md.
  */
 import { z } from "zod";
-import type { TaskFamilyOptions } from "../registry.js";
+import type { TaskFamilyOptions } from "../types.js";
 import { EnvironmentError, type CurriculumTaskFamily, type Expert, type Message, type Split, type TaskSession } from "../types.js";
 import { planExpert, wrongPlanExpert } from "./expert.js";
 import { DIFFICULTIES, decodeIndex, encodeIndex, generateInstance, planFor, TEST_OFFSET, type KgInstance } from "./instances.js";

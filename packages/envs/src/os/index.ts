@@ -11,7 +11,7 @@
  * for the example solution; all must exit 0. `finish_action` grades with the answer "None",
  * as the original passed Python's `str(None)`.
  */
-import type { TaskFamilyOptions } from "../registry.js";
+import type { TaskFamilyOptions } from "../types.js";
 import { FunctionCallSession, type ToolReply } from "../session.js";
 import type { AssistantMessage, CurriculumTaskFamily, Expert, Message, Split, StartResult, ToolSpec } from "../types.js";
 import { EnvironmentError } from "../types.js";

@@ -283,3 +283,12 @@ sys.stdout.write(json.dumps(out))
     assert.equal(expected[0], EXPECTED_WITH_TOOLS);
   });
 });
+
+test("the compact template is, character for character, the one in the shipped models/warmstart (models carry their template; evaluation memos hash it)", async (t) => {
+  const { existsSync, readFileSync } = await import("node:fs");
+  const file = new URL("../../../../models/warmstart/tokenizer_config.json", import.meta.url);
+  if (!existsSync(file)) return t.skip("no models/warmstart in this checkout");
+  const { chat_template: shipped } = JSON.parse(readFileSync(file, "utf8")) as { chat_template: string };
+  const { COMPACT_CHAT_TEMPLATE } = await import("./chat-template.js");
+  assert.equal(shipped, COMPACT_CHAT_TEMPLATE);
+});

@@ -52,32 +52,22 @@ export class ChatTemplateError extends Error {
   override name = "ChatTemplateError";
 }
 
-/**
- * The chat template of Qwen2.5-Instruct (`chat_template` of its `tokenizer_config.json`),
- * verbatim. It renders:
- * - a system turn, the default being "You are Qwen, created by Alibaba Cloud. You are a
- *   helpful assistant." when the conversation does not open with a system message;
- * - with tools: the tool list as one JSON object per line inside `<tools></tools>` in the
- *   system turn, followed by the instruction to answer in `<tool_call></tool_call>` tags;
- * - assistant tool calls as `\n<tool_call>\n{"name": "...", "arguments": {...}}\n</tool_call>`
- *   after the (optional) content;
- * - tool results as a user turn `<|im_start|>user\n<tool_response>\n...\n</tool_response><|im_end|>`,
- *   consecutive tool messages sharing one user turn.
- */
-export const QWEN25_CHAT_TEMPLATE = `{%- if tools %}
+/** The opening of the system turn when tools are given: the system message's content, else Qwen's default line. */
+const SYSTEM_WITH_TOOLS = `{%- if tools %}
     {{- '<|im_start|>system\\n' }}
     {%- if messages[0]['role'] == 'system' %}
         {{- messages[0]['content'] }}
     {%- else %}
         {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
     {%- endif %}
-    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}
-    {%- for tool in tools %}
-        {{- "\\n" }}
-        {{- tool | tojson }}
-    {%- endfor %}
-    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}
-{%- else %}
+`;
+
+/**
+ * The rest of both templates, shared: the system turn without tools, the message loop
+ * (turns, assistant tool calls, tool responses grouped into one user turn) and the
+ * generation prompt. Written once so that the two templates cannot drift apart.
+ */
+const SYSTEM_AND_MESSAGES = `{%- else %}
     {%- if messages[0]['role'] == 'system' %}
         {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}
     {%- else %}
@@ -121,6 +111,26 @@ export const QWEN25_CHAT_TEMPLATE = `{%- if tools %}
 `;
 
 /**
+ * The chat template of Qwen2.5-Instruct (`chat_template` of its `tokenizer_config.json`),
+ * verbatim. It renders:
+ * - a system turn, the default being "You are Qwen, created by Alibaba Cloud. You are a
+ *   helpful assistant." when the conversation does not open with a system message;
+ * - with tools: the tool list as one JSON object per line inside `<tools></tools>` in the
+ *   system turn, followed by the instruction to answer in `<tool_call></tool_call>` tags;
+ * - assistant tool calls as `\n<tool_call>\n{"name": "...", "arguments": {...}}\n</tool_call>`
+ *   after the (optional) content;
+ * - tool results as a user turn `<|im_start|>user\n<tool_response>\n...\n</tool_response><|im_end|>`,
+ *   consecutive tool messages sharing one user turn.
+ */
+export const QWEN25_CHAT_TEMPLATE = SYSTEM_WITH_TOOLS + `    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}
+    {%- for tool in tools %}
+        {{- "\\n" }}
+        {{- tool | tojson }}
+    {%- endfor %}
+    {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}
+` + SYSTEM_AND_MESSAGES;
+
+/**
  * {@link QWEN25_CHAT_TEMPLATE} with the tool list shortened for tiny models trained from
  * scratch: each tool is one line `name(argument, ...)` (no descriptions, no JSON schema),
  * and the call instruction is one line. Everything else (turn markers, tool-call and
@@ -128,14 +138,7 @@ export const QWEN25_CHAT_TEMPLATE = `{%- if tools %}
  * the descriptions, and attention over them is most of the cost of every training row
  * (see docs/warmstart.md for the token counts).
  */
-export const COMPACT_CHAT_TEMPLATE = `{%- if tools %}
-    {{- '<|im_start|>system\\n' }}
-    {%- if messages[0]['role'] == 'system' %}
-        {{- messages[0]['content'] }}
-    {%- else %}
-        {{- 'You are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}
-    {%- endif %}
-    {{- "\\n\\n# Tools\\n" }}
+export const COMPACT_CHAT_TEMPLATE = SYSTEM_WITH_TOOLS + `    {{- "\\n\\n# Tools\\n" }}
     {%- for tool in tools %}
         {%- set function = tool.function if tool.function is defined else tool %}
         {{- "\\n" + function.name + "(" }}
@@ -148,48 +151,7 @@ export const COMPACT_CHAT_TEMPLATE = `{%- if tools %}
         {{- ")" }}
     {%- endfor %}
     {{- "\\n\\nCall a tool with <tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}
-{%- else %}
-    {%- if messages[0]['role'] == 'system' %}
-        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}
-    {%- else %}
-        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\\n' }}
-    {%- endif %}
-{%- endif %}
-{%- for message in messages %}
-    {%- if (message.role == "user") or (message.role == "system" and not loop.first) or (message.role == "assistant" and not message.tool_calls) %}
-        {{- '<|im_start|>' + message.role + '\\n' + message.content + '<|im_end|>' + '\\n' }}
-    {%- elif message.role == "assistant" %}
-        {{- '<|im_start|>' + message.role }}
-        {%- if message.content %}
-            {{- '\\n' + message.content }}
-        {%- endif %}
-        {%- for tool_call in message.tool_calls %}
-            {%- if tool_call.function is defined %}
-                {%- set tool_call = tool_call.function %}
-            {%- endif %}
-            {{- '\\n<tool_call>\\n{"name": "' }}
-            {{- tool_call.name }}
-            {{- '", "arguments": ' }}
-            {{- tool_call.arguments | tojson }}
-            {{- '}\\n</tool_call>' }}
-        {%- endfor %}
-        {{- '<|im_end|>\\n' }}
-    {%- elif message.role == "tool" %}
-        {%- if (loop.index0 == 0) or (messages[loop.index0 - 1].role != "tool") %}
-            {{- '<|im_start|>user' }}
-        {%- endif %}
-        {{- '\\n<tool_response>\\n' }}
-        {{- message.content }}
-        {{- '\\n</tool_response>' }}
-        {%- if loop.last or (messages[loop.index0 + 1].role != "tool") %}
-            {{- '<|im_end|>\\n' }}
-        {%- endif %}
-    {%- endif %}
-{%- endfor %}
-{%- if add_generation_prompt %}
-    {{- '<|im_start|>assistant\\n' }}
-{%- endif %}
-`;
+` + SYSTEM_AND_MESSAGES;
 
 /** The chat templates the project writes into the models it makes, by name. */
 export const CHAT_TEMPLATES = { "qwen2.5": QWEN25_CHAT_TEMPLATE, compact: COMPACT_CHAT_TEMPLATE } as const;
