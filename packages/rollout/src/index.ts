@@ -1,9 +1,37 @@
-export * from "./types.js";
-export * from "./toolcall.js";
-export * from "./engine.js";
-export * from "./external.js";
-export * from "./pool.js";
-export * from "./episode.js";
-export * from "./buffer.js";
-export * from "./metrics.js";
-export * from "./scheduler.js";
+/**
+ * @agentrl/rollout: the inference engine, the episode runner, the policy pool (cross-policy
+ * sampling), scheduling and the trajectory buffer. The public API, by name (a new export of
+ * a module is added here on purpose).
+ */
+export {
+  isInformative, NO_POLICY, NO_VERSION, POLICY_CODES, POLICY_IDS, type PolicyId, type Trajectory,
+  type TrajectoryGroup, type TurnRecord
+} from "./types.js";
+export {
+  formatToolCalls, jsonLikePython, type ParsedTurn, parseToolCalls, type ParseToolCallsOptions,
+  TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+} from "./toolcall.js";
+export {
+  ContextLimitError, createPolicyEngine, EngineClosedError, type EngineModel, type EngineSequence,
+  type EngineStats, type GenerationRequest, type GenerationResult, InferenceEngine,
+  type InferenceEngineOptions, policyEngineModel, type PolicyWeights, type WeightUpdateMode
+} from "./engine.js";
+export {
+  ExternalChatModel, type ExternalChatModelOptions, ExternalModelError
+} from "./external.js";
+export {
+  PolicyPool, type PolicyPoolOptions
+} from "./pool.js";
+export {
+  type ChatTokenizer, type EpisodeDependencies, type EpisodeOptions, type EpisodeSpec,
+  EpisodeTimeoutError, externalTurnTokens, replyTokens, runEpisode, TurnTimeoutError
+} from "./episode.js";
+export {
+  BufferClosedError, type BufferStats, TrajectoryBuffer, type TrajectoryBufferOptions
+} from "./buffer.js";
+export {
+  type MetricsSnapshot, RolloutMetrics, type TaskMetrics
+} from "./metrics.js";
+export {
+  RolloutScheduler, type RolloutSchedulerOptions, SchedulerError, type TaskMixEntry
+} from "./scheduler.js";

@@ -1,15 +1,72 @@
-export * from "./algorithms.js";
-export * from "./checkpoint.js";
-export * from "./logging.js";
-export * from "./plot.js";
-export * from "./grpo.js";
-export * from "./sft.js";
-export * from "./learner.js";
-export * from "./learner-thread.js";
-export * from "./evaluate.js";
-export * from "./loop.js";
-export * from "./config.js";
-export * from "./progress.js";
-export * from "./corpus.js";
-export * from "./warmstart.js";
-export * from "./experiment.js";
+/**
+ * @agentrl/trainer: GRPO for multi-turn agents, the training loop, the supervised warm start
+ * and the whole experiment of `agentrl train` (`runExperiment`), with its config schema.
+ * The public API, by name (a new export of a module is added here on purpose).
+ */
+export {
+  type AdvantageEstimator, advantageStatisticsByTask, DEFAULT_POLICY_LOSS,
+  DEFAULT_POLICY_OBJECTIVE, EPSILON, getAdvantageEstimator, grpoAdvantage, grpoMeanOnlyAdvantage,
+  klK3, type LossReduction, maskedMean, mean, normalizeAdvantagesByTask, type PolicyLossOptions,
+  policyObjective, type PolicyObjectiveOptions, ppoClipTokenLoss, reduceLoss,
+  registerAdvantageEstimator, standardDeviation, type TokenBatch
+} from "./algorithms.js";
+export {
+  type CheckpointManifest, checkpointName, latestCheckpoint, listCheckpoints, pruneCheckpoints,
+  writeCheckpoint, writeFileDurably, writeJson
+} from "./checkpoint.js";
+export {
+  crc32c, JsonlWriter, type Metrics, readTensorBoardScalars, TensorBoardWriter
+} from "./logging.js";
+export {
+  lineChartSvg, type Series
+} from "./plot.js";
+export {
+  type BatchCounts, claimFrom, DEFAULT_GRPO, type EpochWork, type GradientPeer,
+  type GrpoDiagnostics, type GrpoOptions, GrpoShard, grpoUpdate, microBatchBudget,
+  type MicroBatchTensors, planMicroBatches, prepareBatch, type PreparedBatch, type ShardGradients,
+  toTensors, type TrainingRow, type UpdateMetrics, withoutUntrainedTail
+} from "./grpo.js";
+export {
+  expertSequence, type SupervisedRow, supervisedStep, type SupervisedStepResult
+} from "./sft.js";
+export {
+  DEFAULT_OPTIMIZER, DEFAULT_SCHEDULE, Learner, type LearnerOptions, type LearnerSettings,
+  type LearnerUpdate, learningRateAt, type LearningRateSchedule
+} from "./learner.js";
+export {
+  dispatchLearnerCall, type LearnerCall, type LearnerHandle, LearnerWorkerError, openLearner,
+  type OpenLearnerOptions, prepareTransfer
+} from "./learner-thread.js";
+export {
+  evaluate, type EvaluationOptions, isSuccess, type TaskEvaluation
+} from "./evaluate.js";
+export {
+  type ExternalPolicyMember, runTraining, type StepRecord, stepSeed, TrainingOptionsError,
+  type TrainingRunOptions
+} from "./loop.js";
+export {
+  ConfigError, configToYaml, DEFAULT_ARCHITECTURE, DEFAULT_TASK_NAMES, DEFAULT_TASK_WEIGHTS,
+  defaultConfig, formatKey, loadConfig, type LoadConfigOptions, type Override, parseOverride,
+  setPath, type TaskConfig, TaskConfigSchema, taskDifficulties, type TrainConfig,
+  TrainConfigSchema, validateConfig
+} from "./config.js";
+export {
+  formatPerTask, formatSeconds, type PhaseReporter, type ProgressFactory, type ProgressHints
+} from "./progress.js";
+export {
+  agentBenchProblemTexts, CORPUS_TASKS, defaultTokenizerCorpus, gatherTaskText, TASK_TEXT_SOURCES,
+  type TaskTextOptions, tokenizerCorpus
+} from "./corpus.js";
+export {
+  type ArchitectureSpec, checkStagesRunnable, collectExpertRows, createPolicy, DOCKER_FAMILIES,
+  evaluateByDifficulty, type ExpertRowOptions, formatEvaluation, initWarmStartModel,
+  openDifficulties, openFamilies, resolveWarmStartOptions, runWarmStart, WARM_START_RECIPES,
+  WarmStartError, type WarmStartEvaluation, type WarmStartOptions, type WarmStartStage,
+  type WarmStartSummary, withPromptLoss
+} from "./warmstart.js";
+export {
+  evaluationKey, type ExperimentOptions, type ExperimentResult, type FamilyFactory,
+  type OpenedTasks, openTasks, type Printer, type ResolveConfigOptions, resolveTrainConfig,
+  runExperiment, setAsideEarlierRun, SHIPPED_WARM_START, successTable, warmStartPhase,
+  type WarmStartPhaseOptions, writePlots
+} from "./experiment.js";
