@@ -63,13 +63,46 @@ export function isLoopbackHost(host: string): boolean {
   return host === "127.0.0.1" || host === "::1" || host === "localhost" || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
-/** Compares a request's bearer token with the expected one in constant time. */
+/** Compares two secrets in constant time. */
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * Whether a request carries the token: `Authorization: Bearer <token>`, or HTTP Basic auth
+ * with the token as password (what Python's `requests` sends from a `~/.netrc` entry, so an
+ * unmodified AgentBench client can authenticate).
+ */
 export function hasValidToken(headers: http.IncomingHttpHeaders, token: string): boolean {
   const header = headers.authorization;
-  if (typeof header !== "string" || !header.startsWith("Bearer ")) return false;
-  const given = Buffer.from(header.slice("Bearer ".length));
-  const expected = Buffer.from(token);
-  return given.length === expected.length && timingSafeEqual(given, expected);
+  if (typeof header !== "string") return false;
+  if (header.startsWith("Bearer ")) return sameSecret(header.slice("Bearer ".length), token);
+  if (header.startsWith("Basic ")) {
+    const decoded = Buffer.from(header.slice("Basic ".length), "base64").toString("utf8");
+    const colon = decoded.indexOf(":");
+    return colon >= 0 && sameSecret(decoded.slice(colon + 1), token);
+  }
+  return false;
+}
+
+/** The path prefix that carries the token in the URL, for clients that cannot send headers: `/t/<token>/…`. */
+export const TOKEN_PATH_PREFIX = "/t/";
+
+/**
+ * Splits `/t/<token>/rest` into the token and `/rest` (AgentBench's client takes only a base
+ * address, e.g. `http://127.0.0.1:5020/t/<token>/v0.2/api`); other paths come back unchanged.
+ */
+export function tokenInPath(pathname: string): { token?: string; path: string } {
+  if (!pathname.startsWith(TOKEN_PATH_PREFIX)) return { path: pathname };
+  const end = pathname.indexOf("/", TOKEN_PATH_PREFIX.length);
+  if (end < 0) return { path: pathname };
+  try {
+    return { token: decodeURIComponent(pathname.slice(TOKEN_PATH_PREFIX.length, end)), path: pathname.slice(end) };
+  } catch {
+    return { path: pathname }; // not valid percent-encoding: no token (401)
+  }
 }
 
 /** The session id of a request: the `session_id` header (or, leniently, the body field). */
@@ -114,9 +147,12 @@ export function createJsonServer(options: JsonServerOptions): http.Server {
       throw new EnvironmentApiError(400, "the request target is not a valid path");
     }
     const method = request.method ?? "GET";
-    if (options.token !== undefined && !hasValidToken(request.headers, options.token)) {
+    const { token: pathToken, path } = tokenInPath(url.pathname);
+    url.pathname = path;
+    const authorized = options.token === undefined || hasValidToken(request.headers, options.token) || (pathToken !== undefined && sameSecret(pathToken, options.token));
+    if (!authorized) {
       discardBody(request, maxBodyBytes);
-      throw new EnvironmentApiError(401, "missing or wrong bearer token (send Authorization: Bearer <token>)");
+      throw new EnvironmentApiError(401, "missing or wrong token (send Authorization: Bearer <token>, or put it in the path: /t/<token>/api/…)");
     }
     const route = options.routes[`${method} ${url.pathname}`];
     if (!route) {
