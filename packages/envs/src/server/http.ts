@@ -118,7 +118,9 @@ export function sessionIdOf(request: RouteRequest): string {
 /** Creates (but does not start) an HTTP server that answers JSON routes. */
 export function createJsonServer(options: JsonServerOptions): http.Server {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  const server = http.createServer((request, response) => {
+  const headersTimeout = options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
+  // How often node looks for requests past their time limits (its default, 30 s, would let a limit of 1 s run 31 s).
+  const server = http.createServer({ connectionsCheckingInterval: Math.min(1_000, headersTimeout) }, (request, response) => {
     handle(request, response).catch((error) => {
       if ((request as http.IncomingMessage & { closeAfterAnswer?: boolean }).closeAfterAnswer) response.setHeader("connection", "close");
       sendError(response, error);
@@ -128,7 +130,7 @@ export function createJsonServer(options: JsonServerOptions): http.Server {
   server.keepAliveTimeout = 65_000;
   // A slow client (headers or body trickling in) is answered 408 and cut off; the time a route
   // takes to answer is not counted (node stops the timer once the body has arrived).
-  server.headersTimeout = options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
+  server.headersTimeout = headersTimeout;
   server.requestTimeout = Math.max(options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, server.headersTimeout);
   server.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
   server.maxHeadersCount = 200;
