@@ -14,6 +14,9 @@
  *   GET  /get_indices?name=&split=train|test                   → number[]
  *   POST /receive_heartbeat {name, address, concurrency, indices, splits?} → {ok}
  *
+ * AgentBench's v0.2 routes are served beside these under `/v0.2/api` (`agentbench.ts`);
+ * docs/protocol.md compares the two route by route.
+ *
  * Worker routes (under the worker's advertised address, which ends in `/api`):
  *
  *   POST /start_sample {index, session_id} → {messages, tools}
