@@ -20,25 +20,16 @@
  * FastAPI would answer.
  */
 import { z } from "zod";
-import type { AssistantMessage, InteractResult, Message, SampleStatus, StartResult, ToolSpec } from "../types.js";
+import { SAMPLE_STATUSES, type AssistantMessage, type InteractResult, type Message, type SampleStatus, type StartResult, type ToolSpec } from "../types.js";
 import { EnvironmentApiError, SESSION_HEADER, TASK_NAME_ALIASES, parseRequest, sampleIndexSchema } from "./protocol.js";
 import type { RouteRequest, RouteResponse } from "./http.js";
 
 /** The route prefix of the v0.2 protocol. */
 export const AGENTBENCH_PREFIX = "/v0.2/api";
 
-/** v0.2's `SampleStatus` (ours adds `cancelled`, which v0.2 clients cannot parse: it is sent as `task error`). */
-export const AGENTBENCH_SAMPLE_STATUSES = [
-  "running",
-  "completed",
-  "agent context limit",
-  "agent validation failed",
-  "agent invalid action",
-  "task limit reached",
-  "unknown",
-  "task error",
-] as const;
-export type AgentBenchSampleStatus = (typeof AGENTBENCH_SAMPLE_STATUSES)[number];
+/** v0.2's `SampleStatus`: ours without `cancelled`, which v0.2 clients cannot parse (it is sent as `task error`). */
+export type AgentBenchSampleStatus = Exclude<SampleStatus, "cancelled">;
+export const AGENTBENCH_SAMPLE_STATUSES: readonly AgentBenchSampleStatus[] = SAMPLE_STATUSES.filter((status): status is AgentBenchSampleStatus => status !== "cancelled");
 
 /** v0.2's `WorkerStatus` (an IntEnum). */
 export const AGENTBENCH_WORKER_STATUS = { alive: 0, coma: 1, dead: 2 } as const;
@@ -84,7 +75,7 @@ const chatHistoryItemSchema = z.object({ role: z.enum(["user", "agent"]), conten
 
 export const taskOutputSchema = z.object({
   index: z.union([z.number().int(), z.string()]).nullable().optional(),
-  status: z.enum([...AGENTBENCH_SAMPLE_STATUSES, "cancelled"]).default("running"),
+  status: z.enum(SAMPLE_STATUSES).default("running"),
   result: z.unknown().optional(),
   history: z.array(chatHistoryItemSchema).nullable().optional(),
 });
