@@ -369,7 +369,7 @@ export function registerEnvCommands(program: Command): void {
     .action(async (options: EnvServeOptions & { tokenFile: string }) => {
       const { token, source, created } = serverToken(options.token, options.tokenFile);
       const server = await startEnvServer({ ...options, token });
-      print(`controller listening on ${server.url}/api (AgentBench v0.2 clients: ${server.url}/v0.2/api) — tasks: ${options.tasks.join(", ")}`);
+      print(`controller listening on ${server.url}/api (AgentBench v0.2 clients: ${server.url}/t/<token>/v0.2/api) — tasks: ${options.tasks.join(", ")}`);
       print(created ? `token (new, written to ${source}): ${token}` : `token from ${source} (send Authorization: Bearer <token>)`);
       print("Ctrl-C to stop.");
       const signal = await untilStopped();

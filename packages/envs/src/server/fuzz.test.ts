@@ -15,6 +15,7 @@ import { Controller } from "./controller.js";
 import { TaskWorker, serveWorker, type WorkerServer } from "./worker.js";
 import { HttpEnvironmentClient } from "./client.js";
 import { createFuzzer, sendRaw, type FuzzAnswer } from "./fuzz.js";
+import { closeServer, createJsonServer, listen } from "./http.js";
 
 const MAX_BODY_BYTES = 256 * 1024;
 
@@ -116,6 +117,13 @@ describe("controller hardening", () => {
     });
     assert.match(early, /^HTTP\/1\.1 413/);
     assert.equal((await client.getIndices("kg")).length > 0, true, "still serving");
+
+    // The limit is on receiving the request, not on answering it: a route may take longer.
+    const slowRoute = createJsonServer({ routes: { "POST /slow": async () => { await new Promise((resolve) => setTimeout(resolve, 2_500)); return { body: { ok: true } }; } }, requestTimeoutMs: 1_000, headersTimeoutMs: 1_000 });
+    const slowPort = await listen(slowRoute, 0, "127.0.0.1");
+    const answered = await fetch(`http://127.0.0.1:${slowPort}/slow`, { method: "POST", body: "{}" });
+    assert.deepEqual([answered.status, await answered.json()], [200, { ok: true }]);
+    await closeServer(slowRoute);
   });
 
   test("the connection cap: sockets beyond it are refused, the server answers again once they close", async () => {
