@@ -17,6 +17,7 @@ import { IMAGES, imageHash } from "../docker/images.js";
 import { Controller } from "./controller.js";
 import { TaskWorker } from "./worker.js";
 import { HttpEnvironmentClient } from "./client.js";
+import { InProcessEnvironmentClient } from "./in-process.js";
 import { AGENTBENCH_SAMPLE_STATUSES, parseTextAction, type ChatHistoryItem, type TaskOutput } from "./agentbench.js";
 
 const docker = new Docker();
@@ -306,6 +307,11 @@ describe("AgentBench v0.2 TaskClient against the controller", () => {
     } finally {
       await client.close();
     }
+    const inProcess = new InProcessEnvironmentClient([kg]);
+    const { sessionId } = await inProcess.startSample("kg-std", kg.indices("test")[0]);
+    assert.match(sessionId, /^kg-/, "the in-process client takes the FC names too");
+    await inProcess.cancel(sessionId);
+    await inProcess.close();
   });
 });
 
