@@ -107,8 +107,8 @@ async function measure(setup: string, client: EnvironmentClient, sessions: numbe
 async function withHttpWorker(run: (client: EnvironmentClient) => Promise<void>): Promise<void> {
   const controller = new Controller({ port: 0 });
   const url = await controller.listen();
-  const worker = await serveWorker(new TaskWorker(instantFamily(), { concurrency: 2000 }), { controllerUrl: url, log: () => undefined });
-  const client = new HttpEnvironmentClient({ url });
+  const worker = await serveWorker(new TaskWorker(instantFamily(), { concurrency: 2000 }), { controllerUrl: url, token: controller.token, log: () => undefined });
+  const client = new HttpEnvironmentClient({ url, token: controller.token });
   try {
     await run(client);
   } finally {
@@ -122,7 +122,7 @@ async function withLocalWorker(run: (client: EnvironmentClient) => Promise<void>
   const controller = new Controller({ port: 0 });
   const worker = new TaskWorker(instantFamily(), { concurrency: 2000 });
   controller.addLocalWorker(worker);
-  const client = new HttpEnvironmentClient({ url: await controller.listen() });
+  const client = new HttpEnvironmentClient({ url: await controller.listen(), token: controller.token });
   try {
     await run(client);
   } finally {

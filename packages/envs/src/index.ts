@@ -23,7 +23,9 @@ export {
   Controller, type ControllerOptions, DEFAULT_CONTROLLER_PORT, EnvironmentApiError,
   HttpEnvironmentClient, type HttpEnvironmentClientOptions, InProcessEnvironmentClient,
   type InProcessEnvironmentClientOptions, ServerConfigError, serveWorker, SESSION_HEADER,
-  TaskWorker, type TaskWorkerOptions, type WorkerServer, type WorkerServerOptions
+  TaskWorker, type TaskWorkerOptions, type WorkerServer, type WorkerServerOptions,
+  AGENTBENCH_PREFIX, calculateOverall, defaultTokenFile, generateToken, parseTextAction,
+  serverToken, TASK_NAME_ALIASES, tokenFromEnvironment
 } from "./server/index.js";
 export * as alfworld from "./alfworld/index.js";
 export {

@@ -101,8 +101,9 @@ describe("env commands", () => {
 
   test("env serve and env worker: a controller with an in-process task and a remote worker of another", async () => {
     const server = await startEnvServer({ tasks: ["double"], port: 0, concurrency: 4 }, async (name) => curriculumFamily(name));
-    const worker = await startEnvWorker({ controller: server.url, task: "triple", heartbeat: 0.1 }, async (name) => curriculumFamily(name), () => undefined);
-    const client = new HttpEnvironmentClient({ url: server.url });
+    await assert.rejects(startEnvWorker({ controller: server.url, task: "triple" }, async (name) => curriculumFamily(name), () => undefined), /token/, "a worker registers only with the controller's token");
+    const worker = await startEnvWorker({ controller: server.url, task: "triple", heartbeat: 0.1, token: server.controller.token }, async (name) => curriculumFamily(name), () => undefined);
+    const client = new HttpEnvironmentClient({ url: server.url, token: server.controller.token });
     try {
       for (const task of ["double", "triple"]) {
         const { sessionId } = await client.startSample(task, 3);

@@ -12,6 +12,9 @@ import {
   DEFAULT_CONTROLLER_PORT,
   TaskWorker,
   createTaskFamily,
+  defaultTokenFile,
+  serverToken,
+  tokenFromEnvironment,
   playEpisode,
   playEpisodes,
   serveWorker,
@@ -62,7 +65,7 @@ export interface EnvServeOptions {
   host?: string;
   /** Default 5020; 0 picks a free port. */
   port?: number;
-  /** Bearer token for every request. Default: none (or AGENTRL_TOKEN, read by the command). */
+  /** Bearer token for every request. Default: a generated one (the command: AGENTRL_TOKEN, else the token file, else a new one written to it). */
   token?: string;
   /** Sessions per task at once. Default 16. */
   concurrency?: number;
@@ -322,8 +325,12 @@ function untilStopped(): Promise<string> {
   });
 }
 
-function tokenFrom(option: string | undefined): string | undefined {
-  return option ?? (process.env.AGENTRL_TOKEN || undefined);
+/** A worker's token: --token, else AGENTRL_TOKEN, else the token file `env serve` wrote; else an error that says how to get one. */
+function workerToken(option: string | undefined, tokenFile: string | undefined): string {
+  const file = tokenFile ?? defaultTokenFile();
+  const token = option ?? tokenFromEnvironment(file);
+  if (!token) throw new EnvCommandError(`no token: pass the controller's --token, set AGENTRL_TOKEN, or give --token-file (env serve on this machine writes ${defaultTokenFile()})`);
+  return token;
 }
 
 export function registerEnvCommands(program: Command): void {
@@ -333,19 +340,22 @@ export function registerEnvCommands(program: Command): void {
     .command("serve")
     .description("start a controller with one in-process worker per task (AgentRL-compatible HTTP API under /api)")
     .requiredOption("--tasks <names>", "comma-separated task families, e.g. os,db", (value: string) => value.split(",").map((s) => s.trim()).filter(Boolean))
-    .option("--host <address>", "address to bind; anything but loopback requires --token", "127.0.0.1")
+    .option("--host <address>", "address to bind (every request needs the token, on loopback too)", "127.0.0.1")
     .option("--port <port>", "port to bind", numberOption("port", { integer: true, minimum: 0 }), DEFAULT_CONTROLLER_PORT)
-    .option("--token <token>", "bearer token required on every request (env AGENTRL_TOKEN)")
+    .option("--token <token>", "bearer token required on every request (env AGENTRL_TOKEN); default: the one in --token-file, else a new one written there")
+    .option("--token-file <path>", "file holding the token (read if it exists, else written with a new one)", defaultTokenFile())
     .option("--concurrency <n>", "sessions per task at once", numberOption("concurrency", { integer: true, minimum: 1 }), 16)
     .option("--idle-timeout <seconds>", "cancel sessions idle this long", numberOption("idle timeout", { minimum: 0, exclusiveMinimum: true }), 300)
     .option("--interaction-timeout <seconds>", "end a session whose interaction takes this long (task error)", numberOption("interaction timeout", { minimum: 0, exclusiveMinimum: true }), 240)
     .option("--heartbeat-timeout <seconds>", "declare a remote worker dead after this long without a heartbeat", numberOption("heartbeat timeout", { minimum: 0, exclusiveMinimum: true }), 11)
     .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
-    .addHelpText("after", "\nExamples:\n  agentrl env serve --tasks kg,alfworld\n  agentrl env serve --tasks os,db --port 5020 --concurrency 32\n  AGENTRL_TOKEN=secret agentrl env serve --tasks webshop --host 0.0.0.0")
-    .action(async (options: EnvServeOptions) => {
-      const server = await startEnvServer({ ...options, token: tokenFrom(options.token) });
-      print(`controller listening on ${server.url}/api — tasks: ${options.tasks.join(", ")}${options.token || process.env.AGENTRL_TOKEN ? " (token required)" : ""}`);
+    .addHelpText("after", "\nExamples:\n  agentrl env serve --tasks kg,alfworld\n  agentrl env serve --tasks os,db --port 5020 --concurrency 32\n  AGENTRL_TOKEN=secret agentrl env serve --tasks webshop --host 0.0.0.0\n\nWithout --token or AGENTRL_TOKEN the token is read from --token-file, or generated, written there\nand printed; env worker and the HTTP client on this machine read the same file.")
+    .action(async (options: EnvServeOptions & { tokenFile: string }) => {
+      const { token, source, created } = serverToken(options.token, options.tokenFile);
+      const server = await startEnvServer({ ...options, token });
+      print(`controller listening on ${server.url}/api (AgentBench v0.2 clients: ${server.url}/t/<token>/v0.2/api) — tasks: ${options.tasks.join(", ")}`);
+      print(created ? `token (new, written to ${source}): ${token}` : `token from ${source} (send Authorization: Bearer <token>)`);
       print("Ctrl-C to stop.");
       const signal = await untilStopped();
       print(`${signal}: cancelling sessions and stopping…`);
@@ -361,13 +371,14 @@ export function registerEnvCommands(program: Command): void {
     .option("--port <port>", "port to bind (0 = any free port)", numberOption("port", { integer: true, minimum: 0 }), 0)
     .option("--address <url>", "URL the controller should call this worker at (ending in /api); default http://<host>:<port>/api")
     .option("--concurrency <n>", "sessions at once", numberOption("concurrency", { integer: true, minimum: 1 }), 16)
-    .option("--token <token>", "bearer token (env AGENTRL_TOKEN); must match the controller's")
+    .option("--token <token>", "the controller's bearer token (env AGENTRL_TOKEN); default: read from --token-file")
+    .option("--token-file <path>", "file holding the controller's token (env serve writes it)", defaultTokenFile())
     .option("--heartbeat <seconds>", "seconds between heartbeats", numberOption("heartbeat", { minimum: 0, exclusiveMinimum: true }), 8)
     .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
     .addHelpText("after", "\nExamples:\n  agentrl env worker --controller http://127.0.0.1:5020 --task os --concurrency 8\n  agentrl env worker --controller http://10.0.0.5:5020 --task db --host 0.0.0.0 --address http://10.0.0.7:5031/api --port 5031 --token secret")
-    .action(async (options: EnvWorkerOptions) => {
-      const worker = await startEnvWorker({ ...options, token: tokenFrom(options.token) });
+    .action(async (options: EnvWorkerOptions & { tokenFile: string }) => {
+      const worker = await startEnvWorker({ ...options, token: workerToken(options.token, options.tokenFile) });
       print(`worker of task ${options.task} at ${worker.address}, registered with ${options.controller}`);
       const signal = await untilStopped();
       print(`${signal}: cancelling sessions and stopping…`);

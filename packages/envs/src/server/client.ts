@@ -6,11 +6,12 @@ import type { AssistantMessage, EnvironmentClient, InteractResult, Split, StartR
 import { EnvironmentApiError, SESSION_HEADER } from "./protocol.js";
 import { JsonRequester, errorMessageOf } from "./http.js";
 import { controllerBase } from "./worker.js";
+import { tokenFromEnvironment } from "./token.js";
 
 export interface HttpEnvironmentClientOptions {
   /** Controller base URL, e.g. `http://127.0.0.1:5020` (a trailing `/api` is accepted). */
   url: string;
-  /** Bearer token, when the controller requires one. Default: `AGENTRL_TOKEN` from the environment, else none. */
+  /** Bearer token of the controller. Default: `AGENTRL_TOKEN`, else the token file `env serve` writes (`~/.agentrl/controller-token`), else none. */
   token?: string;
   /** Time limit of one request in ms; longer than the controller's interaction limit. Default 300,000. */
   requestTimeoutMs?: number;
@@ -26,7 +27,7 @@ export class HttpEnvironmentClient implements EnvironmentClient {
 
   constructor(options: HttpEnvironmentClientOptions) {
     this.base = `${controllerBase(options.url)}/api`;
-    this.token = options.token ?? (process.env.AGENTRL_TOKEN || undefined);
+    this.token = options.token ?? tokenFromEnvironment();
     this.requestTimeoutMs = options.requestTimeoutMs ?? 300_000;
     this.requester = new JsonRequester({ maxSockets: options.maxSockets });
   }

@@ -18,22 +18,29 @@ import {
   EnvironmentApiError,
   SESSION_HEADER,
   ServerConfigError,
+  TASK_NAME_ALIASES,
   heartbeatRequestSchema,
   parseAssistantTurn,
   parseRequest,
+  sampleNumberOf,
   splitSchema,
   startSampleRequestSchema,
   type HeartbeatRequest,
 } from "./protocol.js";
 import { ConnectionError, JsonRequester, closeServer, createJsonServer, errorMessageOf, isLoopbackHost, listen, sessionIdOf, type RouteRequest } from "./http.js";
 import { type TaskWorker, sessionHeader, taskErrorResult } from "./worker.js";
+import { agentBenchRoutes } from "./agentbench.js";
+import { generateToken } from "./token.js";
 
 export interface ControllerOptions {
   /** Address to bind. Default `127.0.0.1`; binding any other address requires `token`. */
   host?: string;
   /** Port to bind; 0 picks a free one. Default 5020. */
   port?: number;
-  /** Bearer token every request must carry (and that is sent to workers). Default: none. */
+  /**
+   * Bearer token every request must carry, workers' heartbeats included (it is also sent to
+   * workers). Default: a random one generated here, readable as `controller.token`.
+   */
   token?: string;
   /** A remote worker silent for this long is dead, in ms. Default 11,000. */
   heartbeatTimeoutMs?: number;
@@ -47,8 +54,14 @@ export interface ControllerOptions {
   finishedRetentionMs?: number;
   /** How often dead workers and idle sessions are looked for, in ms. Default 1,000. */
   sweepIntervalMs?: number;
-  /** Largest accepted request body in bytes. Default 8 MiB. */
+  /** Largest accepted request body in bytes (refused with 413 as soon as it is passed). Default 8 MiB. */
   maxBodyBytes?: number;
+  /** Time a client has to send a whole request, in ms (not the time to answer it). Default 60,000. */
+  requestTimeoutMs?: number;
+  /** Time a client has to send the request headers, in ms. Default 20,000. */
+  headersTimeoutMs?: number;
+  /** Most open connections at once. Default 4,096. */
+  maxConnections?: number;
   /** Where events (worker joined / died) go. Default: nowhere. */
   log?: (line: string) => void;
 }
@@ -149,7 +162,7 @@ class LocalWorkerLink implements WorkerLink {
 }
 
 export class Controller {
-  readonly options: Required<Omit<ControllerOptions, "token" | "log">> & Pick<ControllerOptions, "token" | "log">;
+  readonly options: Required<Omit<ControllerOptions, "log">> & Pick<ControllerOptions, "log">;
   private readonly tasks = new Map<string, TaskEntry>();
   private readonly sessions = new Map<string, SessionEntry>();
   private readonly requester = new JsonRequester();
@@ -163,7 +176,7 @@ export class Controller {
     this.options = {
       host: options.host ?? "127.0.0.1",
       port: options.port ?? DEFAULT_CONTROLLER_PORT,
-      token: options.token,
+      token: options.token ?? generateToken(),
       heartbeatTimeoutMs: options.heartbeatTimeoutMs ?? 11_000,
       idleTimeoutMs: options.idleTimeoutMs ?? 300_000,
       interactionTimeoutMs: options.interactionTimeoutMs ?? 240_000,
@@ -171,11 +184,19 @@ export class Controller {
       finishedRetentionMs: options.finishedRetentionMs ?? 600_000,
       sweepIntervalMs: options.sweepIntervalMs ?? 1_000,
       maxBodyBytes: options.maxBodyBytes ?? 8 * 1024 * 1024,
+      requestTimeoutMs: options.requestTimeoutMs ?? 60_000,
+      headersTimeoutMs: options.headersTimeoutMs ?? 20_000,
+      maxConnections: options.maxConnections ?? 4_096,
       log: options.log,
     };
-    if (!isLoopbackHost(this.options.host) && !this.options.token) {
-      throw new ServerConfigError(`binding ${this.options.host} exposes the controller beyond this machine: set a token (--token or AGENTRL_TOKEN)`);
+    if (!isLoopbackHost(this.options.host) && !options.token) {
+      throw new ServerConfigError(`binding ${this.options.host} exposes the controller beyond this machine: set a token (--token or AGENTRL_TOKEN) that its clients and workers know`);
     }
+  }
+
+  /** The bearer token every request must carry (given, or generated at construction). */
+  get token(): string {
+    return this.options.token;
   }
 
   /** The base URL clients use, e.g. `http://127.0.0.1:5020` (after `listen`). */
@@ -203,7 +224,14 @@ export class Controller {
 
   /** Starts serving; resolves with the base URL. */
   async listen(): Promise<string> {
-    this.server = createJsonServer({ routes: this.routes(), token: this.options.token, maxBodyBytes: this.options.maxBodyBytes });
+    this.server = createJsonServer({
+      routes: { ...this.routes(), ...agentBenchRoutes(this) },
+      token: this.options.token,
+      maxBodyBytes: this.options.maxBodyBytes,
+      requestTimeoutMs: this.options.requestTimeoutMs,
+      headersTimeoutMs: this.options.headersTimeoutMs,
+      maxConnections: this.options.maxConnections,
+    });
     this.boundPort = await listen(this.server, this.options.port, this.options.host);
     this.sweeper = setInterval(() => this.sweep(), this.options.sweepIntervalMs);
     this.sweeper.unref();
@@ -258,11 +286,16 @@ export class Controller {
 
   // ── the API, also callable in-process ─────────────────────────────────────
 
-  /** Dispatches a new session to the live worker of `name` with the most free slots. */
-  async startSample(name: string, index: number): Promise<{ sessionId: string; start: StartResult }> {
-    const task = this.tasks.get(name);
-    if (!task) throw new EnvironmentApiError(404, `unknown task "${name}"; known: ${[...this.tasks.keys()].join(", ") || "none (no worker registered)"}`);
-    if (!task.indexSet.has(index)) throw new EnvironmentApiError(400, `index ${index} is not a sample of task ${name} (it has ${task.indices.length} samples; see /api/get_indices?name=${name})`);
+  /**
+   * Dispatches a new session to the live worker of `name` (or its FC alias, e.g. `kg-std`)
+   * with the most free slots. `index` may be a numeric string, as AgentBench allows.
+   */
+  async startSample(requestedName: string, requestedIndex: number | string): Promise<{ sessionId: string; start: StartResult }> {
+    const name = this.resolveTaskName(requestedName);
+    const task = name === undefined ? undefined : this.tasks.get(name);
+    if (!task || name === undefined) throw new EnvironmentApiError(404, `unknown task "${requestedName}"; known: ${this.taskNames().join(", ") || "none (no worker registered)"}`);
+    const index = sampleNumberOf(requestedIndex) ?? Number.NaN;
+    if (!task.indexSet.has(index)) throw new EnvironmentApiError(400, `index ${JSON.stringify(requestedIndex)} is not a sample of task ${name} (it has ${task.indices.length} samples; see /api/get_indices?name=${name})`);
     const worker = this.pickWorker(task);
     if (!worker) throw new EnvironmentApiError(406, `no live worker of task ${name} has a free slot`);
     worker.current += 1;
@@ -312,26 +345,31 @@ export class Controller {
     return result;
   }
 
-  /** Cancels a session. 404 for an id the controller never gave or has forgotten. */
-  async cancel(sessionId: string): Promise<void> {
+  /**
+   * Cancels a session; it ends with `status` (default `cancelled`; the v0.2 protocol ends one
+   * with `agent context limit`). 404 for an id the controller never gave or has forgotten.
+   */
+  async cancel(sessionId: string, status: SampleStatus = "cancelled"): Promise<void> {
     const session = this.sessionOrThrow(sessionId);
     if (session.ended) return;
-    this.endSession(session, { finish: true, reward: 0, status: "cancelled", messages: [], metrics: {} });
+    this.endSession(session, { finish: true, reward: 0, status, messages: [], metrics: {} });
     const worker = this.tasks.get(session.name)?.workers.get(session.workerId);
     if (worker && worker.status === "alive") await worker.link.cancel(sessionId).catch(() => undefined);
   }
 
   /** Cancels every running session (of task `name`, when given); resolves with the count. */
   async cancelAll(name: string | undefined): Promise<number> {
-    const running = [...this.sessions.values()].filter((s) => !s.ended && (name === undefined || s.name === name));
+    const task = name === undefined ? undefined : this.resolveTaskName(name) ?? name;
+    const running = [...this.sessions.values()].filter((s) => !s.ended && (task === undefined || s.name === task));
     await Promise.all(running.map((s) => this.cancel(s.id)));
     return running.length;
   }
 
   /** Sample indices of `name`: one split, or all (the original's answer). */
-  getIndices(name: string, split?: "train" | "test"): number[] {
-    const task = this.tasks.get(name);
-    if (!task) throw new EnvironmentApiError(404, `unknown task "${name}"; known: ${[...this.tasks.keys()].join(", ") || "none"}`);
+  getIndices(requestedName: string, split?: "train" | "test"): number[] {
+    const name = this.resolveTaskName(requestedName);
+    const task = name === undefined ? undefined : this.tasks.get(name);
+    if (!task) throw new EnvironmentApiError(404, `unknown task "${requestedName}"; known: ${this.taskNames().join(", ") || "none"}`);
     if (!split) return task.indices;
     if (!task.splits) throw new EnvironmentApiError(400, `the workers of task ${name} did not report splits; ask without ?split`);
     return task.splits[split];
@@ -388,6 +426,34 @@ export class Controller {
       link: new HttpWorkerLink(beat.address.replace(/\/+$/, ""), this.requester, this.options.token, this.options.interactionTimeoutMs + this.options.workerGraceMs),
     });
     this.options.log?.(`[controller] worker ${id} of task ${beat.name} joined (${beat.address}, ${beat.concurrency} slots)`);
+  }
+
+  /** The served task a name means: itself, or the task an FC alias (`os-std`, …) stands for. */
+  resolveTaskName(name: string): string | undefined {
+    if (this.tasks.has(name)) return name;
+    const alias = Object.hasOwn(TASK_NAME_ALIASES, name) ? TASK_NAME_ALIASES[name] : undefined;
+    return alias !== undefined && this.tasks.has(alias) ? alias : undefined;
+  }
+
+  /** Names of the tasks some worker serves. */
+  taskNames(): string[] {
+    return [...this.tasks.keys()];
+  }
+
+  /** True while the session runs (started, not ended). */
+  isRunning(sessionId: string): boolean {
+    const session = this.sessions.get(sessionId);
+    return session !== undefined && !session.ended;
+  }
+
+  /** The int a session id carries (`<prefix>-<n>` → n): the session id of the v0.2 protocol. */
+  sessionNumberOf(sessionId: string): number {
+    return Number(sessionId.slice(this.sessionPrefix.length + 1));
+  }
+
+  /** The session id of a v0.2 int session id. */
+  sessionIdOfNumber(sessionNumber: number): string {
+    return `${this.sessionPrefix}-${sessionNumber}`;
   }
 
   // ── internals ─────────────────────────────────────────────────────────────

@@ -12,6 +12,18 @@ import { EnvironmentApiError } from "./protocol.js";
 /** Largest accepted request body, in bytes (default 8 MiB). */
 export const DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024;
 
+/** Deepest nesting of arrays and objects accepted in a JSON body (deeper → 400). */
+export const MAX_JSON_DEPTH = 64;
+
+/** Time a client has to send the request headers, in ms. */
+export const DEFAULT_HEADERS_TIMEOUT_MS = 20_000;
+
+/** Time a client has to send a whole request (headers and body), in ms. */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 60_000;
+
+/** Most sockets open at once; further connections are dropped by node until one closes. */
+export const DEFAULT_MAX_CONNECTIONS = 4_096;
+
 /** A parsed request handed to a route. */
 export interface RouteRequest {
   method: string;
@@ -38,6 +50,12 @@ export interface JsonServerOptions {
   token?: string;
   /** Largest accepted body in bytes. Default 8 MiB. */
   maxBodyBytes?: number;
+  /** Time to receive the headers, in ms. Default 20,000. */
+  headersTimeoutMs?: number;
+  /** Time to receive the whole request, in ms (not the time to answer it). Default 60,000. */
+  requestTimeoutMs?: number;
+  /** Most open sockets. Default 4,096. */
+  maxConnections?: number;
 }
 
 /** True for the loopback addresses a server may bind without a token. */
@@ -45,13 +63,46 @@ export function isLoopbackHost(host: string): boolean {
   return host === "127.0.0.1" || host === "::1" || host === "localhost" || /^127\.\d+\.\d+\.\d+$/.test(host);
 }
 
-/** Compares a request's bearer token with the expected one in constant time. */
+/** Compares two secrets in constant time. */
+function sameSecret(given: string, expected: string): boolean {
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * Whether a request carries the token: `Authorization: Bearer <token>`, or HTTP Basic auth
+ * with the token as password (what Python's `requests` sends from a `~/.netrc` entry, so an
+ * unmodified AgentBench client can authenticate).
+ */
 export function hasValidToken(headers: http.IncomingHttpHeaders, token: string): boolean {
   const header = headers.authorization;
-  if (typeof header !== "string" || !header.startsWith("Bearer ")) return false;
-  const given = Buffer.from(header.slice("Bearer ".length));
-  const expected = Buffer.from(token);
-  return given.length === expected.length && timingSafeEqual(given, expected);
+  if (typeof header !== "string") return false;
+  if (header.startsWith("Bearer ")) return sameSecret(header.slice("Bearer ".length), token);
+  if (header.startsWith("Basic ")) {
+    const decoded = Buffer.from(header.slice("Basic ".length), "base64").toString("utf8");
+    const colon = decoded.indexOf(":");
+    return colon >= 0 && sameSecret(decoded.slice(colon + 1), token);
+  }
+  return false;
+}
+
+/** The path prefix that carries the token in the URL, for clients that cannot send headers: `/t/<token>/…`. */
+export const TOKEN_PATH_PREFIX = "/t/";
+
+/**
+ * Splits `/t/<token>/rest` into the token and `/rest` (AgentBench's client takes only a base
+ * address, e.g. `http://127.0.0.1:5020/t/<token>/v0.2/api`); other paths come back unchanged.
+ */
+export function tokenInPath(pathname: string): { token?: string; path: string } {
+  if (!pathname.startsWith(TOKEN_PATH_PREFIX)) return { path: pathname };
+  const end = pathname.indexOf("/", TOKEN_PATH_PREFIX.length);
+  if (end < 0) return { path: pathname };
+  try {
+    return { token: decodeURIComponent(pathname.slice(TOKEN_PATH_PREFIX.length, end)), path: pathname.slice(end) };
+  } catch {
+    return { path: pathname }; // not valid percent-encoding: no token (401)
+  }
 }
 
 /** The session id of a request: the `session_id` header (or, leniently, the body field). */
@@ -67,28 +118,47 @@ export function sessionIdOf(request: RouteRequest): string {
 /** Creates (but does not start) an HTTP server that answers JSON routes. */
 export function createJsonServer(options: JsonServerOptions): http.Server {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
-  const server = http.createServer((request, response) => {
-    handle(request, response).catch((error) => sendError(response, error));
+  const headersTimeout = options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
+  // How often node looks for requests past their time limits (its default, 30 s, would let a limit of 1 s run 31 s).
+  const server = http.createServer({ connectionsCheckingInterval: Math.min(1_000, headersTimeout) }, (request, response) => {
+    handle(request, response).catch((error) => {
+      if ((request as http.IncomingMessage & { closeAfterAnswer?: boolean }).closeAfterAnswer) response.setHeader("connection", "close");
+      sendError(response, error);
+    });
   });
   // Longer than the clients' idle sockets so a reused keep-alive socket is rarely closed under them.
   server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
-  server.requestTimeout = 0;
-  server.on("clientError", (_error, socket) => {
-    if (socket.writable) socket.end("HTTP/1.1 400 Bad Request\r\nConnection: close\r\n\r\n");
+  // A slow client (headers or body trickling in) is answered 408 and cut off; the time a route
+  // takes to answer is not counted (node stops the timer once the body has arrived).
+  server.headersTimeout = headersTimeout;
+  server.requestTimeout = Math.max(options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, server.headersTimeout);
+  server.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
+  server.maxHeadersCount = 200;
+  server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
+    const status = error.code === "ERR_HTTP_REQUEST_TIMEOUT" ? "408 Request Timeout" : error.code === "HPE_HEADER_OVERFLOW" ? "431 Request Header Fields Too Large" : "400 Bad Request";
+    if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
     else socket.destroy();
   });
 
   async function handle(request: http.IncomingMessage, response: http.ServerResponse): Promise<void> {
-    const url = new URL(request.url ?? "/", "http://server");
+    let url: URL;
+    try {
+      url = new URL(request.url ?? "/", "http://server");
+    } catch {
+      discardBody(request, maxBodyBytes);
+      throw new EnvironmentApiError(400, "the request target is not a valid path");
+    }
     const method = request.method ?? "GET";
-    if (options.token !== undefined && !hasValidToken(request.headers, options.token)) {
-      request.resume();
-      throw new EnvironmentApiError(401, "missing or wrong bearer token (send Authorization: Bearer <token>)");
+    const { token: pathToken, path } = tokenInPath(url.pathname);
+    url.pathname = path;
+    const authorized = options.token === undefined || hasValidToken(request.headers, options.token) || (pathToken !== undefined && sameSecret(pathToken, options.token));
+    if (!authorized) {
+      discardBody(request, maxBodyBytes);
+      throw new EnvironmentApiError(401, "missing or wrong token (send Authorization: Bearer <token>, or put it in the path: /t/<token>/api/…)");
     }
     const route = options.routes[`${method} ${url.pathname}`];
     if (!route) {
-      request.resume();
+      discardBody(request, maxBodyBytes);
       const allowed = Object.keys(options.routes).filter((key) => key.endsWith(` ${url.pathname}`));
       if (allowed.length) throw new EnvironmentApiError(405, `${method} is not allowed on ${url.pathname}; use ${allowed.map((key) => key.split(" ")[0]).join(" or ")}`);
       throw new EnvironmentApiError(404, `no route ${method} ${url.pathname}`);
@@ -100,32 +170,72 @@ export function createJsonServer(options: JsonServerOptions): http.Server {
   return server;
 }
 
-/** Reads and parses a JSON body (empty → `undefined`); 413 when too large, 400 when not JSON. */
+/**
+ * Reads and parses a JSON body (empty → `undefined`). 413 as soon as the declared or received
+ * size passes `maxBytes` (the rest is not read: the socket is closed after the answer);
+ * 400 when the bytes are not UTF-8, not JSON, or nested deeper than `MAX_JSON_DEPTH`.
+ */
 export async function readJsonBody(request: http.IncomingMessage, maxBytes: number): Promise<unknown> {
   const declared = Number(request.headers["content-length"] ?? 0);
-  if (declared > maxBytes) {
-    request.resume();
-    throw new EnvironmentApiError(413, `request body of ${declared} bytes is larger than the limit of ${maxBytes}`);
-  }
+  if (declared > maxBytes) throw tooLarge(request, `request body of ${declared} bytes is larger than the limit of ${maxBytes}`);
   const chunks: Buffer[] = [];
   let size = 0;
-  // Read to the end even past the limit, so the answer (413) reaches the client on a live socket.
   await new Promise<void>((resolve, reject) => {
-    request.on("data", (chunk: Buffer) => {
+    const onData = (chunk: Buffer): void => {
       size += chunk.length;
-      if (size <= maxBytes) chunks.push(chunk);
-    });
+      if (size <= maxBytes) return void chunks.push(chunk);
+      request.off("data", onData);
+      request.pause();
+      reject(tooLarge(request, `request body is larger than the limit of ${maxBytes} bytes`));
+    };
+    request.on("data", onData);
     request.on("end", resolve);
-    request.on("error", reject);
+    request.on("error", (error) => reject(new EnvironmentApiError(400, `request body could not be read: ${error.message}`)));
   });
-  if (size > maxBytes) throw new EnvironmentApiError(413, `request body is larger than the limit of ${maxBytes} bytes`);
-  const text = Buffer.concat(chunks).toString("utf8");
-  if (text.trim() === "") return undefined;
+  let text: string;
   try {
-    return JSON.parse(text);
+    text = new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks));
+  } catch {
+    throw new EnvironmentApiError(400, "request body is not valid UTF-8");
+  }
+  if (text.trim() === "") return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
   } catch (error) {
     throw new EnvironmentApiError(400, `request body is not valid JSON: ${(error as Error).message}`);
   }
+  if (jsonDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) throw new EnvironmentApiError(400, `request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  return value;
+}
+
+/** Drops a body the route will not read: small ones are drained (the socket stays reusable), others end with the answer. */
+function discardBody(request: http.IncomingMessage, maxBytes: number): void {
+  const declared = Number(request.headers["content-length"] ?? 0);
+  if (!(declared <= maxBytes) || request.headers["transfer-encoding"] !== undefined) {
+    (request as http.IncomingMessage & { closeAfterAnswer?: boolean }).closeAfterAnswer = true;
+  }
+  request.resume();
+}
+
+/** A 413 whose answer closes the connection (the unread rest of the body is dropped with it). */
+function tooLarge(request: http.IncomingMessage, message: string): EnvironmentApiError {
+  (request as http.IncomingMessage & { closeAfterAnswer?: boolean }).closeAfterAnswer = true;
+  return new EnvironmentApiError(413, message);
+}
+
+/** Nesting depth of a parsed JSON value, counted without recursion; stops counting past `limit`. */
+export function jsonDepth(value: unknown, limit: number): number {
+  let deepest = 0;
+  const stack: Array<[unknown, number]> = [[value, 0]];
+  while (stack.length) {
+    const [item, depth] = stack.pop()!;
+    if (typeof item !== "object" || item === null) continue;
+    deepest = Math.max(deepest, depth + 1);
+    if (deepest > limit) return deepest;
+    for (const child of Array.isArray(item) ? item : Object.values(item)) stack.push([child, depth + 1]);
+  }
+  return deepest;
 }
 
 export function sendJson(response: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {

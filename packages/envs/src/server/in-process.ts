@@ -5,7 +5,7 @@
  * `getIndices` semantics, because it drives one `TaskWorker` per family.
  */
 import type { AssistantMessage, EnvironmentClient, InteractResult, Split, StartResult, TaskFamily } from "../types.js";
-import { EnvironmentApiError } from "./protocol.js";
+import { EnvironmentApiError, TASK_NAME_ALIASES } from "./protocol.js";
 import { TaskWorker, type TaskWorkerOptions } from "./worker.js";
 
 export interface InProcessEnvironmentClientOptions extends Omit<TaskWorkerOptions, "onSessionEnd"> {
@@ -34,16 +34,16 @@ export class InProcessEnvironmentClient implements EnvironmentClient {
     }
   }
 
-  /** The worker of each family (slot counts, running sessions). */
+  /** The worker of each family (slot counts, running sessions); FC aliases (`kg-std`, …) name their family. */
   worker(name: string): TaskWorker {
-    const worker = this.workers.get(name);
+    const worker = this.workers.get(name) ?? (Object.hasOwn(TASK_NAME_ALIASES, name) ? this.workers.get(TASK_NAME_ALIASES[name]) : undefined);
     if (!worker) throw new EnvironmentApiError(404, `unknown task "${name}"; known: ${[...this.workers.keys()].join(", ") || "none"}`);
     return worker;
   }
 
   async startSample(name: string, index: number): Promise<{ sessionId: string } & StartResult> {
     const worker = this.worker(name);
-    const sessionId = `${name}-${this.nextSessionNumber++}`;
+    const sessionId = `${worker.name}-${this.nextSessionNumber++}`;
     const start = await worker.start(sessionId, index);
     this.running.set(sessionId, worker);
     return { sessionId, ...start };

@@ -14,6 +14,9 @@
  *   GET  /get_indices?name=&split=train|test                   → number[]
  *   POST /receive_heartbeat {name, address, concurrency, indices, splits?} → {ok}
  *
+ * AgentBench's v0.2 routes are served beside these under `/v0.2/api` (`agentbench.ts`);
+ * docs/protocol.md compares the two route by route.
+ *
  * Worker routes (under the worker's advertised address, which ends in `/api`):
  *
  *   POST /start_sample {index, session_id} → {messages, tools}
@@ -63,9 +66,30 @@ export const assistantMessageSchema = z.object({
   tool_calls: z.array(toolCallSchema).nullable().optional(),
 });
 
+/**
+ * A sample index: an int, or a string as AgentBench's `SampleIndex = Union[int, str]` allows
+ * (a numeric string names the same sample as the number; another string is no sample of ours).
+ */
+export const sampleIndexSchema = z.union([z.number().int("index must be an integer"), z.string().max(64, "index must be an integer or a short string")]);
+
+/** The sample a (possibly string) index names, or undefined when it cannot name one of ours. */
+export function sampleNumberOf(index: number | string): number | undefined {
+  if (typeof index === "number") return index;
+  return /^-?\d{1,15}$/.test(index.trim()) ? Number(index.trim()) : undefined;
+}
+
+/** AgentBench FC task names → ours; accepted by both protocols wherever a task name is. */
+export const TASK_NAME_ALIASES: Readonly<Record<string, string>> = {
+  "os-std": "os",
+  "dbbench-std": "db",
+  "kg-std": "kg",
+  "alfworld-std": "alfworld",
+  "webshop-std": "webshop",
+};
+
 export const startSampleRequestSchema = z.object({
   name: z.string().min(1, "name must be a non-empty task name"),
-  index: z.number().int("index must be an integer"),
+  index: sampleIndexSchema,
   /** Accepted for compatibility with the original; not used by our task families. */
   custom_task: z.unknown().optional(),
 });
@@ -87,7 +111,11 @@ export const heartbeatRequestSchema = z.object({
 });
 
 export const workerStartRequestSchema = z.object({
-  index: z.number().int("index must be an integer"),
+  index: sampleIndexSchema.transform((index, context) => {
+    const sample = sampleNumberOf(index);
+    if (sample === undefined) context.addIssue({ code: "custom", message: `index ${JSON.stringify(index)} is not a sample index` });
+    return sample ?? -1;
+  }),
   session_id: z.union([z.string().min(1), z.number().int()]).transform(String),
 });
 

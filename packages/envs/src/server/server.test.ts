@@ -102,9 +102,11 @@ async function startStack(options: { workers?: number; controller?: ControllerOp
   for (let i = 0; i < (options.workers ?? 1); i++) {
     const family = doublingFamily(options.name ?? "double");
     families.push(family);
-    workers.push(await serveWorker(new TaskWorker(family, { concurrency: 8, ...options.worker }), { controllerUrl: url, heartbeatIntervalMs: 100, token: options.token, log: () => undefined }));
+    workers.push(await serveWorker(new TaskWorker(family, { concurrency: 8, ...options.worker }), { controllerUrl: url, heartbeatIntervalMs: 100, token: controller.token, log: () => undefined }));
   }
-  const client = new HttpEnvironmentClient({ url, token: options.token });
+  const client = new HttpEnvironmentClient({ url, token: controller.token });
+  tokenOf.set(url, controller.token);
+  for (const worker of workers) tokenOf.set(worker.address.replace(/\/api$/, ""), controller.token);
   return {
     controller,
     url,
@@ -120,8 +122,13 @@ async function startStack(options: { workers?: number; controller?: ControllerOp
 }
 
 /** A raw request, for bodies and headers no well-behaved client would send. */
-async function raw(url: string, path: string, init: { method?: string; body?: string; headers?: Record<string, string> } = {}): Promise<{ status: number; body: unknown }> {
-  const response = await fetch(`${url}${path}`, { method: init.method ?? "POST", body: init.body, headers: { "content-type": "application/json", ...init.headers } });
+/** The token each server (by base URL) of the running test requires: `raw` sends it unless told otherwise. */
+const tokenOf = new Map<string, string>();
+
+async function raw(url: string, path: string, init: { method?: string; body?: string; headers?: Record<string, string>; token?: string } = {}): Promise<{ status: number; body: unknown }> {
+  const token = init.token ?? tokenOf.get(url);
+  const authorization: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  const response = await fetch(`${url}${path}`, { method: init.method ?? "POST", body: init.body, headers: { "content-type": "application/json", ...authorization, ...init.headers } });
   const text = await response.text();
   let body: unknown = text;
   try {
@@ -305,7 +312,7 @@ describe("controller with HTTP workers", () => {
     await new Promise<void>((resolve) => fake.listen(0, "127.0.0.1", resolve));
     const port = (fake.address() as import("node:net").AddressInfo).port;
     controller.receiveHeartbeat({ name: "hang", address: `http://127.0.0.1:${port}/api`, concurrency: 4, indices: [0, 1] });
-    const client = new HttpEnvironmentClient({ url });
+    const client = new HttpEnvironmentClient({ url, token: controller.token });
     try {
       const { sessionId } = await client.startSample("hang", 0);
       const began = Date.now();
@@ -349,7 +356,8 @@ describe("controller with HTTP workers", () => {
         ["array body", "/api/start_sample", { body: "[]" }, 400],
         ["missing name", "/api/start_sample", { body: JSON.stringify({ index: 1 }) }, 400],
         ["missing index", "/api/start_sample", { body: JSON.stringify({ name: "double" }) }, 400],
-        ["index as string", "/api/start_sample", { body: JSON.stringify({ name: "double", index: "1" }) }, 400],
+        // AgentBench's SampleIndex may be a string: "1" names sample 1 (issue 19); a non-numeric one names none.
+        ["index as a non-numeric string", "/api/start_sample", { body: JSON.stringify({ name: "double", index: "one" }) }, 400],
         ["fractional index", "/api/start_sample", { body: JSON.stringify({ name: "double", index: 1.5 }) }, 400],
         ["name as number", "/api/start_sample", { body: JSON.stringify({ name: 7, index: 1 }) }, 400],
         ["unknown task", "/api/start_sample", { body: JSON.stringify({ name: "nope", index: 1 }) }, 404],
@@ -406,7 +414,7 @@ describe("controller with HTTP workers", () => {
         ["huge content", { role: "assistant", content: "x".repeat(20_000) }, /too long/],
         ["plain text, no tool call", { role: "assistant", content: "I think it is 12." }, /No executable tool calls/],
       ];
-      const cheap = new HttpEnvironmentClient({ url });
+      const cheap = new HttpEnvironmentClient({ url, token: stack.controller.token });
       let turns = 0;
       for (const [what, message, expected] of agentCases) {
         // A fresh session every few turns keeps clear of the turn limit (6).
@@ -433,13 +441,13 @@ describe("controller with HTTP workers", () => {
   test("with a token, every request needs it (401 without or wrong); workers use it too", async () => {
     const stack = await startStack({ token: "s3cret" });
     try {
-      const noToken = await raw(stack.url, "/api/get_indices?name=double", { method: "GET" });
+      const noToken = await raw(stack.url, "/api/get_indices?name=double", { method: "GET", token: "" });
       assert.equal(noToken.status, 401);
       const wrong = await raw(stack.url, "/api/list_workers", { method: "GET", headers: { authorization: "Bearer nope!!" } });
       assert.equal(wrong.status, 401);
-      const start = await raw(stack.url, "/api/start_sample", { body: JSON.stringify({ name: "double", index: 0 }) });
+      const start = await raw(stack.url, "/api/start_sample", { body: JSON.stringify({ name: "double", index: 0 }), token: "" });
       assert.equal(start.status, 401);
-      const toWorker = await raw(stack.workers[0].address.replace(/\/api$/, ""), "/api/get_sessions", { method: "GET" });
+      const toWorker = await raw(stack.workers[0].address.replace(/\/api$/, ""), "/api/get_sessions", { method: "GET", token: "" });
       assert.equal(toWorker.status, 401, "the worker requires the token too");
       // The worker registered with the token, so the client with the token plays a session.
       const { sessionId } = await stack.client.startSample("double", 0);
@@ -465,7 +473,7 @@ describe("controller with in-process workers", () => {
     const controller = new Controller({ port: 0 });
     controller.addLocalWorker(worker);
     const url = await controller.listen();
-    const client = new HttpEnvironmentClient({ url });
+    const client = new HttpEnvironmentClient({ url, token: controller.token });
     try {
       const { sessionId } = await client.startSample("local", 5);
       const end = await client.interact(sessionId, call("submit", { answer: 10 }));

@@ -237,7 +237,7 @@ export interface WorkerServerOptions {
   host?: string;
   /** Port to bind; 0 picks a free one. Default 0. */
   port?: number;
-  /** Bearer token required on every request and sent with heartbeats. Default: none. */
+  /** Bearer token required on every request and sent with heartbeats; required with `controllerUrl` (the controller's token). Default: none. */
   token?: string;
   /** Controller base URL (e.g. `http://127.0.0.1:5020`) to register with; none = no heartbeats. */
   controllerUrl?: string;
@@ -267,6 +267,9 @@ export async function serveWorker(worker: TaskWorker, options: WorkerServerOptio
   const host = options.host ?? "127.0.0.1";
   if (!isLoopbackHost(host) && !options.token) {
     throw new ServerConfigError(`binding ${host} exposes the worker beyond this machine: set a token (--token or AGENTRL_TOKEN)`);
+  }
+  if (options.controllerUrl && !options.token) {
+    throw new ServerConfigError(`a worker registers with its controller only with the controller's token: pass it (--token, AGENTRL_TOKEN or the token file env serve wrote)`);
   }
   const server = createJsonServer({ routes: workerRoutes(worker), token: options.token });
   const port = await listen(server, options.port ?? 0, host);
