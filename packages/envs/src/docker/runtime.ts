@@ -13,6 +13,7 @@ import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { rmSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
+import { posix } from "node:path";
 import { PassThrough } from "node:stream";
 import Docker from "dockerode";
 
@@ -61,7 +62,41 @@ export interface ContainerSpec {
   labels?: Record<string, string>;
   /** Name prefix; the runtime appends a random suffix. Default `agentrl`. */
   namePrefix?: string;
+  /** A hard limit on what the container may write (see `DiskLimit`). Default: none. */
+  disk?: DiskLimit;
+  /**
+   * Resource limits of every process (setrlimit), soft = hard. `fsize` is the largest file a
+   * process may write, in bytes. `nproc` counts the processes of the user id on the whole host
+   * (not per container), so it is for non-root users only; `pidsLimit` bounds a container.
+   */
+  ulimits?: { nofile?: number; fsize?: number; nproc?: number };
 }
+
+/**
+ * A hard limit on the bytes a container may write, in one of two forms:
+ * - `writable-layer`: the engine caps the container's writable layer (`--storage-opt size`);
+ *   the whole root stays writable. Needs overlay2 on xfs mounted with `pquota`.
+ * - `read-only-root`: the root filesystem is read-only, and each folder in `writable` is a
+ *   tmpfs of `bytes` (held in the container's memory, so also bounded by its memory limit),
+ *   filled at start with the image's content of that folder.
+ * `auto` (default) takes `writable-layer` when the engine supports it, else `read-only-root`.
+ * Never unlimited: a form the engine refuses fails the start (`ContainerError`).
+ */
+export interface DiskLimit {
+  bytes: number;
+  mode?: "auto" | "writable-layer" | "read-only-root";
+  /** Writable folders under a read-only root. Default `WRITABLE_FOLDERS`. */
+  writable?: string[];
+}
+
+/**
+ * Folders writable under a read-only root: where AgentBench OS tasks and their agents write
+ * (home folders, /etc for users and config, /var for logs and web roots, /tmp, /usr/local/bin
+ * for scripts). Writes elsewhere (/usr, /lib, a new top-level folder) fail with EROFS.
+ */
+export const WRITABLE_FOLDERS = ["/etc", "/var", "/var/tmp", "/tmp", "/run", "/root", "/home", "/opt", "/srv", "/mnt", "/media", "/usr/local"];
+/** Files Docker itself mounts into /etc: never overwritten by the folder's content. */
+const ENGINE_FILES = ["etc/hostname", "etc/hosts", "etc/resolv.conf"];
 
 export interface ExecOptions {
   /** Seconds before the command is killed. Default 30 (the original's per-command limit). */
@@ -112,6 +147,8 @@ export class DockerRuntime {
   private events: NodeJS.ReadableStream | undefined;
   private readonly exitHook = () => this.removeAllSync();
   private readonly startMs: number;
+  private layerLimits: Promise<boolean> | undefined;
+  private readonly seeds = new Map<string, Promise<FolderArchive[]>>();
 
   constructor(options: DockerRuntimeOptions = {}) {
     this.docker = options.docker ?? new Docker();
@@ -163,6 +200,8 @@ export class DockerRuntime {
 
   private async createAndStart(spec: ContainerSpec, late: () => boolean): Promise<string> {
     const name = `${spec.namePrefix ?? "agentrl"}-${randomBytes(5).toString("hex")}`;
+    const disk = spec.disk ? await this.diskSettings(spec.image, spec.disk) : undefined;
+    const ulimits = Object.entries(spec.ulimits ?? {}).filter(([, value]) => value !== undefined).map(([key, value]) => ({ Name: key, Soft: value, Hard: value }));
     const container = await this.docker.createContainer({
       name,
       Image: spec.image,
@@ -182,7 +221,10 @@ export class DockerRuntime {
         CapAdd: spec.capabilities ?? [],
         SecurityOpt: ["no-new-privileges"],
         Init: true,
-        Tmpfs: spec.tmpfs,
+        Tmpfs: { ...disk?.tmpfs, ...spec.tmpfs },
+        ReadonlyRootfs: disk?.readOnlyRoot ?? false,
+        StorageOpt: disk?.storageOpt,
+        Ulimits: ulimits,
         Binds: spec.binds,
         AutoRemove: false,
       },
@@ -190,6 +232,7 @@ export class DockerRuntime {
     this.live.add(container.id);
     try {
       await container.start();
+      if (disk?.seed) await this.seed(container.id, disk.seed);
     } catch (error) {
       await this.remove(container.id);
       throw new ContainerError(`container of ${spec.image} did not start: ${(error as Error).message}`);
@@ -199,6 +242,52 @@ export class DockerRuntime {
       throw new ContainerError(`container of ${spec.image} started after its deadline`);
     }
     return container.id;
+  }
+
+  /** Engine settings of a disk limit; throws `ContainerError` for a form the engine cannot enforce. */
+  private async diskSettings(image: string, limit: DiskLimit): Promise<{ readOnlyRoot: boolean; tmpfs?: Record<string, string>; storageOpt?: Record<string, string>; seed?: FolderArchive[] }> {
+    if (!(Number.isSafeInteger(limit.bytes) && limit.bytes > 0)) throw new ContainerError(`disk limit must be a positive number of bytes, got ${limit.bytes}`);
+    const mode = limit.mode ?? "auto";
+    if (mode !== "read-only-root") {
+      this.layerLimits ??= supportsLayerLimit(this.docker, image, this.labels());
+      if (await this.layerLimits) return { readOnlyRoot: false, storageOpt: { size: String(limit.bytes) } };
+      if (mode === "writable-layer") {
+        throw new ContainerError("this Docker engine cannot limit a container's writable layer (--storage-opt size needs overlay2 on xfs with pquota); use the read-only-root disk limit");
+      }
+    }
+    const folders = limit.writable ?? WRITABLE_FOLDERS;
+    const tmpfs: Record<string, string> = {};
+    for (const folder of folders) tmpfs[folder] = `rw,exec,nodev,size=${limit.bytes},mode=${folder.endsWith("tmp") ? "1777" : "0755"}`;
+    let seed = this.seeds.get(image);
+    if (!seed) {
+      seed = imageFolders(this.docker, image, folders, this.labels());
+      this.seeds.set(image, seed);
+      seed.catch(() => this.seeds.delete(image));
+    }
+    return { readOnlyRoot: true, tmpfs, seed: await seed };
+  }
+
+  /** Fills the tmpfs folders of a read-only-root container with the image's content (a tar of them). */
+  private async seed(id: string, archives: FolderArchive[]): Promise<void> {
+    for (const { parent, archive } of archives) {
+      const command = ["tar", "-x", "-i", "-p", "-C", parent, ...ENGINE_FILES.map((file) => `--exclude=${file}`)];
+      const result = await this.execWithInput(id, command, archive);
+      if (result.exitCode !== 0) throw new ContainerError(`could not fill the writable folders in ${parent} (tar exit ${result.exitCode}): ${result.output.slice(0, 300)}`);
+    }
+  }
+
+  /** Runs a command with `input` on its stdin (as root, 60 s limit). */
+  async execWithInput(id: string, command: string[], input: Buffer): Promise<{ exitCode: number; output: string }> {
+    try {
+      const exec = await this.docker.getContainer(id).exec({ Cmd: ["timeout", "60", ...command], AttachStdin: true, AttachStdout: true, AttachStderr: true, Tty: false, User: "root" });
+      const stream = await exec.start({ hijack: true, stdin: true });
+      const collected = collectOutput(this.docker, stream, 4096, 65_000, async () => (await exec.inspect()).Running === true);
+      stream.end(input);
+      const { output } = await collected;
+      return { exitCode: (await exec.inspect()).ExitCode ?? -1, output };
+    } catch (error) {
+      throw new ContainerError(`cannot run a command in container ${id.slice(0, 12)}: ${(error as Error).message}`);
+    }
   }
 
   /** Whether a container is running. */
@@ -411,6 +500,46 @@ function installSignalCleanup(): void {
       }
     };
     process.on(signal, handler);
+  }
+}
+
+/**
+ * Whether the engine caps a container's writable layer (`--storage-opt size`): it refuses
+ * the option at create time on overlay2 over anything but xfs with pquota.
+ */
+async function supportsLayerLimit(docker: Docker, image: string, labels: Record<string, string>): Promise<boolean> {
+  try {
+    const probe = await docker.createContainer({ Image: image, Cmd: ["true"], Labels: labels, HostConfig: { StorageOpt: { size: "1G" }, NetworkMode: "none" } });
+    await probe.remove({ force: true, v: true }).catch(() => {});
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Tar streams of image folders that share a parent folder (concatenated archives: extract with `tar -i` in `parent`). */
+export interface FolderArchive {
+  parent: string;
+  archive: Buffer;
+}
+
+/** The image's content of `folders`, one archive per parent folder (an archive's entries start with the folder's base name). */
+async function imageFolders(docker: Docker, image: string, folders: string[], labels: Record<string, string>): Promise<FolderArchive[]> {
+  const container = await docker.createContainer({ Image: image, Cmd: ["true"], Labels: labels, HostConfig: { NetworkMode: "none" } });
+  try {
+    const parts = new Map<string, Buffer[]>();
+    // A nested folder (/var/tmp in /var) is in its parent's archive already.
+    for (const folder of folders.filter((folder) => !folders.some((other) => other !== folder && folder.startsWith(`${other}/`)))) {
+      const stream = await container.getArchive({ path: folder }).catch(() => undefined);
+      if (!stream) continue; // not in the image: an empty folder
+      const chunks: Buffer[] = [];
+      for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(chunk);
+      const parent = posix.dirname(folder);
+      parts.set(parent, [...(parts.get(parent) ?? []), Buffer.concat(chunks)]);
+    }
+    return [...parts].map(([parent, archives]) => ({ parent, archive: Buffer.concat(archives) }));
+  } finally {
+    await container.remove({ force: true, v: true }).catch(() => {});
   }
 }
 

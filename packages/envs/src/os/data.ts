@@ -40,6 +40,13 @@ export interface OsSample {
   /** A working solution (bash), given for check-graded samples. */
   example?: Script;
   labels: string[];
+  /**
+   * Top-level folders the sample writes to that are not among the sandbox's writable folders
+   * (`WRITABLE_FOLDERS`), e.g. `/assignment`: they get a tmpfs of their own.
+   */
+  extraFolders: string[];
+  /** Files the sample writes directly in a read-only image folder (e.g. `/usr/stock.log`): each is bound to a file of its own. */
+  extraFiles: string[];
 }
 
 const scriptObject = z.union([
@@ -76,7 +83,7 @@ function loadScript(raw: RawScript, scriptDir: string): Script {
 }
 
 function normalise(raw: z.infer<typeof rawSample>, index: number, split: Split, scriptDir: string): OsSample {
-  const sample: OsSample = { index, split, description: raw.description, init: [], labels: raw.labels ?? [] };
+  const sample: OsSample = { index, split, description: raw.description, init: [], labels: raw.labels ?? [], extraFolders: [], extraFiles: [] };
   const create = raw.create;
   if (create && typeof create === "object" && !Array.isArray(create) && "init" in create) {
     const init = (create as { init: unknown }).init;
@@ -97,7 +104,35 @@ function normalise(raw: z.infer<typeof rawSample>, index: number, split: Split, 
   } else {
     throw new TaskDataError(`sample ${index} has neither evaluation.match nor evaluation.check`);
   }
+  const text = [sample.description, ...sample.init, sample.start, sample.example, ...(sample.check ?? [])].map((item) => (typeof item === "string" ? item : item?.code ?? "")).join("\n");
+  sample.extraFolders = newTopLevelFolders(text);
+  sample.extraFiles = readOnlyFilesWritten(text);
   return sample;
+}
+
+/** Top-level folders of the image (they exist; writes there other than the writable folders fail). */
+const IMAGE_TOP_LEVEL = new Set(["bin", "boot", "dev", "etc", "home", "lib", "lib64", "media", "mnt", "opt", "proc", "root", "run", "sbin", "srv", "sys", "tmp", "usr", "var"]);
+
+/**
+ * Folders at the top of the file system that `text` creates or writes into (`mkdir /x`,
+ * `> /x/file`, `cd /x`, `touch /x/file`, …) and the image does not have.
+ */
+export function newTopLevelFolders(text: string): string[] {
+  const found = new Set<string>();
+  for (const match of text.matchAll(/(?:>>?|mkdir(?:\s+-p)?|touch|cd|tee(?:\s+-a)?|cp\s+(?:-\w+\s+)*\S+|mv\s+\S+)\s+["']?\/([\w.-]+)\//g)) {
+    if (!IMAGE_TOP_LEVEL.has(match[1])) found.add(`/${match[1]}`);
+  }
+  for (const match of text.matchAll(/(?:mkdir(?:\s+-p)?|cd)\s+["']?\/([\w.-]+)(?=["'\s;&|)]|$)/gm)) {
+    if (!IMAGE_TOP_LEVEL.has(match[1])) found.add(`/${match[1]}`);
+  }
+  return [...found].sort();
+}
+
+/** Files directly in a read-only image folder (/usr, /lib, /bin, …) that `text` writes with `>` or `>>`. */
+export function readOnlyFilesWritten(text: string): string[] {
+  const found = new Set<string>();
+  for (const match of text.matchAll(/>>?\s*["']?(\/(?:usr|lib|lib64|bin|sbin|boot|srv)\/[\w.-]+)(?=["'\s;&|)]|$)/gm)) found.add(match[1]);
+  return [...found].sort();
 }
 
 function loadFile(folder: string, file: string, scriptDir: string, split: Split, offset: number): OsSample[] {

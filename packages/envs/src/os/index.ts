@@ -17,7 +17,10 @@ import type { AssistantMessage, CurriculumTaskFamily, Expert, Message, Split, St
 import { EnvironmentError } from "../types.js";
 import { IMAGES } from "../docker/images.js";
 import { WarmPool } from "../docker/pool.js";
-import { DockerRuntime, type Capability, type ContainerSpec, type ExecResult } from "../docker/runtime.js";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DockerRuntime, HOST_DIR_LABEL, WRITABLE_FOLDERS, type Capability, type ContainerSpec, type ExecResult } from "../docker/runtime.js";
 import { Slots } from "../docker/slots.js";
 import { FailedSession } from "../docker/failed-session.js";
 import { answersExample, loadOsSamples, osDifficulty, type OsSample, type Script } from "./data.js";
@@ -27,6 +30,14 @@ export { loadOsSamples, isHeldOut, osDifficulty, answersExample, type OsSample, 
 export const OS_MAX_TURNS = 8;
 /** Seconds a bash_action may run (the original's per-command limit). */
 export const OS_COMMAND_SECONDS = 30;
+/**
+ * The working folder of init scripts, the start program, the agent's first command and the
+ * check scripts. The original ran them in `/`; under a read-only root, `/` is not writable, so
+ * samples that create files "in the current directory" get a writable folder of their own.
+ */
+export const OS_WORKING_FOLDER = "/workspace";
+/** Bytes an OS container may write by default (see `OsFamilyOptions.diskBytes`). */
+export const OS_DISK_BYTES = 512 * 1024 ** 2;
 
 export const OS_SYSTEM_PROMPT = `You are an assistant that will act like a person, I will play the role of linux (ubuntu) operating system. Your goal is to implement the operations required by me or answer to the question proposed by me. For each of your turn, you should first think what you should do, and then call exactly one of the three tools: bash_action, finish_action or answer_action.
 
@@ -84,6 +95,15 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
   memoryBytes?: number;
   /** CPU cores per container. Default 1. */
   cpus?: number;
+  /**
+   * Bytes a container may write (a hard limit, see `DiskLimit`; on an engine without writable-
+   * layer limits the root is read-only and `WRITABLE_FOLDERS` are tmpfs of this size, counted
+   * in the container's memory). Also the largest file a process may write (ulimit fsize).
+   * Default 512 MiB.
+   */
+  diskBytes?: number;
+  /** Open files per process (ulimit nofile). Default 4096. */
+  openFiles?: number;
   /** Seconds a bash_action may run. Default 30. */
   commandSeconds?: number;
   /**
@@ -113,22 +133,30 @@ export class OsTaskFamily implements CurriculumTaskFamily {
   private readonly commandSeconds: number;
   private readonly sessions = new Set<OsSession>();
   private leftoversCleared: Promise<number> | undefined;
+  private readonly spec: ContainerSpec;
+  /** Host folders holding the files bound into a session's container (see `OsSample.extraFiles`). */
+  private readonly hostFolders = new Map<string, string>();
 
   constructor(runtime: DockerRuntime, options: OsFamilyOptions = {}, ownsRuntime = false) {
     this.runtime = runtime;
     this.ownsRuntime = ownsRuntime;
     this.samples = options.samples ?? loadOsSamples(options.dataDir, options.holdOut ?? true);
     this.commandSeconds = options.commandSeconds ?? OS_COMMAND_SECONDS;
+    const diskBytes = options.diskBytes ?? OS_DISK_BYTES;
     const spec: ContainerSpec = {
       image: options.image ?? IMAGES.os.tag,
       memoryBytes: options.memoryBytes,
       cpus: options.cpus ?? 1,
       pidsLimit: 256,
+      disk: { bytes: diskBytes, writable: [...WRITABLE_FOLDERS, OS_WORKING_FOLDER] },
+      // No nproc: it counts root's processes on the whole host; pidsLimit bounds the container.
+      ulimits: { nofile: options.openFiles ?? 4096, fsize: diskBytes },
       networkMode: "none",
       capabilities: OS_CAPABILITIES,
       labels: { "agentrl.task": "os" },
       namePrefix: "agentrl-os",
     };
+    this.spec = spec;
     // A container is never reused: the agent may have changed anything in it.
     this.pool = new WarmPool(runtime, spec, { size: options.warmPool ?? 0, maxUses: 1 });
     this.slots = new Slots(options.maxSessions ?? 64);
@@ -170,7 +198,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
     const releaseSlot = await this.slots.acquire();
     let containerId: string | undefined;
     try {
-      containerId = (await this.pool.acquire()).containerId;
+      containerId = sample.extraFolders.length + sample.extraFiles.length > 0 ? await this.startOwnContainer(sample) : (await this.pool.acquire()).containerId;
       await prepareContainer(this.runtime, containerId, sample);
       const session = new OsSession(this, sample, containerId, this.commandSeconds, releaseSlot);
       this.sessions.add(session);
@@ -178,17 +206,53 @@ export class OsTaskFamily implements CurriculumTaskFamily {
       await this.runtime.onDeath(id, () => void session.fail(`the container ${id.slice(0, 12)} stopped`));
       return session;
     } catch (error) {
-      if (containerId) await this.pool.release(containerId, { healthy: false });
+      if (containerId) await this.discard(containerId);
       releaseSlot();
       if (error instanceof SampleSetupError) return FailedSession.create(openingOf(sample), error.message);
       throw new EnvironmentError(`os sample ${index} could not start: ${(error as Error).message}`);
     }
   }
 
+  /**
+   * A container for a sample that writes outside the writable folders: its new top-level
+   * folders become tmpfs of their own, and each file it writes in a read-only folder is bound
+   * to an empty host file (bounded by the fsize ulimit).
+   */
+  private async startOwnContainer(sample: OsSample): Promise<string> {
+    const disk = this.spec.disk!;
+    let binds: string[] = [];
+    let labels = this.spec.labels;
+    let folder: string | undefined;
+    if (sample.extraFiles.length > 0) {
+      folder = mkdtempSync(join(tmpdir(), "agentrl-os-"));
+      binds = sample.extraFiles.map((file, position) => {
+        writeFileSync(join(folder!, String(position)), "");
+        return `${join(folder!, String(position))}:${file}`;
+      });
+      labels = { ...labels, [HOST_DIR_LABEL]: folder };
+    }
+    try {
+      const containerId = await this.runtime.start({ ...this.spec, labels, binds, disk: { ...disk, writable: [...(disk.writable ?? WRITABLE_FOLDERS), ...sample.extraFolders] } });
+      if (folder) this.hostFolders.set(containerId, folder);
+      return containerId;
+    } catch (error) {
+      if (folder) rmSync(folder, { recursive: true, force: true });
+      throw error;
+    }
+  }
+
   /** Called by a session when it ends. */
   async endSession(session: OsSession, containerId: string): Promise<void> {
     this.sessions.delete(session);
+    await this.discard(containerId);
+  }
+
+  /** Removes a session's container (never reused) and its host folder. */
+  private async discard(containerId: string): Promise<void> {
     await this.pool.release(containerId, { healthy: false });
+    const folder = this.hostFolders.get(containerId);
+    this.hostFolders.delete(containerId);
+    if (folder) rmSync(folder, { recursive: true, force: true });
   }
 
   expert(index: number): Expert {
@@ -221,7 +285,7 @@ async function prepareContainer(runtime: DockerRuntime, containerId: string, sam
   }
   if (sample.start) {
     const code = `exec </dev/null >/dev/null 2>&1\n${sample.start.code}`;
-    const result = await runtime.exec(containerId, sample.start.language === "python" ? ["python3", "-c", code] : ["bash", "-c", code], { timeoutSeconds: 30 });
+    const result = await runtime.exec(containerId, sample.start.language === "python" ? ["python3", "-c", code] : ["bash", "-c", code], { timeoutSeconds: 30, workingDir: OS_WORKING_FOLDER });
     if (result.exitCode !== 0) throw new SampleSetupError(`start program of os sample ${sample.index} failed (exit ${result.exitCode})`);
   }
 }
@@ -229,7 +293,7 @@ async function prepareContainer(runtime: DockerRuntime, containerId: string, sam
 /** Runs a script non-interactively (`bash -c code -- args` / `python3 -c code args`), as the original. */
 function runScript(runtime: DockerRuntime, containerId: string, script: Script, args: string[], timeoutSeconds = 60): Promise<ExecResult> {
   const command = script.language === "python" ? ["python3", "-c", script.code, ...args] : ["bash", "-c", script.code, ...(args.length ? ["--", ...args] : [])];
-  return runtime.exec(containerId, command, { timeoutSeconds, workingDir: "/" });
+  return runtime.exec(containerId, command, { timeoutSeconds, workingDir: OS_WORKING_FOLDER });
 }
 
 export class OsSession extends FunctionCallSession {
@@ -256,7 +320,7 @@ export class OsSession extends FunctionCallSession {
   private async bash(script: string): Promise<string> {
     const result = await this.family.runtime.exec(this.containerId, ["bash", "--login", "-c", SHELL_WRAPPER, "bash", script], {
       timeoutSeconds: this.commandSeconds,
-      workingDir: "/",
+      workingDir: OS_WORKING_FOLDER,
       maxOutputChars: 16_384,
     });
     let output = result.output.replace(/\r\n/g, "\n");
