@@ -290,6 +290,25 @@ export class DockerRuntime {
     }
   }
 
+  /** The uid and gid of `user` in `image` (from its /etc/passwd). Throws `ContainerError` when it has none. */
+  async imageUser(image: string, user: string): Promise<{ uid: number; gid: number }> {
+    const container = await this.docker.createContainer({ Image: image, Cmd: ["true"], Labels: this.labels(), HostConfig: { NetworkMode: "none" } });
+    try {
+      const chunks: Buffer[] = [];
+      for await (const chunk of (await container.getArchive({ path: "/etc/passwd" })) as AsyncIterable<Buffer>) chunks.push(chunk);
+      const archive = Buffer.concat(chunks);
+      // One tar entry: a 512-byte header (size in octal at 124), then the file.
+      const size = parseInt(archive.subarray(124, 136).toString("ascii").replace(/\0.*$/, "").trim(), 8);
+      const passwd = archive.subarray(512, 512 + size).toString("utf8");
+      const line = passwd.split("\n").find((entry) => entry.startsWith(`${user}:`));
+      if (!line) throw new ContainerError(`image ${image} has no user ${user}`);
+      const [, , uid, gid] = line.split(":");
+      return { uid: Number(uid), gid: Number(gid) };
+    } finally {
+      await container.remove({ force: true, v: true }).catch(() => {});
+    }
+  }
+
   /** Whether a container is running. */
   async isRunning(id: string): Promise<boolean> {
     try {
