@@ -91,7 +91,6 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   private readonly serverOptions: MariaDbServerOptions;
   private server: Promise<MariaDbServer> | undefined;
   private readonly sessions = new Set<DbSession>();
-  private leftoversCleared: Promise<number> | undefined;
   readonly statementSeconds: number;
 
   constructor(runtime: DockerRuntime, options: DbFamilyOptions = {}, ownsRuntime = false) {
@@ -125,9 +124,7 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   async sharedServer(): Promise<MariaDbServer> {
     if (!this.server) {
       // Assigned before any await, so sessions starting together share one server.
-      this.leftoversCleared ??= this.runtime.removeLeftovers();
-      const cleared = this.leftoversCleared;
-      const starting = cleared.then(() => MariaDbServer.start(this.runtime, this.serverOptions));
+      const starting = this.runtime.reaped.then(() => MariaDbServer.start(this.runtime, this.serverOptions));
       this.server = starting;
       starting.then(
         (server) => this.runtime.onDeath(server.containerId, () => this.serverDied(starting)),

@@ -3,15 +3,19 @@
  * runs commands in them with a time limit and bounded output, and makes sure nothing it
  * started outlives it.
  *
- * Everything started carries the labels `agentrl=1`, `agentrl.run=<run id>` and
- * `agentrl.pid=<pid>`. Containers are removed when their session ends (`remove`), when the
- * runtime closes (`close`), when the process exits (a synchronous `docker rm -f` of this run),
- * and, for a run that crashed, at the next start (`removeLeftovers`: containers of runs whose
- * process is gone on this host).
+ * Everything started carries its owner's identity: the labels `agentrl=1`, `agentrl.run=<run
+ * id>`, `agentrl.host=<hostname>`, `agentrl.pid=<pid>` and `agentrl.pidstart=<start time of
+ * that process, in clock ticks after boot>` (so a reused pid is not taken for the owner).
+ * Containers are removed when their session ends (`remove`), when the runtime closes
+ * (`close`), when the process exits or gets SIGINT/SIGTERM/SIGHUP (a synchronous `docker rm
+ * -f`), and — for an owner killed with SIGKILL or crashed — by the reaper
+ * (`removeLeftovers`): every runtime runs it when it is made and then every `reapSeconds`. The
+ * reaper removes only containers whose owner process is provably dead on this host (never by
+ * age, never another host's), so concurrent runs on one engine keep theirs.
  */
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { posix } from "node:path";
 import { PassThrough } from "node:stream";
@@ -29,6 +33,7 @@ export class ContainerError extends Error {
 export const RUN_LABEL = "agentrl.run";
 export const PID_LABEL = "agentrl.pid";
 export const HOST_LABEL = "agentrl.host";
+export const PID_START_LABEL = "agentrl.pidstart";
 /** A host folder made for the container (e.g. a socket folder), deleted with its leftovers. */
 export const HOST_DIR_LABEL = "agentrl.hostdir";
 
@@ -131,6 +136,8 @@ export interface DockerRuntimeOptions {
    * Default 120.
    */
   startSeconds?: number;
+  /** Seconds between two runs of the reaper (`removeLeftovers`); 0 runs it only at creation. Default 60. */
+  reapSeconds?: number;
 }
 
 /** Exit code reported when a command hits its time limit (as coreutils `timeout`). */
@@ -147,6 +154,9 @@ export class DockerRuntime {
   private events: NodeJS.ReadableStream | undefined;
   private readonly exitHook = () => this.removeAllSync();
   private readonly startMs: number;
+  /** The first reaper run (started with the runtime): resolves to the number of containers removed. */
+  readonly reaped: Promise<number>;
+  private readonly reaper: NodeJS.Timeout | undefined;
   private layerLimits: Promise<boolean> | undefined;
   private readonly seeds = new Map<string, Promise<FolderArchive[]>>();
 
@@ -157,7 +167,14 @@ export class DockerRuntime {
     process.once("exit", this.exitHook);
     liveRuntimes.add(this);
     installSignalCleanup();
+    this.reaped = this.removeLeftovers().catch(() => 0);
+    const every = options.reapSeconds ?? 60;
+    if (every > 0) {
+      this.reaper = setInterval(() => void this.removeLeftovers().catch(() => 0), every * 1000);
+      this.reaper.unref();
+    }
   }
+
 
   /** A runtime on a Docker engine that answers; throws `DockerUnavailableError` otherwise. */
   static async connect(options: DockerRuntimeOptions = {}): Promise<DockerRuntime> {
@@ -170,7 +187,8 @@ export class DockerRuntime {
 
   /** Labels every container of this run carries. */
   labels(extra: Record<string, string> = {}): Record<string, string> {
-    return { agentrl: "1", [RUN_LABEL]: this.runId, [PID_LABEL]: String(process.pid), [HOST_LABEL]: hostname(), ...extra };
+    const start = processStartTime(process.pid);
+    return { agentrl: "1", [RUN_LABEL]: this.runId, [PID_LABEL]: String(process.pid), ...(start ? { [PID_START_LABEL]: start } : {}), [HOST_LABEL]: hostname(), ...extra };
   }
 
   /**
@@ -459,8 +477,9 @@ export class DockerRuntime {
   }
 
   /**
-   * Removes containers left by runs that crashed: labelled `agentrl=1`, started on this host
-   * by a process that no longer exists. Containers of live runs (other processes) are kept.
+   * The reaper: removes containers whose owner is dead — labelled `agentrl=1`, started on
+   * this host by a process that no longer exists (or whose pid now belongs to a younger
+   * process). Containers of live owners, of other hosts, and without an owner label are kept.
    * Returns the number removed.
    */
   async removeLeftovers(): Promise<number> {
@@ -468,13 +487,10 @@ export class DockerRuntime {
     let removed = 0;
     for (const info of list) {
       const labels = info.Labels ?? {};
-      if (labels[RUN_LABEL] === this.runId) continue;
-      const pid = Number(labels[PID_LABEL]);
-      const sameHost = labels[HOST_LABEL] === undefined || labels[HOST_LABEL] === hostname();
-      if (sameHost && Number.isInteger(pid) && pid > 0 && processAlive(pid)) continue;
+      if (labels[RUN_LABEL] === this.runId || !ownerIsDead(labels)) continue;
       await this.remove(info.Id);
       const folder = labels[HOST_DIR_LABEL];
-      if (sameHost && folder && folder.startsWith(tmpdir())) rmSync(folder, { recursive: true, force: true });
+      if (folder && folder.startsWith(tmpdir())) rmSync(folder, { recursive: true, force: true });
       removed += 1;
     }
     return removed;
@@ -483,6 +499,7 @@ export class DockerRuntime {
   /** Removes every container of this run. Idempotent. */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.reaper) clearInterval(this.reaper);
     process.removeListener("exit", this.exitHook);
     liveRuntimes.delete(this);
     this.deathListeners.clear();
@@ -569,6 +586,31 @@ export async function isDockerAvailable(docker: Docker = new Docker()): Promise<
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * Whether the labels name an owner process on this host that is gone: no such pid, or a pid
+ * whose start time differs from the one recorded (the pid was reused).
+ */
+export function ownerIsDead(labels: Record<string, string>): boolean {
+  if (labels[HOST_LABEL] !== undefined && labels[HOST_LABEL] !== hostname()) return false;
+  const pid = Number(labels[PID_LABEL]);
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  if (!processAlive(pid)) return true;
+  const recorded = labels[PID_START_LABEL];
+  const current = processStartTime(pid);
+  return recorded !== undefined && current !== undefined && recorded !== current;
+}
+
+/** Start time of a process in clock ticks after boot (/proc/<pid>/stat field 22), undefined off Linux. */
+export function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command name (which may hold spaces) start after the last ")".
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
   }
 }
 

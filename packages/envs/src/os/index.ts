@@ -132,7 +132,6 @@ export class OsTaskFamily implements CurriculumTaskFamily {
   private readonly ownsRuntime: boolean;
   private readonly commandSeconds: number;
   private readonly sessions = new Set<OsSession>();
-  private leftoversCleared: Promise<number> | undefined;
   private readonly spec: ContainerSpec;
   /** Host folders holding the files bound into a session's container (see `OsSample.extraFiles`). */
   private readonly hostFolders = new Map<string, string>();
@@ -193,8 +192,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
    */
   async startSession(index: number): Promise<OsSession | FailedSession> {
     const sample = this.sample(index);
-    this.leftoversCleared ??= this.runtime.removeLeftovers();
-    await this.leftoversCleared;
+    await this.runtime.reaped;
     const releaseSlot = await this.slots.acquire();
     let containerId: string | undefined;
     try {
