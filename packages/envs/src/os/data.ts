@@ -14,7 +14,9 @@ import { z } from "zod";
 import { resolveAgentBenchDir, TaskDataError } from "../docker/agentbench.js";
 import type { Split } from "../types.js";
 
-export type ScriptLanguage = "bash" | "python";
+/** Languages of AgentBench scripts; `c` and `c++` are compiled in the container (gcc / g++) and run. */
+export type ScriptLanguage = "bash" | "python" | "c" | "c++";
+const LANGUAGES: ScriptLanguage[] = ["bash", "python", "c", "c++"];
 
 /** A script to run in the container. */
 export interface Script {
@@ -26,6 +28,11 @@ export interface OsSample {
   index: number;
   split: Split;
   description: string;
+  /**
+   * The AgentBench image the sample asks for: `create.local` (`default`, `packages`, …) or
+   * `create.image`; `default` when it names none. See `OsFamilyOptions.images`.
+   */
+  image: string;
   /** Run in order before the agent acts (`bash -c` / `python3 -c`); a failure is a task error. */
   init: Script[];
   /** A background program started before the agent acts (its output discarded). */
@@ -75,18 +82,23 @@ export const TEST_OFFSET = 1000;
 
 function loadScript(raw: RawScript, scriptDir: string): Script {
   if (typeof raw === "string") return { language: "bash", code: raw };
-  const language = (raw.language ?? "bash") as string;
-  if (language !== "bash" && language !== "python") throw new TaskDataError(`unsupported script language "${language}"`);
+  const language = (raw.language ?? "bash") as ScriptLanguage;
+  if (!LANGUAGES.includes(language)) throw new TaskDataError(`unsupported script language "${language}"`);
   if (raw.file !== undefined) return { language, code: readFileSync(join(scriptDir, raw.file), "utf8") };
   if (raw.code !== undefined) return { language, code: raw.code };
   throw new TaskDataError("a script object needs `file` or `code`");
 }
 
 function normalise(raw: z.infer<typeof rawSample>, index: number, split: Split, scriptDir: string): OsSample {
-  const sample: OsSample = { index, split, description: raw.description, init: [], labels: raw.labels ?? [], extraFolders: [], extraFiles: [] };
+  const sample: OsSample = { index, split, description: raw.description, image: "default", init: [], labels: raw.labels ?? [], extraFolders: [], extraFiles: [] };
+  // AgentBench's forms of `create`: absent; an object with `local` or `image` and `init` (one
+  // script or a list; a script is a string, or an object with `code` or a `file` under the
+  // script folder); anything else (e.g. a list) counts as absent, as the original reads it.
   const create = raw.create;
-  if (create && typeof create === "object" && !Array.isArray(create) && "init" in create) {
-    const init = (create as { init: unknown }).init;
+  if (create && typeof create === "object" && !Array.isArray(create)) {
+    const { local, image, init } = create as { local?: unknown; image?: unknown; init?: unknown };
+    if (typeof image === "string") sample.image = image;
+    else if (typeof local === "string") sample.image = local;
     const list = Array.isArray(init) ? init : [init];
     sample.init = list.filter((item) => item !== null && item !== undefined).map((item) => loadScript(scriptObject.parse(item), scriptDir));
   }
@@ -135,11 +147,19 @@ export function readOnlyFilesWritten(text: string): string[] {
   return [...found].sort();
 }
 
+/** Reads a problem file as AgentBench does: a JSON list, one JSON object, or JSON lines (`.jsonl`). */
+function readProblemFile(path: string): unknown {
+  const text = readFileSync(path, "utf8");
+  if (path.endsWith(".jsonl")) return text.split("\n").filter((line) => line.trim()).map((line) => JSON.parse(line) as unknown);
+  const parsed = JSON.parse(text) as unknown;
+  return Array.isArray(parsed) ? parsed : [parsed];
+}
+
 function loadFile(folder: string, file: string, scriptDir: string, split: Split, offset: number): OsSample[] {
   const path = join(folder, file);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readFileSync(path, "utf8"));
+    parsed = readProblemFile(path);
   } catch (error) {
     throw new TaskDataError(`cannot read ${path}: ${(error as Error).message}`);
   }

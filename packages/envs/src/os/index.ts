@@ -87,6 +87,13 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
   runtime?: DockerRuntime;
   /** Image of the containers. Default `agentrl/os:latest`. */
   image?: string;
+  /**
+   * Our image for each AgentBench image a sample names (`create.local` / `create.image`).
+   * Default: every name → `image`. AgentBench's `packages` image is its default image plus
+   * npm; ours has no npm (see docs/tasks/os.md), so `packages` samples that need it fail
+   * their own scripts, as they would on the default image.
+   */
+  images?: Record<string, string>;
   /** Started containers kept waiting (warm pool). Default 0. */
   warmPool?: number;
   /** Sessions running at once; more wait for a slot. Default 64. */
@@ -133,6 +140,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
   private readonly commandSeconds: number;
   private readonly sessions = new Set<OsSession>();
   private readonly spec: ContainerSpec;
+  private readonly images: Record<string, string>;
   /** Host folders holding the files bound into a session's container (see `OsSample.extraFiles`). */
   private readonly hostFolders = new Map<string, string>();
 
@@ -156,6 +164,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
       namePrefix: "agentrl-os",
     };
     this.spec = spec;
+    this.images = options.images ?? {};
     // A container is never reused: the agent may have changed anything in it.
     this.pool = new WarmPool(runtime, spec, { size: options.warmPool ?? 0, maxUses: 1 });
     this.slots = new Slots(options.maxSessions ?? 64);
@@ -196,7 +205,8 @@ export class OsTaskFamily implements CurriculumTaskFamily {
     const releaseSlot = await this.slots.acquire();
     let containerId: string | undefined;
     try {
-      containerId = sample.extraFolders.length + sample.extraFiles.length > 0 ? await this.startOwnContainer(sample) : (await this.pool.acquire()).containerId;
+      const ownContainer = sample.extraFolders.length + sample.extraFiles.length > 0 || this.imageOf(sample) !== this.spec.image;
+      containerId = ownContainer ? await this.startOwnContainer(sample) : (await this.pool.acquire()).containerId;
       await prepareContainer(this.runtime, containerId, sample);
       const session = new OsSession(this, sample, containerId, this.commandSeconds, releaseSlot);
       this.sessions.add(session);
@@ -211,8 +221,13 @@ export class OsTaskFamily implements CurriculumTaskFamily {
     }
   }
 
+  /** Our image for the AgentBench image the sample names. */
+  private imageOf(sample: OsSample): string {
+    return this.images[sample.image] ?? this.spec.image;
+  }
+
   /**
-   * A container for a sample that writes outside the writable folders: its new top-level
+   * A container for a sample with an image of its own or that writes outside the writable folders: its new top-level
    * folders become tmpfs of their own, and each file it writes in a read-only folder is bound
    * to an empty host file (bounded by the fsize ulimit).
    */
@@ -230,7 +245,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
       labels = { ...labels, [HOST_DIR_LABEL]: folder };
     }
     try {
-      const containerId = await this.runtime.start({ ...this.spec, labels, binds, disk: { ...disk, writable: [...(disk.writable ?? WRITABLE_FOLDERS), ...sample.extraFolders] } });
+      const containerId = await this.runtime.start({ ...this.spec, image: this.imageOf(sample), labels, binds, disk: { ...disk, writable: [...(disk.writable ?? WRITABLE_FOLDERS), ...sample.extraFolders] } });
       if (folder) this.hostFolders.set(containerId, folder);
       return containerId;
     } catch (error) {
@@ -283,14 +298,26 @@ async function prepareContainer(runtime: DockerRuntime, containerId: string, sam
   }
   if (sample.start) {
     const code = `exec </dev/null >/dev/null 2>&1\n${sample.start.code}`;
-    const result = await runtime.exec(containerId, sample.start.language === "python" ? ["python3", "-c", code] : ["bash", "-c", code], { timeoutSeconds: 30, workingDir: OS_WORKING_FOLDER });
+    // The original typed the start code into the agent's bash shell, whatever its language.
+    const result = await runScript(runtime, containerId, { language: "bash", code }, [], 30);
     if (result.exitCode !== 0) throw new SampleSetupError(`start program of os sample ${sample.index} failed (exit ${result.exitCode})`);
   }
 }
 
-/** Runs a script non-interactively (`bash -c code -- args` / `python3 -c code args`), as the original. */
+/** Bash that compiles the C / C++ program in $1 with the compiler in $2 and runs it with the remaining arguments. */
+const COMPILE_AND_RUN = `printf '%s' "$1" > /tmp/main.cpp && "$2" -x "$3" -o /tmp/a.out /tmp/main.cpp && shift 3 && exec /tmp/a.out "$@"`;
+
+/**
+ * Runs a script non-interactively, as the original: `bash -c code -- args`, `python3 -c code
+ * args`, or (C, C++) compiled to /tmp/a.out and run with the args.
+ */
 function runScript(runtime: DockerRuntime, containerId: string, script: Script, args: string[], timeoutSeconds = 60): Promise<ExecResult> {
-  const command = script.language === "python" ? ["python3", "-c", script.code, ...args] : ["bash", "-c", script.code, ...(args.length ? ["--", ...args] : [])];
+  let command: string[];
+  if (script.language === "python") command = ["python3", "-c", script.code, ...args];
+  else if (script.language === "c" || script.language === "c++") {
+    const [compiler, language] = script.language === "c" ? ["gcc", "c"] : ["g++", "c++"];
+    command = ["bash", "-c", COMPILE_AND_RUN, "--", script.code, compiler, language, ...args];
+  } else command = ["bash", "-c", script.code, ...(args.length ? ["--", ...args] : [])];
   return runtime.exec(containerId, command, { timeoutSeconds, workingDir: OS_WORKING_FOLDER });
 }
 
