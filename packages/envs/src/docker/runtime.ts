@@ -376,9 +376,14 @@ export class DockerRuntime {
     } catch (error) {
       throw new ContainerError(`lost the command in container ${id.slice(0, 12)}: ${(error as Error).message}`);
     }
-    // A dead container shows up as a missing exit code or a SIGKILL (137) with the container stopped.
-    if ((exitCode === -1 || exitCode === 137) && !(await this.isRunning(id))) {
-      throw new ContainerError(`container ${id.slice(0, 12)} stopped while running a command`);
+    // A dead container shows up as a missing exit code or a SIGKILL (137) with the container
+    // stopped; a container being killed may still look running for a moment, so look again.
+    if (exitCode === -1 || exitCode === 137) {
+      for (let look = 0; look < 10; look += 1) {
+        if (!(await this.isRunning(id))) throw new ContainerError(`container ${id.slice(0, 12)} stopped while running a command`);
+        if (exitCode === 137 && look >= 2) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
     }
     // `timeout -k 2` sends SIGTERM to the command's process group at the limit (exit 124) and
     // SIGKILL two seconds later to a command that ignores it (exit 137).

@@ -24,7 +24,7 @@ const MIB = 1024 ** 2;
 const DISK = 64 * MIB;
 
 function probeSample(index: number, extra: Partial<OsSample> = {}): OsSample {
-  return { index, split: "train", description: "sandbox probe", init: [], labels: [], match: { answer: "done", strip: true }, extraFolders: [], extraFiles: [], ...extra };
+  return { index, split: "train", description: "sandbox probe", image: "default", init: [], labels: [], match: { answer: "done", strip: true }, extraFolders: [], extraFiles: [], ...extra };
 }
 
 function call(script: string): AssistantMessage {
