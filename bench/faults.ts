@@ -193,7 +193,7 @@ export interface ProbeResult {
 export async function probes(): Promise<ProbeResult[]> {
   const results: ProbeResult[] = [];
   const disk = 64 * 1024 ** 2;
-  const os: OsTaskFamily = await createOsFamily({ samples: [SAMPLE], diskBytes: disk, memoryBytes: 512 * 1024 ** 2, commandSeconds: 10 });
+  const os: OsTaskFamily = await createOsFamily({ samples: [SAMPLE], diskBytes: disk, memoryBytes: 512 * 1024 ** 2, commandSeconds: 30 });
   const run = async (script: string) => {
     const session = await os.startSession(0);
     const reply = await session.interact(bash(script));
@@ -206,7 +206,7 @@ export async function probes(): Promise<ProbeResult[]> {
     results.push({ probe: "OS disk filler (1 GiB into 5 folders, limit 64 MiB each)", contained: written <= 5 * disk, detail: `${(written / 1024 ** 2).toFixed(0)} MiB written; ${/No space left|File size limit/.test(fill) ? "ENOSPC / SIGXFSZ" : "no error seen"}` });
     const bomb = await run("bomb() { bomb | bomb & }; bomb; sleep 3; echo returned");
     results.push({ probe: "OS fork bomb", contained: true, detail: `the command returned (${bomb.includes("returned") ? "echo ran" : "no output slot"}); pids capped at 256; the container went with its session` });
-    const memory = await run("python3 -c 'x = bytearray(2 * 1024 ** 3); print(len(x))'; echo exit=$?");
+    const memory = await run("python3 -c 'x = bytearray(1) * (2 * 1024 ** 3); print(len(x))'; echo exit=$?");
     results.push({ probe: "OS memory bomb (2 GiB, limit 512 MiB)", contained: !memory.includes("2147483648"), detail: (/exit=\d+/.exec(memory)?.[0] ?? memory.slice(0, 60)) });
     const network = await run("echo routes=$(tail -n +2 /proc/net/route | wc -l); ls /sys/class/net | tr '\\n' ' '");
     results.push({ probe: "OS network attempt", contained: /routes=0/.test(network) && !/eth/.test(network), detail: network.trim().replace(/\s+/g, " ") });

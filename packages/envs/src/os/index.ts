@@ -20,7 +20,7 @@ import { WarmPool } from "../docker/pool.js";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DockerRuntime, HOST_DIR_LABEL, WRITABLE_FOLDERS, type Capability, type ContainerSpec, type ExecResult } from "../docker/runtime.js";
+import { DockerRuntime, HOST_DIR_LABEL, RUN_LABEL, WRITABLE_FOLDERS, type Capability, type ContainerSpec, type ExecResult } from "../docker/runtime.js";
 import { Slots } from "../docker/slots.js";
 import { FailedSession } from "../docker/failed-session.js";
 import { answersExample, loadOsSamples, osDifficulty, type OsSample, type Script } from "./data.js";
@@ -120,6 +120,8 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
   holdOut?: boolean;
   /** Samples to load instead of reading the data folder (tests). */
   samples?: OsSample[];
+  /** Seconds between two reconciliations of sessions with containers (`reconcile`); 0: never. Default 30. */
+  reconcileSeconds?: number;
 }
 
 /** Bash that restores the shell state of the previous turn (cwd, variables, functions) and saves it on exit. */
@@ -168,6 +170,40 @@ export class OsTaskFamily implements CurriculumTaskFamily {
     // A container is never reused: the agent may have changed anything in it.
     this.pool = new WarmPool(runtime, spec, { size: options.warmPool ?? 0, maxUses: 1 });
     this.slots = new Slots(options.maxSessions ?? 64);
+    const every = options.reconcileSeconds ?? 30;
+    if (every > 0) {
+      this.reconciler = setInterval(() => void this.reconcile().catch(() => undefined), every * 1000);
+      this.reconciler.unref();
+    }
+  }
+
+  private readonly reconciler: NodeJS.Timeout | undefined;
+  /** Containers between `pool.acquire` and their session (or their removal). */
+  private readonly claimed = new Set<string>();
+
+  /**
+   * Reconciles live sessions with live containers, in case an event was missed: a session
+   * whose container is gone ends with `task error`, and a container of this family that no
+   * session, pool or start holds (and older than `minimumAgeSeconds`, so not one being started
+   * by the pool right now) is removed.
+   */
+  async reconcile(minimumAgeSeconds = 60): Promise<{ failedSessions: number; removedContainers: number }> {
+    let failedSessions = 0;
+    for (const session of [...this.sessions]) {
+      if (!session.finished && !(await this.runtime.isRunning(session.containerId))) {
+        failedSessions += 1;
+        await session.fail(`the container ${session.containerId.slice(0, 12)} is gone`);
+      }
+    }
+    const held = new Set([...[...this.sessions].map((session) => session.containerId), ...this.pool.idleIds, ...this.claimed]);
+    const listed = await this.runtime.docker.listContainers({ all: true, filters: { label: [`${RUN_LABEL}=${this.runtime.runId}`, "agentrl.task=os"] } });
+    let removedContainers = 0;
+    for (const info of listed) {
+      if (held.has(info.Id) || Date.now() / 1000 - info.Created < minimumAgeSeconds) continue;
+      await this.runtime.remove(info.Id);
+      removedContainers += 1;
+    }
+    return { failedSessions, removedContainers };
   }
 
   /** Sessions holding a container now. */
@@ -207,9 +243,11 @@ export class OsTaskFamily implements CurriculumTaskFamily {
     try {
       const ownContainer = sample.extraFolders.length + sample.extraFiles.length > 0 || this.imageOf(sample) !== this.spec.image;
       containerId = ownContainer ? await this.startOwnContainer(sample) : (await this.pool.acquire()).containerId;
+      this.claimed.add(containerId);
       await prepareContainer(this.runtime, containerId, sample);
       const session = new OsSession(this, sample, containerId, this.commandSeconds, releaseSlot);
       this.sessions.add(session);
+      this.claimed.delete(containerId);
       const id = containerId;
       await this.runtime.onDeath(id, () => void session.fail(`the container ${id.slice(0, 12)} stopped`));
       return session;
@@ -262,6 +300,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
 
   /** Removes a session's container (never reused) and its host folder. */
   private async discard(containerId: string): Promise<void> {
+    this.claimed.delete(containerId);
     await this.pool.release(containerId, { healthy: false });
     const folder = this.hostFolders.get(containerId);
     this.hostFolders.delete(containerId);
@@ -277,6 +316,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
   }
 
   async close(): Promise<void> {
+    if (this.reconciler) clearInterval(this.reconciler);
     await Promise.all([...this.sessions].map((session) => session.cancel()));
     await this.pool.close();
     if (this.ownsRuntime) await this.runtime.close();

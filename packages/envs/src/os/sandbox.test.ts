@@ -49,7 +49,7 @@ describe("OS sandbox probes", { skip }, () => {
       samples: [probeSample(0), probeSample(1, { extraFolders: ["/assignment"], extraFiles: ["/usr/stock.log"] })],
       diskBytes: DISK,
       memoryBytes: 512 * MIB,
-      commandSeconds: 10,
+      commandSeconds: 30,
     });
   });
   after(async () => {
@@ -98,7 +98,7 @@ describe("OS sandbox probes", { skip }, () => {
 
   test("a memory bomb is killed by the memory limit", async () => {
     const session = await family.startSession(0);
-    const reply = await session.interact(call("python3 -c 'x = bytearray(2 * 1024 ** 3); print(len(x))'; echo exit=$?"));
+    const reply = await session.interact(call("python3 -c 'x = bytearray(1) * (2 * 1024 ** 3); print(len(x))'; echo exit=$?"));
     const output = text(reply.messages[0]);
     assert.doesNotMatch(output, /2147483648/);
     assert.match(output, /exit=(137|1)|MemoryError|Killed/);
@@ -136,5 +136,16 @@ describe("OS sandbox probes", { skip }, () => {
     await session.interact(call("(while true; do echo x >> /tmp/log; sleep 0.1; done) & disown; echo started"));
     await session.cancel();
     await assert.rejects(docker.getContainer(session.containerId).inspect(), "the container and its processes are gone");
+  });
+
+  test("reconcile removes a container no session holds and keeps a live session's", async () => {
+    const session = (await family.startSession(0)) as OsSession;
+    const orphan = await family.runtime.start({ image: IMAGES.os.tag, labels: { "agentrl.task": "os" }, namePrefix: "agentrl-os" });
+    const result = await family.reconcile(0);
+    assert.equal(result.removedContainers, 1);
+    assert.equal(result.failedSessions, 0);
+    assert.equal(await family.runtime.isRunning(orphan), false);
+    assert.equal(text((await session.interact(call("echo kept"))).messages[0]).trim(), "kept");
+    await session.cancel();
   });
 });
