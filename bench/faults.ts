@@ -24,6 +24,7 @@ import Docker from "dockerode";
 import {
   Controller,
   DockerRuntime,
+  EnvironmentApiError,
   HttpEnvironmentClient,
   IMAGES,
   RUN_LABEL,
@@ -50,11 +51,11 @@ export interface SoakOptions {
   concurrency?: number;
   /** Seed of the fault draw. Default 1. */
   seed?: number;
-  /** Seconds an interaction may take before the controller ends the session (the slow turn exceeds it). Default 20. */
+  /** Seconds an interaction (and a start) may take before the controller ends it (the slow turn exceeds it). Default 60. */
   interactionSeconds?: number;
   /** Seconds without a request before the controller cancels a session (abandoned sessions). Default 5. */
   idleSeconds?: number;
-  /** Seconds the soak waits for one interaction before counting the session as hung. Default 60. */
+  /** Seconds the soak waits for one interaction before counting the session as hung. Default `interactionSeconds` + 60. */
   hungSeconds?: number;
 }
 
@@ -62,6 +63,8 @@ export interface SoakReport {
   sessions: number;
   faulted: Record<Fault, number>;
   completed: number;
+  /** Starts the controller ended at its time limit with a 504 (a loaded machine): no session, no container. */
+  startTimeouts: number;
   hung: number;
   wrongStatus: Array<{ fault: Fault | "none"; status: string }>;
   leakedContainers: number;
@@ -107,9 +110,9 @@ export async function soak(options: SoakOptions = {}): Promise<SoakReport> {
   const sessions = options.sessions ?? 1000;
   const faultRate = options.faultRate ?? 0.1;
   const concurrency = options.concurrency ?? 8;
-  const interactionSeconds = options.interactionSeconds ?? 20;
+  const interactionSeconds = options.interactionSeconds ?? 60;
   const idleSeconds = options.idleSeconds ?? 5;
-  const hungSeconds = options.hungSeconds ?? 60;
+  const hungSeconds = options.hungSeconds ?? interactionSeconds + 60;
   const draw = random(options.seed ?? 1);
   // Which sessions are faulted is drawn; the faults take turns, so each kind is hit about equally often.
   let faultsDrawn = 0;
@@ -124,14 +127,23 @@ export async function soak(options: SoakOptions = {}): Promise<SoakReport> {
   const url = await controller.listen();
   const client = new HttpEnvironmentClient({ url, token: TOKEN });
 
-  const report: SoakReport = { sessions, faulted: Object.fromEntries(FAULTS.map((fault) => [fault, 0])) as Record<Fault, number>, completed: 0, hung: 0, wrongStatus: [], leakedContainers: 0, seconds: 0 };
+  const report: SoakReport = { sessions, faulted: Object.fromEntries(FAULTS.map((fault) => [fault, 0])) as Record<Fault, number>, completed: 0, startTimeouts: 0, hung: 0, wrongStatus: [], leakedContainers: 0, seconds: 0 };
   const began = performance.now();
 
   const one = async (fault: Fault | "none"): Promise<void> => {
     if (fault !== "none") report.faulted[fault] += 1;
     let result: InteractResult | undefined;
     try {
-      const { sessionId } = await within(client.startSample("os", 0), hungSeconds);
+      let sessionId: string;
+      try {
+        ({ sessionId } = await within(client.startSample("os", 0), hungSeconds));
+      } catch (error) {
+        if (error instanceof EnvironmentApiError && error.status === 504) {
+          report.startTimeouts += 1;
+          return;
+        }
+        throw error;
+      }
       if (fault === "abandoned") return; // the controller's idle timeout must clean it up
       // The container's hostname is its short id: the fault knows whom to hit.
       const first = await within(client.interact(sessionId, bash("hostname")), hungSeconds);
@@ -249,22 +261,20 @@ export async function run(): Promise<BenchResult> {
   const found = await probes();
   const faulted = Object.values(report.faulted).reduce((a, b) => a + b, 0);
   const lines = [
-    "## Fault soak",
-    "",
     `\`npm run bench -- faults\` (AGENTRL_SOAK_SESSIONS=${report.sessions}, fault rate ${options.faultRate}, ${options.concurrency} at once): OS sessions through the real controller (HTTP, token), a local worker and the OS family on Docker (read-only root, 512 MiB disk, one container per session).`,
     "",
-    "| sessions | faulted | completed (reward 1) | hung | wrong status | leaked containers | time | sessions/s |",
-    "|---|---|---|---|---|---|---|---|",
-    `| ${report.sessions} | ${faulted} (${FAULTS.map((fault) => `${fault} ${report.faulted[fault]}`).join(", ")}) | ${report.completed} | ${report.hung} | ${report.wrongStatus.length} | ${report.leakedContainers} | ${report.seconds.toFixed(0)} s | ${(report.sessions / report.seconds).toFixed(2)} |`,
+    "| sessions | faulted | completed (reward 1) | start timed out (504) | hung | wrong status | leaked containers | time | sessions/s |",
+    "|---|---|---|---|---|---|---|---|---|",
+    `| ${report.sessions} | ${faulted} (${FAULTS.map((fault) => `${fault} ${report.faulted[fault]}`).join(", ")}) | ${report.completed} | ${report.startTimeouts} | ${report.hung} | ${report.wrongStatus.length} | ${report.leakedContainers} | ${report.seconds.toFixed(0)} s | ${(report.sessions / report.seconds).toFixed(2)} |`,
     "",
     ...(report.wrongStatus.length ? ["Wrong statuses: " + report.wrongStatus.slice(0, 10).map((entry) => `${entry.fault} → ${entry.status}`).join("; "), ""] : []),
-    "Every faulted session but the abandoned ones must end with `task error`; abandoned ones are cancelled by the controller's idle timeout and their containers removed (counted under leaked containers if not).",
+    "A start the controller ended at its time limit (504) is counted apart: the client gets a clear error, no session or container is left (the machine was loaded). Every faulted session but the abandoned ones must end with `task error`; abandoned ones are cancelled by the controller's idle timeout and their containers removed (counted under leaked containers if not).",
     "",
     "Sandbox probes:",
     "",
     "| probe | contained | detail |",
     "|---|---|---|",
-    ...found.map((probe) => `| ${probe.probe} | ${probe.contained ? "yes" : "**no**"} | ${probe.detail.replace(/\|/g, "\\|")} |`),
+    ...found.map((probe) => `| ${probe.probe} | ${probe.contained ? "yes" : "**no**"} | ${probe.detail.replace(/\s+/g, " ").trim().replace(/\|/g, "\\|")} |`),
   ];
   return { name: "faults", markdown: lines.join("\n") };
 }
