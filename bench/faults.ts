@@ -120,7 +120,8 @@ export async function soak(options: SoakOptions = {}): Promise<SoakReport> {
 
   const docker = new Docker();
   const runtime = await DockerRuntime.connect();
-  const family = await createOsFamily({ runtime, samples: [SAMPLE], maxSessions: concurrency * 2, commandSeconds: 30 });
+  // A command may outlive the interaction limit, so that a slow turn is ended by the controller.
+  const family = await createOsFamily({ runtime, samples: [SAMPLE], maxSessions: concurrency * 2, commandSeconds: interactionSeconds + 30 });
   const controller = new Controller({ port: 0, token: TOKEN, idleTimeoutMs: idleSeconds * 1000, interactionTimeoutMs: interactionSeconds * 1000 });
   const worker = new TaskWorker(family, { concurrency: concurrency * 2, idleTimeoutMs: idleSeconds * 1000 + 60_000, interactionTimeoutMs: interactionSeconds * 1000 });
   controller.addLocalWorker(worker);
