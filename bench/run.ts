@@ -18,6 +18,7 @@ const BENCHMARKS: Record<string, string[]> = {
   rollout: ["rollout"],
   pipeline: ["pipeline"],
   malformed: ["malformed"],
+  faults: ["faults"],
 };
 
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("-"));

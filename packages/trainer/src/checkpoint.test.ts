@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
-import { writeCheckpoint, latestCheckpoint, listCheckpoints, checkpointName } from "./checkpoint.js";
+import { writeCheckpoint, latestCheckpoint, listCheckpoints, checkpointName, isCompleteModelFolder, trimMetrics, writeModelFolder } from "./checkpoint.js";
 
 test("write, list, latest and prune", async () => {
   const root = mkdtempSync(join(tmpdir(), "agentrl-ckpt-"));
@@ -46,4 +46,29 @@ test("a process SIGKILLed in the middle of a checkpoint write leaves the previou
   await writeCheckpoint(root, 3, async (folder) => writeFileSync(join(folder, "weights.bin"), Buffer.alloc(8, 3)));
   assert.ok(!readdirSync(root).some((name) => name.includes(".tmp-")));
   assert.ok(existsSync(join(root, checkpointName(3))));
+});
+
+test("a model folder counts only when written in full: a failed write leaves nothing accepted, a rewrite replaces it", async () => {
+  const root = mkdtempSync(join(tmpdir(), "agentrl-model-folder-"));
+  const model = join(root, "initial-model");
+  await assert.rejects(writeModelFolder(model, async (folder) => {
+    writeFileSync(join(folder, "config.json"), "{}");
+    throw new Error("killed half-way");
+  }));
+  assert.equal(isCompleteModelFolder(model), false);
+  // A folder with config.json but no marker (an old-style, interrupted write) is not accepted either.
+  writeFileSync(join(root, "config.json"), "{}");
+  assert.equal(isCompleteModelFolder(root), false);
+  await writeModelFolder(model, async (folder) => writeFileSync(join(folder, "config.json"), JSON.stringify({ hidden_size: 8 })));
+  assert.equal(isCompleteModelFolder(model), true);
+  assert.deepEqual(JSON.parse(readFileSync(join(model, "config.json"), "utf8")), { hidden_size: 8 });
+  assert.deepEqual(readdirSync(root).filter((name) => name.includes(".tmp-")), [], "the failed write's temporary folder is gone after the next write");
+});
+
+test("trimMetrics keeps the steps up to the checkpoint's and drops a torn last line", async () => {
+  const root = mkdtempSync(join(tmpdir(), "agentrl-metrics-"));
+  const path = join(root, "metrics.jsonl");
+  writeFileSync(path, [1, 2, 3, 4].map((step) => JSON.stringify({ step, loss: step / 10 })).join("\n") + "\n" + '{"note": "no step"}\n{"step": 5, "lo');
+  await trimMetrics(path, 2);
+  assert.deepEqual(readFileSync(path, "utf8").trim().split("\n").map((line) => JSON.parse(line)), [{ step: 1, loss: 0.1 }, { step: 2, loss: 0.2 }, { note: "no step" }]);
 });

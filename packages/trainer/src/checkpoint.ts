@@ -6,10 +6,15 @@
  * reader sees either the previous set of checkpoints or the new complete one, never a
  * half-written folder. Leftover temporary folders of a crashed write are removed at the
  * next write. Old checkpoints are pruned to `keep`.
+ *
+ * Model folders a run makes for itself (its initial model, its warm-start model) are written
+ * the same way (`writeModelFolder`): filled under a temporary name, a completion marker
+ * written last, renamed into place; `isCompleteModelFolder` accepts only folders with the
+ * marker, so a run killed while writing one makes it again instead of loading half a model.
  */
 import { mkdir, readdir, rename, rm, writeFile, readFile, open } from "node:fs/promises";
 import { existsSync } from "node:fs";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 
 const PREFIX = "step-";
 const MANIFEST = "checkpoint.json";
@@ -129,6 +134,58 @@ export async function pruneCheckpoints(root: string, keep: number): Promise<void
   for (const { folder } of all.slice(0, Math.max(0, all.length - Math.max(1, keep)))) {
     await rm(folder, { recursive: true, force: true });
   }
+}
+
+/** The file written last into a complete model folder (`writeModelFolder`). */
+export const COMPLETE_MARKER = ".agentrl-complete";
+
+/** Whether `directory` is a model folder written in full by `writeModelFolder` (its marker exists). */
+export function isCompleteModelFolder(directory: string): boolean {
+  return existsSync(join(directory, "config.json")) && existsSync(join(directory, COMPLETE_MARKER));
+}
+
+/**
+ * Writes a model folder atomically: `write(temporary)` fills `<directory>.tmp-<pid>`; its files
+ * are flushed, the marker is written last, and the folder is renamed to `directory` (an
+ * incomplete folder there, from a killed write, is replaced).
+ */
+export async function writeModelFolder(directory: string, write: (folder: string) => Promise<void>): Promise<void> {
+  const temporary = `${directory}.tmp-${process.pid}`;
+  // Temporary folders of earlier writes that were killed.
+  const parent = dirname(directory);
+  await mkdir(parent, { recursive: true });
+  for (const name of await readdir(parent)) {
+    if (name.startsWith(`${basename(directory)}.tmp-`)) await rm(join(parent, name), { recursive: true, force: true });
+  }
+  await mkdir(temporary, { recursive: true });
+  await write(temporary);
+  const files = (await readdir(temporary, { recursive: true, withFileTypes: true })).filter((entry) => entry.isFile());
+  for (const entry of files) await syncFile(join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name));
+  await writeFileDurably(join(temporary, COMPLETE_MARKER), new Date().toISOString());
+  await syncDirectory(temporary);
+  await rm(directory, { recursive: true, force: true });
+  await rename(temporary, directory);
+}
+
+/**
+ * Drops the lines of a metrics file (JSON lines with a `step`) after `step`, and a torn last
+ * line: on resume from the checkpoint of `step`, the steps after it are run (and logged) again.
+ */
+export async function trimMetrics(path: string, step: number): Promise<void> {
+  if (!existsSync(path)) return;
+  const kept: string[] = [];
+  for (const line of (await readFile(path, "utf8")).split("\n")) {
+    if (!line.trim()) continue;
+    try {
+      const record = JSON.parse(line) as { step?: unknown };
+      if (typeof record.step !== "number" || record.step <= step) kept.push(line);
+    } catch {
+      // A line torn by the kill.
+    }
+  }
+  const temporary = `${path}.tmp-${process.pid}`;
+  await writeFileDurably(temporary, kept.map((line) => `${line}\n`).join(""));
+  await rename(temporary, path);
 }
 
 /** Writes a JSON file durably (for small state files inside a checkpoint). */

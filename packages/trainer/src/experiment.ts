@@ -29,7 +29,7 @@ import {
   type TaskFamilyOptions,
 } from "@agentrl/envs";
 import type { EpisodeOptions, TaskMixEntry } from "@agentrl/rollout";
-import { latestCheckpoint } from "./checkpoint.js";
+import { isCompleteModelFolder, latestCheckpoint, writeModelFolder } from "./checkpoint.js";
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "./config.js";
 import { evaluate, type TaskEvaluation } from "./evaluate.js";
 import { DEFAULT_GRPO } from "./grpo.js";
@@ -178,9 +178,10 @@ async function startingModel(config: TrainConfig, print: Printer): Promise<strin
     return config.model.directory;
   }
   const directory = join(config.run.directory, "initial-model");
-  if (hasModel(directory)) return directory;
+  // The run's own model folders are written atomically and accepted only when complete.
+  if (isCompleteModelFolder(directory)) return directory;
   const architecture = { preset: config.model.preset, overrides: config.model.architecture ?? {}, vocabSize: config.model.vocabSize ?? PRESET_VOCAB_SIZES[config.model.preset], chatTemplate: config.model.chatTemplate };
-  await initWarmStartModel(directory, architecture, { seed: config.run.seed, log: () => {} });
+  await writeModelFolder(directory, (folder) => initWarmStartModel(folder, architecture, { seed: config.run.seed, log: () => {} }));
   const written = JSON.parse(await readFile(join(directory, "config.json"), "utf8")) as { hidden_size: number; num_hidden_layers: number; vocab_size: number };
   print(`fresh ${config.model.preset} model (hidden ${written.hidden_size}, ${written.num_hidden_layers} layers, ${written.vocab_size} tokens) → ${directory}`);
   return directory;
@@ -388,7 +389,7 @@ function existingWarmModel(config: TrainConfig): { directory: string; note: stri
   }
   if (!config.warmStart.enabled) return undefined;
   const own = join(config.run.directory, "warmstart", "model");
-  if (hasModel(own)) return { directory: own, note: `warm start: already done in this run folder (${own})` };
+  if (isCompleteModelFolder(own)) return { directory: own, note: `warm start: already done in this run folder (${own})` };
   if (usesDefaultModel(config) && hasModel(SHIPPED_WARM_START)) return { directory: SHIPPED_WARM_START, note: `warm start: skipped, using the shipped checkpoint ${SHIPPED_WARM_START}` };
   return undefined;
 }
@@ -403,7 +404,8 @@ async function warmModel(config: TrainConfig, start: () => Promise<string>, open
   if (!config.warmStart.enabled) return undefined;
   const own = join(config.run.directory, "warmstart", "model");
   const began = performance.now();
-  await warmStartPhase({ config, modelDirectory: await start(), outputDirectory: own, tasks: opened, print, bars: options.bars, createProgress: options.createProgress, signal: options.signal });
+  const modelDirectory = await start();
+  await writeModelFolder(own, (folder) => warmStartPhase({ config, modelDirectory, outputDirectory: folder, tasks: opened, print, bars: options.bars, createProgress: options.createProgress, signal: options.signal }));
   if (!hasModel(own)) throw new Error(`the warm start wrote no model into ${own}`);
   print(`warm start: done in ${formatSeconds((performance.now() - began) / 1000)} → ${own}`);
   return own;

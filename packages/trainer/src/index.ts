@@ -12,7 +12,8 @@ export {
 } from "./algorithms.js";
 export {
   type CheckpointManifest, checkpointName, latestCheckpoint, listCheckpoints, pruneCheckpoints,
-  writeCheckpoint, writeFileDurably, writeJson
+  writeCheckpoint, writeFileDurably, writeJson, COMPLETE_MARKER, isCompleteModelFolder,
+  writeModelFolder, trimMetrics
 } from "./checkpoint.js";
 export {
   crc32c, JsonlWriter, type Metrics, readTensorBoardScalars, TensorBoardWriter

@@ -3,64 +3,17 @@ import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { Policy, QWEN25_CHAT_TEMPLATE, Tokenizer, presetConfig, renderChatTemplate, readSafetensorsDirectory, setBackend, trainByteLevelBpe } from "@agentrl/policy";
-import { FunctionCallSession, InProcessEnvironmentClient, type TaskFamily, type ToolSpec, type ToolReply } from "@agentrl/envs";
-import { runTraining, type TrainingRunOptions } from "./loop.js";
+import { readSafetensorsDirectory, setBackend } from "@agentrl/policy";
+import { runTraining } from "./loop.js";
+import { makeSayModel, sayRunOptions } from "./fixtures/say-run.js";
 import { latestCheckpoint } from "./checkpoint.js";
 import type { TrajectoryGroup } from "@agentrl/rollout";
 
 await setBackend("cpu", { log: null });
 process.env.AGENTRL_BACKEND = "cpu"; // the learner thread and every Policy.load use the cpu backend too
 
-const WORDS = ["apple", "river", "stone", "cloud", "green", "tiger", "maple", "ocean"];
-const SAY: ToolSpec = { type: "function", function: { name: "say", description: "Say a word.", parameters: { type: "object", properties: { word: { type: "string" } }, required: ["word"] } } };
-
-class SaySession extends FunctionCallSession {
-  constructor(private readonly word: string) {
-    super({ messages: [{ role: "user", content: `Call say with the word ${word}.` }], tools: [SAY] }, { maxTurns: 2 });
-  }
-  /** An untrained model writes text, not tool calls: reward its length so that rewards vary and the update has a signal. */
-  protected override async onText(content: string) {
-    return { content: "noted", outcome: { reward: (content.length % 4) / 4, status: "completed" as const } };
-  }
-  protected async callTool(_name: string, args: Record<string, unknown>): Promise<ToolReply> {
-    const right = args.word === this.word;
-    return { content: right ? "correct" : "wrong", outcome: { reward: right ? 1 : 0, status: "completed" } };
-  }
-}
-
-const family: TaskFamily = {
-  name: "say",
-  indices: (split) => (split === "train" ? [0, 1, 2, 3, 4, 5] : [6, 7]),
-  startSession: async (index) => new SaySession(WORDS[index]),
-};
-
-async function makeModel(): Promise<string> {
-  const system = renderChatTemplate(QWEN25_CHAT_TEMPLATE, [{ role: "user", content: "hi" }], { tools: [SAY] });
-  const corpus = WORDS.flatMap((w) => [system, `Call say with the word ${w}.`, `<tool_call>\n{"name": "say", "arguments": {"word": "${w}"}}\n</tool_call>`, "correct wrong noted"]);
-  const files = trainByteLevelBpe([...corpus, ...corpus], { vocabSize: 400 });
-  const tokenizer = Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig);
-  const policy = Policy.create(presetConfig("test", { vocabSize: tokenizer.vocabSize }), { tokenizer, seed: 7 });
-  const directory = mkdtempSync(join(tmpdir(), "agentrl-loop-model-"));
-  await policy.save(directory);
-  policy.dispose();
-  return directory;
-}
-
-function options(modelDirectory: string, runDirectory: string, overrides: Partial<TrainingRunOptions>): TrainingRunOptions {
-  return {
-    modelDirectory, runDirectory,
-    client: new InProcessEnvironmentClient([family]),
-    tasks: [{ name: "say" }],
-    mode: "sync", steps: 4, batchGroups: 2, groupSize: 2, seed: 11,
-    learner: { schedule: { learningRate: 1e-3, warmupSteps: 0, schedule: "constant", minLearningRateRatio: 0.1, totalSteps: 4 }, grpo: { klCoefficient: 1e-4 } },
-    rollout: { maxConcurrentEpisodes: 4, engine: { temperature: 1 }, episode: { maxTurns: 2, maxNewTokensPerTurn: 12, maxTokens: 1024 }, maxStaleness: Infinity },
-    crossPolicy: { staleProbability: 0.25, refreshEvery: 2 },
-    checkpoint: { every: 1, keep: 10 },
-    resume: false,
-    ...overrides,
-  };
-}
+const options = sayRunOptions;
+const makeModel = makeSayModel;
 
 async function finalWeights(runDirectory: string): Promise<Map<string, Float32Array>> {
   const latest = await latestCheckpoint(join(runDirectory, "checkpoints"));

@@ -34,7 +34,7 @@ import {
   type TrajectoryGroup,
 } from "@agentrl/rollout";
 import type { EnvironmentClient } from "@agentrl/envs";
-import { latestCheckpoint, writeCheckpoint, writeJson } from "./checkpoint.js";
+import { latestCheckpoint, trimMetrics, writeCheckpoint, writeJson } from "./checkpoint.js";
 import { readFile } from "node:fs/promises";
 import { openLearner, type LearnerHandle } from "./learner-thread.js";
 import type { LearnerSettings } from "./learner.js";
@@ -134,6 +134,8 @@ interface RunState {
   mode: "async" | "sync";
   /** Data cursor: groups taken so far (async) — sync runs derive everything from the step. */
   groupsTrained: number;
+  /** The rollout scheduler's per-task record of informative groups (kept across the steps of sync mode). */
+  informativeHistory?: Record<string, boolean[]>;
 }
 
 /** Seed of stream `stream` at step `step`: distinct, deterministic streams. */
@@ -298,12 +300,14 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       : current.fromSnapshot(current.snapshot());
   }
 
+  // Steps after the checkpoint (all of them, with none yet) are run again: their old metrics lines go.
+  if (options.resume) await trimMetrics(join(options.runDirectory, "metrics.jsonl"), state.step);
   const jsonl = new JsonlWriter(join(options.runDirectory, "metrics.jsonl"));
   const tensorboard = new TensorBoardWriter(join(options.runDirectory, "tensorboard"));
   const buffer = new TrajectoryBuffer({ capacityGroups: options.rollout.bufferGroups ?? 2 * options.batchGroups, maxStaleness: options.rollout.maxStaleness });
   buffer.setPolicyVersion(current.version);
   // Which recent groups of each task were informative: kept across the per-step schedulers of sync mode.
-  const informativeHistory = new Map<string, boolean[]>();
+  const informativeHistory = new Map<string, boolean[]>(Object.entries(state.informativeHistory ?? {}));
 
   const makeSampling = (step: number) => {
     const engineOptions = {
@@ -349,7 +353,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
     await writeCheckpoint(checkpoints, state.step, async (folder) => {
       await learner.save(folder);
       if (stale) await stale.save(join(folder, "stale"));
-      await writeJson(join(folder, "run.json"), state);
+      await writeJson(join(folder, "run.json"), { ...state, informativeHistory: Object.fromEntries(informativeHistory) });
     }, { keep: options.checkpoint.keep });
   };
 

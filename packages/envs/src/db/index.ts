@@ -22,7 +22,7 @@ import { FailedSession } from "../docker/failed-session.js";
 import { compareDbAnswers, cleanAnswer, hashFromResult } from "./compare.js";
 import { dbDifficulty, initStatements, isModification, loadDbSamples, quoteIdentifier, tableHashQuery, type DbSample } from "./data.js";
 import { parsePythonList, pythonRowsRepr, type PythonValue } from "./python-format.js";
-import { MariaDbServer, type MariaDbServerOptions } from "./server.js";
+import { MariaDbServer, type MariaDbServerOptions, type SessionLogin } from "./server.js";
 
 export { compareDbAnswers, cleanAnswer } from "./compare.js";
 export { loadDbSamples, dbDifficulty, initStatements, tableHashQuery, type DbSample } from "./data.js";
@@ -75,6 +75,8 @@ export interface DbFamilyOptions extends TaskFamilyOptions {
   server?: MariaDbServerOptions;
   /** Sessions running at once (one database each); more wait for a slot. Default 64. */
   maxSessions?: number;
+  /** Seconds one statement of a session may run, enforced by the server. Default 60 (the original's limit). */
+  statementSeconds?: number;
   /** Samples to use instead of reading the data folder (tests). */
   samples?: DbSample[];
 }
@@ -89,13 +91,14 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   private readonly serverOptions: MariaDbServerOptions;
   private server: Promise<MariaDbServer> | undefined;
   private readonly sessions = new Set<DbSession>();
-  private leftoversCleared: Promise<number> | undefined;
+  readonly statementSeconds: number;
 
   constructor(runtime: DockerRuntime, options: DbFamilyOptions = {}, ownsRuntime = false) {
     this.runtime = runtime;
     this.ownsRuntime = ownsRuntime;
     this.samples = options.samples ?? loadDbSamples(options.dataDir);
-    this.serverOptions = options.server ?? {};
+    this.statementSeconds = options.statementSeconds ?? DB_QUERY_SECONDS;
+    this.serverOptions = { statementSeconds: this.statementSeconds, ...options.server };
     this.slots = new Slots(options.maxSessions ?? 64);
   }
 
@@ -121,9 +124,7 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   async sharedServer(): Promise<MariaDbServer> {
     if (!this.server) {
       // Assigned before any await, so sessions starting together share one server.
-      this.leftoversCleared ??= this.runtime.removeLeftovers();
-      const cleared = this.leftoversCleared;
-      const starting = cleared.then(() => MariaDbServer.start(this.runtime, this.serverOptions));
+      const starting = this.runtime.reaped.then(() => MariaDbServer.start(this.runtime, this.serverOptions));
       this.server = starting;
       starting.then(
         (server) => this.runtime.onDeath(server.containerId, () => this.serverDied(starting)),
@@ -148,31 +149,47 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     const sample = this.sample(index);
     const releaseSlot = await this.slots.acquire();
     let connection: Connection | undefined;
+    let login: SessionLogin | undefined;
     const database = `dbbench_${randomBytes(6).toString("hex")}`;
     try {
       const server = await this.sharedServer();
-      connection = await server.connect();
-      await connection.query(`CREATE DATABASE ${quoteIdentifier(database)} CHARACTER SET utf8mb4`);
-      await connection.query(`USE ${quoteIdentifier(database)}`);
+      login = await this.withAdmin((admin) => MariaDbServer.createSessionUser(admin, database, this.statementSeconds));
+      connection = await server.connectAs(login);
       for (const statement of initStatements(sample)) {
         try {
           await connection.query(statement.sql, statement.values);
         } catch (error) {
           const failure = error as { errno?: number; fatal?: boolean; message: string };
           if (!failure.errno || failure.fatal) throw error;
-          await dropAndClose(connection, database);
+          await this.dropSession(connection, login);
           releaseSlot();
           return FailedSession.create(openingOf(sample), `the table of db sample ${index} cannot be built: ${failure.message}`);
         }
       }
-      const session = new DbSession(this, sample, connection, database, releaseSlot);
+      const session = new DbSession(this, sample, connection, login, releaseSlot);
       this.sessions.add(session);
       return session;
     } catch (error) {
-      if (connection) await dropAndClose(connection, database);
+      if (login) await this.dropSession(connection, login);
       releaseSlot();
       throw new EnvironmentError(`db sample ${index} could not start: ${(error as Error).message}`);
     }
+  }
+
+  /** Runs `work` on a fresh admin connection of the shared server, closed after. */
+  private async withAdmin<T>(work: (admin: Connection) => Promise<T>): Promise<T> {
+    const admin = await (await this.sharedServer()).connect();
+    try {
+      return await work(admin);
+    } finally {
+      admin.destroy();
+    }
+  }
+
+  /** Closes a session's connection, stops its statements, drops its user and database (never throws). */
+  async dropSession(connection: Connection | undefined, login: SessionLogin): Promise<void> {
+    connection?.destroy();
+    await this.withAdmin((admin) => MariaDbServer.dropSessionUser(admin, login)).catch(() => {});
   }
 
   /** Called by a session when it ends. */
@@ -203,15 +220,6 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   }
 }
 
-async function dropAndClose(connection: Connection, database: string): Promise<void> {
-  try {
-    await connection.query(`DROP DATABASE IF EXISTS ${quoteIdentifier(database)}`);
-  } catch {
-    // The server may be gone; its tmpfs goes with it.
-  }
-  connection.destroy();
-}
-
 /** mysql2 column type codes that mysql-connector returns as Python int / float / Decimal. */
 const INTEGER_TYPES = new Set([1, 2, 3, 8, 9, 13, 16]);
 const FLOAT_TYPES = new Set([4, 5]);
@@ -233,16 +241,21 @@ export class DbSession extends FunctionCallSession {
     private readonly family: DbTaskFamily,
     readonly sample: DbSample,
     private readonly connection: Connection,
-    readonly database: string,
+    private readonly login: SessionLogin,
     private readonly releaseSlot: () => void,
   ) {
     super(openingOf(sample), { maxTurns: DB_MAX_TURNS, maxOutputChars: 800 });
   }
 
+  /** The session's own database. */
+  get database(): string {
+    return this.login.database;
+  }
+
   /** Runs one statement and formats the result as the original. */
   async execute(sql: string): Promise<string> {
     try {
-      const [rows, fields] = await this.connection.query({ sql, rowsAsArray: true, timeout: DB_QUERY_SECONDS * 1000 });
+      const [rows, fields] = await this.connection.query({ sql, rowsAsArray: true, timeout: (this.family.statementSeconds + 5) * 1000 });
       if (!Array.isArray(rows)) return "[]";
       const table = (rows as unknown[][]).map((row) => row.map((value, column) => toPythonValue(value, fields?.[column])));
       return pythonRowsRepr(table);
@@ -274,7 +287,7 @@ export class DbSession extends FunctionCallSession {
   protected override async release(): Promise<void> {
     try {
       this.family.forget(this);
-      await dropAndClose(this.connection, this.database);
+      await this.family.dropSession(this.connection, this.login);
     } finally {
       this.releaseSlot();
     }

@@ -46,6 +46,11 @@ export class WarmPool {
     return this.idle.length;
   }
 
+  /** Ids of the containers waiting in the pool. */
+  get idleIds(): string[] {
+    return this.idle.map((entry) => entry.containerId);
+  }
+
   /** Starts containers until `size` wait (in the background unless awaited). */
   async fill(): Promise<void> {
     const missing = this.size - this.idle.length - this.filling;

@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
-import { ContainerError, DockerRuntime, isDockerAvailable, PID_LABEL, RUN_LABEL } from "./runtime.js";
+import { hostname } from "node:os";
+import { ContainerError, DockerRuntime, HOST_LABEL, isDockerAvailable, ownerIsDead, PID_LABEL, PID_START_LABEL, processStartTime, RUN_LABEL } from "./runtime.js";
 import { WarmPool } from "./pool.js";
 import { Slots } from "./slots.js";
 import { IMAGES, imageHash } from "./images.js";
@@ -36,6 +37,21 @@ describe("Slots", () => {
     second();
     releaseThird();
     assert.equal(slots.inUse, 0);
+  });
+});
+
+describe("the reaper's owner check", () => {
+  test("a live owner, another host's, or an unlabelled one is kept; a dead or reused pid is not", async () => {
+    const here = hostname();
+    const start = processStartTime(process.pid);
+    assert.ok(start && /^\d+$/.test(start), `start time of this process: ${start}`);
+    assert.equal(ownerIsDead({ [HOST_LABEL]: here, [PID_LABEL]: String(process.pid), [PID_START_LABEL]: start! }), false);
+    assert.equal(ownerIsDead({ [HOST_LABEL]: here, [PID_LABEL]: String(process.pid), [PID_START_LABEL]: String(Number(start) + 1) }), true, "the pid was reused");
+    const child = spawn(process.execPath, ["-e", ""]);
+    await new Promise((resolve) => child.once("exit", resolve));
+    assert.equal(ownerIsDead({ [HOST_LABEL]: here, [PID_LABEL]: String(child.pid) }), true, "an exited process");
+    assert.equal(ownerIsDead({ [HOST_LABEL]: `${here}-elsewhere`, [PID_LABEL]: String(child.pid) }), false, "another host's owner is never judged here");
+    assert.equal(ownerIsDead({ [HOST_LABEL]: here }), false, "no owner pid: kept");
   });
 });
 

@@ -3,16 +3,21 @@
  * runs commands in them with a time limit and bounded output, and makes sure nothing it
  * started outlives it.
  *
- * Everything started carries the labels `agentrl=1`, `agentrl.run=<run id>` and
- * `agentrl.pid=<pid>`. Containers are removed when their session ends (`remove`), when the
- * runtime closes (`close`), when the process exits (a synchronous `docker rm -f` of this run),
- * and, for a run that crashed, at the next start (`removeLeftovers`: containers of runs whose
- * process is gone on this host).
+ * Everything started carries its owner's identity: the labels `agentrl=1`, `agentrl.run=<run
+ * id>`, `agentrl.host=<hostname>`, `agentrl.pid=<pid>` and `agentrl.pidstart=<start time of
+ * that process, in clock ticks after boot>` (so a reused pid is not taken for the owner).
+ * Containers are removed when their session ends (`remove`), when the runtime closes
+ * (`close`), when the process exits or gets SIGINT/SIGTERM/SIGHUP (a synchronous `docker rm
+ * -f`), and — for an owner killed with SIGKILL or crashed — by the reaper
+ * (`removeLeftovers`): every runtime runs it when it is made and then every `reapSeconds`. The
+ * reaper removes only containers whose owner process is provably dead on this host (never by
+ * age, never another host's), so concurrent runs on one engine keep theirs.
  */
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
+import { posix } from "node:path";
 import { PassThrough } from "node:stream";
 import Docker from "dockerode";
 
@@ -28,6 +33,7 @@ export class ContainerError extends Error {
 export const RUN_LABEL = "agentrl.run";
 export const PID_LABEL = "agentrl.pid";
 export const HOST_LABEL = "agentrl.host";
+export const PID_START_LABEL = "agentrl.pidstart";
 /** A host folder made for the container (e.g. a socket folder), deleted with its leftovers. */
 export const HOST_DIR_LABEL = "agentrl.hostdir";
 
@@ -61,7 +67,41 @@ export interface ContainerSpec {
   labels?: Record<string, string>;
   /** Name prefix; the runtime appends a random suffix. Default `agentrl`. */
   namePrefix?: string;
+  /** A hard limit on what the container may write (see `DiskLimit`). Default: none. */
+  disk?: DiskLimit;
+  /**
+   * Resource limits of every process (setrlimit), soft = hard. `fsize` is the largest file a
+   * process may write, in bytes. `nproc` counts the processes of the user id on the whole host
+   * (not per container), so it is for non-root users only; `pidsLimit` bounds a container.
+   */
+  ulimits?: { nofile?: number; fsize?: number; nproc?: number };
 }
+
+/**
+ * A hard limit on the bytes a container may write, in one of two forms:
+ * - `writable-layer`: the engine caps the container's writable layer (`--storage-opt size`);
+ *   the whole root stays writable. Needs overlay2 on xfs mounted with `pquota`.
+ * - `read-only-root`: the root filesystem is read-only, and each folder in `writable` is a
+ *   tmpfs of `bytes` (held in the container's memory, so also bounded by its memory limit),
+ *   filled at start with the image's content of that folder.
+ * `auto` (default) takes `writable-layer` when the engine supports it, else `read-only-root`.
+ * Never unlimited: a form the engine refuses fails the start (`ContainerError`).
+ */
+export interface DiskLimit {
+  bytes: number;
+  mode?: "auto" | "writable-layer" | "read-only-root";
+  /** Writable folders under a read-only root. Default `WRITABLE_FOLDERS`. */
+  writable?: string[];
+}
+
+/**
+ * Folders writable under a read-only root: where AgentBench OS tasks and their agents write
+ * (home folders, /etc for users and config, /var for logs and web roots, /tmp, /usr/local/bin
+ * for scripts). Writes elsewhere (/usr, /lib, a new top-level folder) fail with EROFS.
+ */
+export const WRITABLE_FOLDERS = ["/etc", "/var", "/var/tmp", "/tmp", "/run", "/root", "/home", "/opt", "/srv", "/mnt", "/media", "/usr/local"];
+/** Files Docker itself mounts into /etc: never overwritten by the folder's content. */
+const ENGINE_FILES = ["etc/hostname", "etc/hosts", "etc/resolv.conf"];
 
 export interface ExecOptions {
   /** Seconds before the command is killed. Default 30 (the original's per-command limit). */
@@ -96,6 +136,8 @@ export interface DockerRuntimeOptions {
    * Default 120.
    */
   startSeconds?: number;
+  /** Seconds between two runs of the reaper (`removeLeftovers`); 0 runs it only at creation. Default 60. */
+  reapSeconds?: number;
 }
 
 /** Exit code reported when a command hits its time limit (as coreutils `timeout`). */
@@ -112,6 +154,11 @@ export class DockerRuntime {
   private events: NodeJS.ReadableStream | undefined;
   private readonly exitHook = () => this.removeAllSync();
   private readonly startMs: number;
+  /** The first reaper run (started with the runtime): resolves to the number of containers removed. */
+  readonly reaped: Promise<number>;
+  private readonly reaper: NodeJS.Timeout | undefined;
+  private layerLimits: Promise<boolean> | undefined;
+  private readonly seeds = new Map<string, Promise<FolderArchive[]>>();
 
   constructor(options: DockerRuntimeOptions = {}) {
     this.docker = options.docker ?? new Docker();
@@ -120,7 +167,14 @@ export class DockerRuntime {
     process.once("exit", this.exitHook);
     liveRuntimes.add(this);
     installSignalCleanup();
+    this.reaped = this.removeLeftovers().catch(() => 0);
+    const every = options.reapSeconds ?? 60;
+    if (every > 0) {
+      this.reaper = setInterval(() => void this.removeLeftovers().catch(() => 0), every * 1000);
+      this.reaper.unref();
+    }
   }
+
 
   /** A runtime on a Docker engine that answers; throws `DockerUnavailableError` otherwise. */
   static async connect(options: DockerRuntimeOptions = {}): Promise<DockerRuntime> {
@@ -133,7 +187,8 @@ export class DockerRuntime {
 
   /** Labels every container of this run carries. */
   labels(extra: Record<string, string> = {}): Record<string, string> {
-    return { agentrl: "1", [RUN_LABEL]: this.runId, [PID_LABEL]: String(process.pid), [HOST_LABEL]: hostname(), ...extra };
+    const start = processStartTime(process.pid);
+    return { agentrl: "1", [RUN_LABEL]: this.runId, [PID_LABEL]: String(process.pid), ...(start ? { [PID_START_LABEL]: start } : {}), [HOST_LABEL]: hostname(), ...extra };
   }
 
   /**
@@ -163,6 +218,8 @@ export class DockerRuntime {
 
   private async createAndStart(spec: ContainerSpec, late: () => boolean): Promise<string> {
     const name = `${spec.namePrefix ?? "agentrl"}-${randomBytes(5).toString("hex")}`;
+    const disk = spec.disk ? await this.diskSettings(spec.image, spec.disk) : undefined;
+    const ulimits = Object.entries(spec.ulimits ?? {}).filter(([, value]) => value !== undefined).map(([key, value]) => ({ Name: key, Soft: value, Hard: value }));
     const container = await this.docker.createContainer({
       name,
       Image: spec.image,
@@ -182,7 +239,10 @@ export class DockerRuntime {
         CapAdd: spec.capabilities ?? [],
         SecurityOpt: ["no-new-privileges"],
         Init: true,
-        Tmpfs: spec.tmpfs,
+        Tmpfs: { ...disk?.tmpfs, ...spec.tmpfs },
+        ReadonlyRootfs: disk?.readOnlyRoot ?? false,
+        StorageOpt: disk?.storageOpt,
+        Ulimits: ulimits,
         Binds: spec.binds,
         AutoRemove: false,
       },
@@ -190,6 +250,7 @@ export class DockerRuntime {
     this.live.add(container.id);
     try {
       await container.start();
+      if (disk?.seed) await this.seed(container.id, disk.seed);
     } catch (error) {
       await this.remove(container.id);
       throw new ContainerError(`container of ${spec.image} did not start: ${(error as Error).message}`);
@@ -199,6 +260,71 @@ export class DockerRuntime {
       throw new ContainerError(`container of ${spec.image} started after its deadline`);
     }
     return container.id;
+  }
+
+  /** Engine settings of a disk limit; throws `ContainerError` for a form the engine cannot enforce. */
+  private async diskSettings(image: string, limit: DiskLimit): Promise<{ readOnlyRoot: boolean; tmpfs?: Record<string, string>; storageOpt?: Record<string, string>; seed?: FolderArchive[] }> {
+    if (!(Number.isSafeInteger(limit.bytes) && limit.bytes > 0)) throw new ContainerError(`disk limit must be a positive number of bytes, got ${limit.bytes}`);
+    const mode = limit.mode ?? "auto";
+    if (mode !== "read-only-root") {
+      this.layerLimits ??= supportsLayerLimit(this.docker, image, this.labels());
+      if (await this.layerLimits) return { readOnlyRoot: false, storageOpt: { size: String(limit.bytes) } };
+      if (mode === "writable-layer") {
+        throw new ContainerError("this Docker engine cannot limit a container's writable layer (--storage-opt size needs overlay2 on xfs with pquota); use the read-only-root disk limit");
+      }
+    }
+    const folders = limit.writable ?? WRITABLE_FOLDERS;
+    const tmpfs: Record<string, string> = {};
+    for (const folder of folders) tmpfs[folder] = `rw,exec,nodev,size=${limit.bytes},mode=${folder.endsWith("tmp") ? "1777" : "0755"}`;
+    let seed = this.seeds.get(image);
+    if (!seed) {
+      seed = imageFolders(this.docker, image, folders, this.labels());
+      this.seeds.set(image, seed);
+      seed.catch(() => this.seeds.delete(image));
+    }
+    return { readOnlyRoot: true, tmpfs, seed: await seed };
+  }
+
+  /** Fills the tmpfs folders of a read-only-root container with the image's content (a tar of them). */
+  private async seed(id: string, archives: FolderArchive[]): Promise<void> {
+    for (const { parent, archive } of archives) {
+      const command = ["tar", "-x", "-i", "-p", "-C", parent, ...ENGINE_FILES.map((file) => `--exclude=${file}`)];
+      const result = await this.execWithInput(id, command, archive);
+      if (result.exitCode !== 0) throw new ContainerError(`could not fill the writable folders in ${parent} (tar exit ${result.exitCode}): ${result.output.slice(0, 300)}`);
+    }
+  }
+
+  /** Runs a command with `input` on its stdin (as root, 60 s limit). */
+  async execWithInput(id: string, command: string[], input: Buffer): Promise<{ exitCode: number; output: string }> {
+    try {
+      const exec = await this.docker.getContainer(id).exec({ Cmd: ["timeout", "60", ...command], AttachStdin: true, AttachStdout: true, AttachStderr: true, Tty: false, User: "root" });
+      const stream = await exec.start({ hijack: true, stdin: true });
+      const collected = collectOutput(this.docker, stream, 4096, 65_000, async () => (await exec.inspect()).Running === true);
+      stream.end(input);
+      const { output } = await collected;
+      return { exitCode: (await exec.inspect()).ExitCode ?? -1, output };
+    } catch (error) {
+      throw new ContainerError(`cannot run a command in container ${id.slice(0, 12)}: ${(error as Error).message}`);
+    }
+  }
+
+  /** The uid and gid of `user` in `image` (from its /etc/passwd). Throws `ContainerError` when it has none. */
+  async imageUser(image: string, user: string): Promise<{ uid: number; gid: number }> {
+    const container = await this.docker.createContainer({ Image: image, Cmd: ["true"], Labels: this.labels(), HostConfig: { NetworkMode: "none" } });
+    try {
+      const chunks: Buffer[] = [];
+      for await (const chunk of (await container.getArchive({ path: "/etc/passwd" })) as AsyncIterable<Buffer>) chunks.push(chunk);
+      const archive = Buffer.concat(chunks);
+      // One tar entry: a 512-byte header (size in octal at 124), then the file.
+      const size = parseInt(archive.subarray(124, 136).toString("ascii").replace(/\0.*$/, "").trim(), 8);
+      const passwd = archive.subarray(512, 512 + size).toString("utf8");
+      const line = passwd.split("\n").find((entry) => entry.startsWith(`${user}:`));
+      if (!line) throw new ContainerError(`image ${image} has no user ${user}`);
+      const [, , uid, gid] = line.split(":");
+      return { uid: Number(uid), gid: Number(gid) };
+    } finally {
+      await container.remove({ force: true, v: true }).catch(() => {});
+    }
   }
 
   /** Whether a container is running. */
@@ -250,9 +376,14 @@ export class DockerRuntime {
     } catch (error) {
       throw new ContainerError(`lost the command in container ${id.slice(0, 12)}: ${(error as Error).message}`);
     }
-    // A dead container shows up as a missing exit code or a SIGKILL (137) with the container stopped.
-    if ((exitCode === -1 || exitCode === 137) && !(await this.isRunning(id))) {
-      throw new ContainerError(`container ${id.slice(0, 12)} stopped while running a command`);
+    // A dead container shows up as a missing exit code or a SIGKILL (137) with the container
+    // stopped; a container being killed may still look running for a moment, so look again.
+    if (exitCode === -1 || exitCode === 137) {
+      for (let look = 0; look < 10; look += 1) {
+        if (!(await this.isRunning(id))) throw new ContainerError(`container ${id.slice(0, 12)} stopped while running a command`);
+        if (exitCode === 137 && look >= 2) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
     }
     // `timeout -k 2` sends SIGTERM to the command's process group at the limit (exit 124) and
     // SIGKILL two seconds later to a command that ignores it (exit 137).
@@ -351,8 +482,9 @@ export class DockerRuntime {
   }
 
   /**
-   * Removes containers left by runs that crashed: labelled `agentrl=1`, started on this host
-   * by a process that no longer exists. Containers of live runs (other processes) are kept.
+   * The reaper: removes containers whose owner is dead — labelled `agentrl=1`, started on
+   * this host by a process that no longer exists (or whose pid now belongs to a younger
+   * process). Containers of live owners, of other hosts, and without an owner label are kept.
    * Returns the number removed.
    */
   async removeLeftovers(): Promise<number> {
@@ -360,13 +492,10 @@ export class DockerRuntime {
     let removed = 0;
     for (const info of list) {
       const labels = info.Labels ?? {};
-      if (labels[RUN_LABEL] === this.runId) continue;
-      const pid = Number(labels[PID_LABEL]);
-      const sameHost = labels[HOST_LABEL] === undefined || labels[HOST_LABEL] === hostname();
-      if (sameHost && Number.isInteger(pid) && pid > 0 && processAlive(pid)) continue;
+      if (labels[RUN_LABEL] === this.runId || !ownerIsDead(labels)) continue;
       await this.remove(info.Id);
       const folder = labels[HOST_DIR_LABEL];
-      if (sameHost && folder && folder.startsWith(tmpdir())) rmSync(folder, { recursive: true, force: true });
+      if (folder && folder.startsWith(tmpdir())) rmSync(folder, { recursive: true, force: true });
       removed += 1;
     }
     return removed;
@@ -375,6 +504,7 @@ export class DockerRuntime {
   /** Removes every container of this run. Idempotent. */
   async close(): Promise<void> {
     this.closed = true;
+    if (this.reaper) clearInterval(this.reaper);
     process.removeListener("exit", this.exitHook);
     liveRuntimes.delete(this);
     this.deathListeners.clear();
@@ -414,6 +544,46 @@ function installSignalCleanup(): void {
   }
 }
 
+/**
+ * Whether the engine caps a container's writable layer (`--storage-opt size`): it refuses
+ * the option at create time on overlay2 over anything but xfs with pquota.
+ */
+async function supportsLayerLimit(docker: Docker, image: string, labels: Record<string, string>): Promise<boolean> {
+  try {
+    const probe = await docker.createContainer({ Image: image, Cmd: ["true"], Labels: labels, HostConfig: { StorageOpt: { size: "1G" }, NetworkMode: "none" } });
+    await probe.remove({ force: true, v: true }).catch(() => {});
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Tar streams of image folders that share a parent folder (concatenated archives: extract with `tar -i` in `parent`). */
+export interface FolderArchive {
+  parent: string;
+  archive: Buffer;
+}
+
+/** The image's content of `folders`, one archive per parent folder (an archive's entries start with the folder's base name). */
+async function imageFolders(docker: Docker, image: string, folders: string[], labels: Record<string, string>): Promise<FolderArchive[]> {
+  const container = await docker.createContainer({ Image: image, Cmd: ["true"], Labels: labels, HostConfig: { NetworkMode: "none" } });
+  try {
+    const parts = new Map<string, Buffer[]>();
+    // A nested folder (/var/tmp in /var) is in its parent's archive already.
+    for (const folder of folders.filter((folder) => !folders.some((other) => other !== folder && folder.startsWith(`${other}/`)))) {
+      const stream = await container.getArchive({ path: folder }).catch(() => undefined);
+      if (!stream) continue; // not in the image: an empty folder
+      const chunks: Buffer[] = [];
+      for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(chunk);
+      const parent = posix.dirname(folder);
+      parts.set(parent, [...(parts.get(parent) ?? []), Buffer.concat(chunks)]);
+    }
+    return [...parts].map(([parent, archives]) => ({ parent, archive: Buffer.concat(archives) }));
+  } finally {
+    await container.remove({ force: true, v: true }).catch(() => {});
+  }
+}
+
 /** Whether a Docker engine answers. */
 export async function isDockerAvailable(docker: Docker = new Docker()): Promise<boolean> {
   try {
@@ -421,6 +591,31 @@ export async function isDockerAvailable(docker: Docker = new Docker()): Promise<
     return true;
   } catch {
     return false;
+  }
+}
+
+/**
+ * Whether the labels name an owner process on this host that is gone: no such pid, or a pid
+ * whose start time differs from the one recorded (the pid was reused).
+ */
+export function ownerIsDead(labels: Record<string, string>): boolean {
+  if (labels[HOST_LABEL] !== undefined && labels[HOST_LABEL] !== hostname()) return false;
+  const pid = Number(labels[PID_LABEL]);
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  if (!processAlive(pid)) return true;
+  const recorded = labels[PID_START_LABEL];
+  const current = processStartTime(pid);
+  return recorded !== undefined && current !== undefined && recorded !== current;
+}
+
+/** Start time of a process in clock ticks after boot (/proc/<pid>/stat field 22), undefined off Linux. */
+export function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command name (which may hold spaces) start after the last ")".
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
+  } catch {
+    return undefined;
   }
 }
 

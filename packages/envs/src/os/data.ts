@@ -14,7 +14,9 @@ import { z } from "zod";
 import { resolveAgentBenchDir, TaskDataError } from "../docker/agentbench.js";
 import type { Split } from "../types.js";
 
-export type ScriptLanguage = "bash" | "python";
+/** Languages of AgentBench scripts; `c` and `c++` are compiled in the container (gcc / g++) and run. */
+export type ScriptLanguage = "bash" | "python" | "c" | "c++";
+const LANGUAGES: ScriptLanguage[] = ["bash", "python", "c", "c++"];
 
 /** A script to run in the container. */
 export interface Script {
@@ -26,6 +28,11 @@ export interface OsSample {
   index: number;
   split: Split;
   description: string;
+  /**
+   * The AgentBench image the sample asks for: `create.local` (`default`, `packages`, …) or
+   * `create.image`; `default` when it names none. See `OsFamilyOptions.images`.
+   */
+  image: string;
   /** Run in order before the agent acts (`bash -c` / `python3 -c`); a failure is a task error. */
   init: Script[];
   /** A background program started before the agent acts (its output discarded). */
@@ -40,6 +47,13 @@ export interface OsSample {
   /** A working solution (bash), given for check-graded samples. */
   example?: Script;
   labels: string[];
+  /**
+   * Top-level folders the sample writes to that are not among the sandbox's writable folders
+   * (`WRITABLE_FOLDERS`), e.g. `/assignment`: they get a tmpfs of their own.
+   */
+  extraFolders: string[];
+  /** Files the sample writes directly in a read-only image folder (e.g. `/usr/stock.log`): each is bound to a file of its own. */
+  extraFiles: string[];
 }
 
 const scriptObject = z.union([
@@ -68,18 +82,23 @@ export const TEST_OFFSET = 1000;
 
 function loadScript(raw: RawScript, scriptDir: string): Script {
   if (typeof raw === "string") return { language: "bash", code: raw };
-  const language = (raw.language ?? "bash") as string;
-  if (language !== "bash" && language !== "python") throw new TaskDataError(`unsupported script language "${language}"`);
+  const language = (raw.language ?? "bash") as ScriptLanguage;
+  if (!LANGUAGES.includes(language)) throw new TaskDataError(`unsupported script language "${language}"`);
   if (raw.file !== undefined) return { language, code: readFileSync(join(scriptDir, raw.file), "utf8") };
   if (raw.code !== undefined) return { language, code: raw.code };
   throw new TaskDataError("a script object needs `file` or `code`");
 }
 
 function normalise(raw: z.infer<typeof rawSample>, index: number, split: Split, scriptDir: string): OsSample {
-  const sample: OsSample = { index, split, description: raw.description, init: [], labels: raw.labels ?? [] };
+  const sample: OsSample = { index, split, description: raw.description, image: "default", init: [], labels: raw.labels ?? [], extraFolders: [], extraFiles: [] };
+  // AgentBench's forms of `create`: absent; an object with `local` or `image` and `init` (one
+  // script or a list; a script is a string, or an object with `code` or a `file` under the
+  // script folder); anything else (e.g. a list) counts as absent, as the original reads it.
   const create = raw.create;
-  if (create && typeof create === "object" && !Array.isArray(create) && "init" in create) {
-    const init = (create as { init: unknown }).init;
+  if (create && typeof create === "object" && !Array.isArray(create)) {
+    const { local, image, init } = create as { local?: unknown; image?: unknown; init?: unknown };
+    if (typeof image === "string") sample.image = image;
+    else if (typeof local === "string") sample.image = local;
     const list = Array.isArray(init) ? init : [init];
     sample.init = list.filter((item) => item !== null && item !== undefined).map((item) => loadScript(scriptObject.parse(item), scriptDir));
   }
@@ -97,14 +116,50 @@ function normalise(raw: z.infer<typeof rawSample>, index: number, split: Split, 
   } else {
     throw new TaskDataError(`sample ${index} has neither evaluation.match nor evaluation.check`);
   }
+  const text = [sample.description, ...sample.init, sample.start, sample.example, ...(sample.check ?? [])].map((item) => (typeof item === "string" ? item : item?.code ?? "")).join("\n");
+  sample.extraFolders = newTopLevelFolders(text);
+  sample.extraFiles = readOnlyFilesWritten(text);
   return sample;
+}
+
+/** Top-level folders of the image (they exist; writes there other than the writable folders fail). */
+const IMAGE_TOP_LEVEL = new Set(["bin", "boot", "dev", "etc", "home", "lib", "lib64", "media", "mnt", "opt", "proc", "root", "run", "sbin", "srv", "sys", "tmp", "usr", "var"]);
+
+/**
+ * Folders at the top of the file system that `text` creates or writes into (`mkdir /x`,
+ * `> /x/file`, `cd /x`, `touch /x/file`, …) and the image does not have.
+ */
+export function newTopLevelFolders(text: string): string[] {
+  const found = new Set<string>();
+  for (const match of text.matchAll(/(?:>>?|mkdir(?:\s+-p)?|touch|cd|tee(?:\s+-a)?|cp\s+(?:-\w+\s+)*\S+|mv\s+\S+)\s+["']?\/([\w.-]+)\//g)) {
+    if (!IMAGE_TOP_LEVEL.has(match[1])) found.add(`/${match[1]}`);
+  }
+  for (const match of text.matchAll(/(?:mkdir(?:\s+-p)?|cd)\s+["']?\/([\w.-]+)(?=["'\s;&|)]|$)/gm)) {
+    if (!IMAGE_TOP_LEVEL.has(match[1])) found.add(`/${match[1]}`);
+  }
+  return [...found].sort();
+}
+
+/** Files directly in a read-only image folder (/usr, /lib, /bin, …) that `text` writes with `>` or `>>`. */
+export function readOnlyFilesWritten(text: string): string[] {
+  const found = new Set<string>();
+  for (const match of text.matchAll(/>>?\s*["']?(\/(?:usr|lib|lib64|bin|sbin|boot|srv)\/[\w.-]+)(?=["'\s;&|)]|$)/gm)) found.add(match[1]);
+  return [...found].sort();
+}
+
+/** Reads a problem file as AgentBench does: a JSON list, one JSON object, or JSON lines (`.jsonl`). */
+function readProblemFile(path: string): unknown {
+  const text = readFileSync(path, "utf8");
+  if (path.endsWith(".jsonl")) return text.split("\n").filter((line) => line.trim()).map((line) => JSON.parse(line) as unknown);
+  const parsed = JSON.parse(text) as unknown;
+  return Array.isArray(parsed) ? parsed : [parsed];
 }
 
 function loadFile(folder: string, file: string, scriptDir: string, split: Split, offset: number): OsSample[] {
   const path = join(folder, file);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(readFileSync(path, "utf8"));
+    parsed = readProblemFile(path);
   } catch (error) {
     throw new TaskDataError(`cannot read ${path}: ${(error as Error).message}`);
   }

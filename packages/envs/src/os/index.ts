@@ -17,7 +17,10 @@ import type { AssistantMessage, CurriculumTaskFamily, Expert, Message, Split, St
 import { EnvironmentError } from "../types.js";
 import { IMAGES } from "../docker/images.js";
 import { WarmPool } from "../docker/pool.js";
-import { DockerRuntime, type Capability, type ContainerSpec, type ExecResult } from "../docker/runtime.js";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { DockerRuntime, HOST_DIR_LABEL, RUN_LABEL, WRITABLE_FOLDERS, type Capability, type ContainerSpec, type ExecResult } from "../docker/runtime.js";
 import { Slots } from "../docker/slots.js";
 import { FailedSession } from "../docker/failed-session.js";
 import { answersExample, loadOsSamples, osDifficulty, type OsSample, type Script } from "./data.js";
@@ -27,6 +30,14 @@ export { loadOsSamples, isHeldOut, osDifficulty, answersExample, type OsSample, 
 export const OS_MAX_TURNS = 8;
 /** Seconds a bash_action may run (the original's per-command limit). */
 export const OS_COMMAND_SECONDS = 30;
+/**
+ * The working folder of init scripts, the start program, the agent's first command and the
+ * check scripts. The original ran them in `/`; under a read-only root, `/` is not writable, so
+ * samples that create files "in the current directory" get a writable folder of their own.
+ */
+export const OS_WORKING_FOLDER = "/workspace";
+/** Bytes an OS container may write by default (see `OsFamilyOptions.diskBytes`). */
+export const OS_DISK_BYTES = 512 * 1024 ** 2;
 
 export const OS_SYSTEM_PROMPT = `You are an assistant that will act like a person, I will play the role of linux (ubuntu) operating system. Your goal is to implement the operations required by me or answer to the question proposed by me. For each of your turn, you should first think what you should do, and then call exactly one of the three tools: bash_action, finish_action or answer_action.
 
@@ -76,6 +87,13 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
   runtime?: DockerRuntime;
   /** Image of the containers. Default `agentrl/os:latest`. */
   image?: string;
+  /**
+   * Our image for each AgentBench image a sample names (`create.local` / `create.image`).
+   * Default: every name → `image`. AgentBench's `packages` image is its default image plus
+   * npm; ours has no npm (see docs/tasks/os.md), so `packages` samples that need it fail
+   * their own scripts, as they would on the default image.
+   */
+  images?: Record<string, string>;
   /** Started containers kept waiting (warm pool). Default 0. */
   warmPool?: number;
   /** Sessions running at once; more wait for a slot. Default 64. */
@@ -84,6 +102,15 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
   memoryBytes?: number;
   /** CPU cores per container. Default 1. */
   cpus?: number;
+  /**
+   * Bytes a container may write (a hard limit, see `DiskLimit`; on an engine without writable-
+   * layer limits the root is read-only and `WRITABLE_FOLDERS` are tmpfs of this size, counted
+   * in the container's memory). Also the largest file a process may write (ulimit fsize).
+   * Default 512 MiB.
+   */
+  diskBytes?: number;
+  /** Open files per process (ulimit nofile). Default 4096. */
+  openFiles?: number;
   /** Seconds a bash_action may run. Default 30. */
   commandSeconds?: number;
   /**
@@ -93,6 +120,8 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
   holdOut?: boolean;
   /** Samples to load instead of reading the data folder (tests). */
   samples?: OsSample[];
+  /** Seconds between two reconciliations of sessions with containers (`reconcile`); 0: never. Default 30. */
+  reconcileSeconds?: number;
 }
 
 /** Bash that restores the shell state of the previous turn (cwd, variables, functions) and saves it on exit. */
@@ -112,26 +141,69 @@ export class OsTaskFamily implements CurriculumTaskFamily {
   private readonly ownsRuntime: boolean;
   private readonly commandSeconds: number;
   private readonly sessions = new Set<OsSession>();
-  private leftoversCleared: Promise<number> | undefined;
+  private readonly spec: ContainerSpec;
+  private readonly images: Record<string, string>;
+  /** Host folders holding the files bound into a session's container (see `OsSample.extraFiles`). */
+  private readonly hostFolders = new Map<string, string>();
 
   constructor(runtime: DockerRuntime, options: OsFamilyOptions = {}, ownsRuntime = false) {
     this.runtime = runtime;
     this.ownsRuntime = ownsRuntime;
     this.samples = options.samples ?? loadOsSamples(options.dataDir, options.holdOut ?? true);
     this.commandSeconds = options.commandSeconds ?? OS_COMMAND_SECONDS;
+    const diskBytes = options.diskBytes ?? OS_DISK_BYTES;
     const spec: ContainerSpec = {
       image: options.image ?? IMAGES.os.tag,
       memoryBytes: options.memoryBytes,
       cpus: options.cpus ?? 1,
       pidsLimit: 256,
+      disk: { bytes: diskBytes, writable: [...WRITABLE_FOLDERS, OS_WORKING_FOLDER] },
+      // No nproc: it counts root's processes on the whole host; pidsLimit bounds the container.
+      ulimits: { nofile: options.openFiles ?? 4096, fsize: diskBytes },
       networkMode: "none",
       capabilities: OS_CAPABILITIES,
       labels: { "agentrl.task": "os" },
       namePrefix: "agentrl-os",
     };
+    this.spec = spec;
+    this.images = options.images ?? {};
     // A container is never reused: the agent may have changed anything in it.
     this.pool = new WarmPool(runtime, spec, { size: options.warmPool ?? 0, maxUses: 1 });
     this.slots = new Slots(options.maxSessions ?? 64);
+    const every = options.reconcileSeconds ?? 30;
+    if (every > 0) {
+      this.reconciler = setInterval(() => void this.reconcile().catch(() => undefined), every * 1000);
+      this.reconciler.unref();
+    }
+  }
+
+  private readonly reconciler: NodeJS.Timeout | undefined;
+  /** Containers between `pool.acquire` and their session (or their removal). */
+  private readonly claimed = new Set<string>();
+
+  /**
+   * Reconciles live sessions with live containers, in case an event was missed: a session
+   * whose container is gone ends with `task error`, and a container of this family that no
+   * session, pool or start holds (and older than `minimumAgeSeconds`, so not one being started
+   * by the pool right now) is removed.
+   */
+  async reconcile(minimumAgeSeconds = 60): Promise<{ failedSessions: number; removedContainers: number }> {
+    let failedSessions = 0;
+    for (const session of [...this.sessions]) {
+      if (!session.finished && !(await this.runtime.isRunning(session.containerId))) {
+        failedSessions += 1;
+        await session.fail(`the container ${session.containerId.slice(0, 12)} is gone`);
+      }
+    }
+    const held = new Set([...[...this.sessions].map((session) => session.containerId), ...this.pool.idleIds, ...this.claimed]);
+    const listed = await this.runtime.docker.listContainers({ all: true, filters: { label: [`${RUN_LABEL}=${this.runtime.runId}`, "agentrl.task=os"] } });
+    let removedContainers = 0;
+    for (const info of listed) {
+      if (held.has(info.Id) || Date.now() / 1000 - info.Created < minimumAgeSeconds) continue;
+      await this.runtime.remove(info.Id);
+      removedContainers += 1;
+    }
+    return { failedSessions, removedContainers };
   }
 
   /** Sessions holding a container now. */
@@ -165,30 +237,74 @@ export class OsTaskFamily implements CurriculumTaskFamily {
    */
   async startSession(index: number): Promise<OsSession | FailedSession> {
     const sample = this.sample(index);
-    this.leftoversCleared ??= this.runtime.removeLeftovers();
-    await this.leftoversCleared;
+    await this.runtime.reaped;
     const releaseSlot = await this.slots.acquire();
     let containerId: string | undefined;
     try {
-      containerId = (await this.pool.acquire()).containerId;
+      const ownContainer = sample.extraFolders.length + sample.extraFiles.length > 0 || this.imageOf(sample) !== this.spec.image;
+      containerId = ownContainer ? await this.startOwnContainer(sample) : (await this.pool.acquire()).containerId;
+      this.claimed.add(containerId);
       await prepareContainer(this.runtime, containerId, sample);
       const session = new OsSession(this, sample, containerId, this.commandSeconds, releaseSlot);
       this.sessions.add(session);
+      this.claimed.delete(containerId);
       const id = containerId;
       await this.runtime.onDeath(id, () => void session.fail(`the container ${id.slice(0, 12)} stopped`));
       return session;
     } catch (error) {
-      if (containerId) await this.pool.release(containerId, { healthy: false });
+      if (containerId) await this.discard(containerId);
       releaseSlot();
       if (error instanceof SampleSetupError) return FailedSession.create(openingOf(sample), error.message);
       throw new EnvironmentError(`os sample ${index} could not start: ${(error as Error).message}`);
     }
   }
 
+  /** Our image for the AgentBench image the sample names. */
+  private imageOf(sample: OsSample): string {
+    return this.images[sample.image] ?? this.spec.image;
+  }
+
+  /**
+   * A container for a sample with an image of its own or that writes outside the writable folders: its new top-level
+   * folders become tmpfs of their own, and each file it writes in a read-only folder is bound
+   * to an empty host file (bounded by the fsize ulimit).
+   */
+  private async startOwnContainer(sample: OsSample): Promise<string> {
+    const disk = this.spec.disk!;
+    let binds: string[] = [];
+    let labels = this.spec.labels;
+    let folder: string | undefined;
+    if (sample.extraFiles.length > 0) {
+      folder = mkdtempSync(join(tmpdir(), "agentrl-os-"));
+      binds = sample.extraFiles.map((file, position) => {
+        writeFileSync(join(folder!, String(position)), "");
+        return `${join(folder!, String(position))}:${file}`;
+      });
+      labels = { ...labels, [HOST_DIR_LABEL]: folder };
+    }
+    try {
+      const containerId = await this.runtime.start({ ...this.spec, image: this.imageOf(sample), labels, binds, disk: { ...disk, writable: [...(disk.writable ?? WRITABLE_FOLDERS), ...sample.extraFolders] } });
+      if (folder) this.hostFolders.set(containerId, folder);
+      return containerId;
+    } catch (error) {
+      if (folder) rmSync(folder, { recursive: true, force: true });
+      throw error;
+    }
+  }
+
   /** Called by a session when it ends. */
   async endSession(session: OsSession, containerId: string): Promise<void> {
     this.sessions.delete(session);
+    await this.discard(containerId);
+  }
+
+  /** Removes a session's container (never reused) and its host folder. */
+  private async discard(containerId: string): Promise<void> {
+    this.claimed.delete(containerId);
     await this.pool.release(containerId, { healthy: false });
+    const folder = this.hostFolders.get(containerId);
+    this.hostFolders.delete(containerId);
+    if (folder) rmSync(folder, { recursive: true, force: true });
   }
 
   expert(index: number): Expert {
@@ -200,6 +316,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
   }
 
   async close(): Promise<void> {
+    if (this.reconciler) clearInterval(this.reconciler);
     await Promise.all([...this.sessions].map((session) => session.cancel()));
     await this.pool.close();
     if (this.ownsRuntime) await this.runtime.close();
@@ -221,15 +338,27 @@ async function prepareContainer(runtime: DockerRuntime, containerId: string, sam
   }
   if (sample.start) {
     const code = `exec </dev/null >/dev/null 2>&1\n${sample.start.code}`;
-    const result = await runtime.exec(containerId, sample.start.language === "python" ? ["python3", "-c", code] : ["bash", "-c", code], { timeoutSeconds: 30 });
+    // The original typed the start code into the agent's bash shell, whatever its language.
+    const result = await runScript(runtime, containerId, { language: "bash", code }, [], 30);
     if (result.exitCode !== 0) throw new SampleSetupError(`start program of os sample ${sample.index} failed (exit ${result.exitCode})`);
   }
 }
 
-/** Runs a script non-interactively (`bash -c code -- args` / `python3 -c code args`), as the original. */
+/** Bash that compiles the C / C++ program in $1 with the compiler in $2 and runs it with the remaining arguments. */
+const COMPILE_AND_RUN = `printf '%s' "$1" > /tmp/main.cpp && "$2" -x "$3" -o /tmp/a.out /tmp/main.cpp && shift 3 && exec /tmp/a.out "$@"`;
+
+/**
+ * Runs a script non-interactively, as the original: `bash -c code -- args`, `python3 -c code
+ * args`, or (C, C++) compiled to /tmp/a.out and run with the args.
+ */
 function runScript(runtime: DockerRuntime, containerId: string, script: Script, args: string[], timeoutSeconds = 60): Promise<ExecResult> {
-  const command = script.language === "python" ? ["python3", "-c", script.code, ...args] : ["bash", "-c", script.code, ...(args.length ? ["--", ...args] : [])];
-  return runtime.exec(containerId, command, { timeoutSeconds, workingDir: "/" });
+  let command: string[];
+  if (script.language === "python") command = ["python3", "-c", script.code, ...args];
+  else if (script.language === "c" || script.language === "c++") {
+    const [compiler, language] = script.language === "c" ? ["gcc", "c"] : ["g++", "c++"];
+    command = ["bash", "-c", COMPILE_AND_RUN, "--", script.code, compiler, language, ...args];
+  } else command = ["bash", "-c", script.code, ...(args.length ? ["--", ...args] : [])];
+  return runtime.exec(containerId, command, { timeoutSeconds, workingDir: OS_WORKING_FOLDER });
 }
 
 export class OsSession extends FunctionCallSession {
@@ -256,7 +385,7 @@ export class OsSession extends FunctionCallSession {
   private async bash(script: string): Promise<string> {
     const result = await this.family.runtime.exec(this.containerId, ["bash", "--login", "-c", SHELL_WRAPPER, "bash", script], {
       timeoutSeconds: this.commandSeconds,
-      workingDir: "/",
+      workingDir: OS_WORKING_FOLDER,
       maxOutputChars: 16_384,
     });
     let output = result.output.replace(/\r\n/g, "\n");
