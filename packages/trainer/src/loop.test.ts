@@ -4,10 +4,11 @@ import { mkdtempSync, readFileSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Policy, QWEN25_CHAT_TEMPLATE, Tokenizer, presetConfig, renderChatTemplate, readSafetensorsDirectory, setBackend, trainByteLevelBpe } from "@agentrl/policy";
-import { FunctionCallSession, InProcessEnvironmentClient, type TaskFamily, type ToolSpec, type ToolReply } from "@agentrl/envs";
+import { FunctionCallSession, InProcessEnvironmentClient, type AssistantMessage, type EnvironmentClient, type TaskFamily, type ToolSpec, type ToolReply } from "@agentrl/envs";
 import { runTraining, type TrainingRunOptions } from "./loop.js";
 import { latestCheckpoint } from "./checkpoint.js";
-import type { TrajectoryGroup } from "@agentrl/rollout";
+import { isMasked, type TrajectoryGroup } from "@agentrl/rollout";
+import { DEFAULT_GRPO, prepareBatch } from "./grpo.js";
 
 await setBackend("cpu", { log: null });
 process.env.AGENTRL_BACKEND = "cpu"; // the learner thread and every Policy.load use the cpu backend too
@@ -109,4 +110,72 @@ test("async mode: the learner runs in a worker thread and versions advance", asy
     assert.equal(m["rollout/stale_turns"], staleTurnsByStep.get(m.step), `stale turns of step ${m.step}`);
   }
   assert.ok(existsSync(join(run, "checkpoints", "step-000003", "policy", "model.safetensors")));
+});
+
+/** An environment in which every 10th session's container dies at its first interaction (an infrastructure fault). */
+class KillingClient implements EnvironmentClient {
+  readonly inner = new InProcessEnvironmentClient([family]);
+  private started = 0;
+  readonly killed = new Set<string>();
+  async startSample(name: string, index: number) {
+    const session = await this.inner.startSample(name, index);
+    if (++this.started % 10 === 0) this.killed.add(session.sessionId);
+    return session;
+  }
+  async interact(sessionId: string, message: AssistantMessage) {
+    if (this.killed.has(sessionId)) {
+      await this.inner.cancel(sessionId);
+      throw new Error(`the container of session ${sessionId} died`);
+    }
+    return this.inner.interact(sessionId, message);
+  }
+  cancel(sessionId: string) {
+    return this.inner.cancel(sessionId);
+  }
+  getIndices(name: string, split?: "train" | "test") {
+    return this.inner.getIndices(name, split);
+  }
+}
+
+test("10 % of sessions killed: their groups are dropped and counted, the other groups' advantages are unchanged; mismatch metrics and the alarm", async () => {
+  const model = await makeModel();
+  const run = mkdtempSync(join(tmpdir(), "agentrl-run-faults-"));
+  const client = new KillingClient();
+  const batches: TrajectoryGroup[][] = [];
+  const lines: string[] = [];
+  const grpo = { klCoefficient: 0, policyLoss: "tis_token", mismatchKlAlarm: 0 };
+  await runTraining(options(model, run, {
+    client, steps: 2, batchGroups: 5, groupSize: 2,
+    learner: { schedule: { learningRate: 1e-3, warmupSteps: 0, schedule: "constant", minLearningRateRatio: 0.1, totalSteps: 2 }, grpo },
+    rollout: { maxConcurrentEpisodes: 10, engine: { temperature: 1 }, episode: { maxTurns: 2, maxNewTokensPerTurn: 12, maxTokens: 1024, infrastructureRetries: 0 }, maxStaleness: Infinity },
+    onBatch: ({ groups }) => batches.push([...groups]),
+    log: (line) => lines.push(line),
+  }));
+  assert.equal(client.killed.size, 2, "2 of the 20 sessions died");
+  const metrics = readFileSync(join(run, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  let dropped = 0;
+  batches.forEach((groups, step) => {
+    const faulty = groups.filter(isMasked);
+    for (const t of faulty.flatMap((g) => g.trajectories).filter((t) => t.masked)) {
+      assert.equal(t.endCause, "infrastructure");
+      assert.equal(t.reward, 0, "a masked episode gets no reward (no incomplete penalty)");
+    }
+    const settings = { ...DEFAULT_GRPO, ...grpo };
+    const all = prepareBatch(groups, settings);
+    const withoutFaulty = prepareBatch(groups.filter((g) => !isMasked(g)), settings);
+    assert.deepEqual(all.rows.map((r) => r.advantage), withoutFaulty.rows.map((r) => r.advantage), `step ${step + 1}: the other groups' advantages`);
+    assert.equal(metrics[step]["train/droppedInfrastructureGroups"], faulty.length);
+    assert.equal(metrics[step]["rollout/masked_episodes"], faulty.flatMap((g) => g.trajectories).filter((t) => t.masked).length);
+    dropped += faulty.length;
+  });
+  assert.equal(dropped, 2, "each killed session's group was dropped");
+  for (const m of metrics) {
+    assert.ok(m["train/mismatchKl"] >= 0 && Number.isFinite(m["train/mismatchKl"]));
+    assert.ok(m["train/importanceRatioMin"] <= m["train/importanceRatioMean"] && m["train/importanceRatioMean"] <= m["train/importanceRatioMax"]);
+    const shares = ["0", "1", "2", "3_or_more"].map((bucket) => m[`staleness_tokens/${bucket}`]);
+    assert.ok(Math.abs(shares.reduce((a, b) => a + b, 0) - 1) < 1e-9, `staleness shares ${shares}`);
+  }
+  const alarms = lines.filter((line) => /ALARM mismatch KL/.test(line));
+  assert.equal(alarms.length, metrics.filter((m) => m["train/mismatchKl"] > 0).length, lines.join("\n"));
+  assert.equal(lines.filter((line) => /dropped from the loss for infrastructure faults/.test(line)).length, metrics.filter((m) => m["train/droppedInfrastructureGroups"] > 0).length);
 });
