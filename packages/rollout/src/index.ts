@@ -4,6 +4,7 @@ export * from "./engine.js";
 export * from "./external.js";
 export * from "./pool.js";
 export * from "./episode.js";
+export * from "./faults.js";
 export * from "./buffer.js";
 export * from "./metrics.js";
 export * from "./scheduler.js";

@@ -29,7 +29,7 @@ import {
   type Split,
   type TaskFamilyOptions,
 } from "@agentrl/envs";
-import type { EpisodeOptions, TaskMixEntry } from "@agentrl/rollout";
+import { FaultInjectingClient, type EpisodeOptions, type TaskMixEntry } from "@agentrl/rollout";
 import { evaluate, latestCheckpoint, lineChartSvg, runTraining, type Series, type TaskEvaluation } from "@agentrl/trainer";
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "../config.js";
 import { PhaseProgress, formatPerTask, formatSeconds } from "../progress.js";
@@ -185,6 +185,8 @@ function episodeOptions(config: TrainConfig): EpisodeOptions {
     turnTimeoutMs: config.rollout.turnTimeoutSeconds * 1000,
     episodeTimeoutMs: config.rollout.episodeTimeoutSeconds * 1000,
     incompletePenalty: config.rollout.incompletePenalty,
+    infrastructureRetries: config.rollout.infrastructureRetries,
+    infrastructureFaults: config.rollout.infrastructureFaults,
   };
 }
 
@@ -459,7 +461,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
     await runTraining({
       modelDirectory,
       runDirectory,
-      client: opened.client,
+      client: config.rollout.injectInfrastructureFaults > 0 ? new FaultInjectingClient(opened.client, { sessionShare: config.rollout.injectInfrastructureFaults, seed: config.run.seed }) : opened.client,
       tasks,
       mode: config.rl.mode,
       steps: config.rl.steps,
@@ -471,6 +473,11 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
           clipLow: config.rl.clipLow,
           clipHigh: config.rl.clipHigh,
           dualClip: config.rl.dualClip,
+          policyLoss: config.rl.policyLoss,
+          importanceCap: config.rl.importanceCap,
+          importanceRatioLow: config.rl.importanceRatioLow,
+          importanceRatioHigh: config.rl.importanceRatioHigh,
+          mismatchKlAlarm: config.rl.mismatchKlAlarm,
           klCoefficient: config.rl.klCoefficient,
           entropyCoefficient: config.rl.entropyCoefficient,
           reduction: config.rl.reduction,
