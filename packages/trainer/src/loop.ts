@@ -173,13 +173,14 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
       for (let i = 0; i < t.lossMask.length; i++) {
         if (t.lossMask[i] === 1 && t.versions[i] >= 0) tokensByStaleness[Math.min(STALENESS_BUCKETS.length - 1, Math.max(0, version - t.versions[i]))] += 1;
       }
-      if (t.masked) {
-        masked += 1;
-        continue;
-      }
       for (const turn of t.turns) {
         if (turn.policy === "external") externalTurns += 1;
         else if (turn.policy === "stale") staleTurns += 1;
+      }
+      tokens += t.tokens.length;
+      if (t.masked) {
+        masked += 1;
+        continue;
       }
       const s = byTask.get(t.task) ?? { reward: 0, success: 0, n: 0, turns: 0 };
       s.reward += t.reward;
@@ -187,7 +188,6 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
       s.turns += t.turns.length;
       s.n += 1;
       byTask.set(t.task, s);
-      tokens += t.tokens.length;
     }
   }
   let reward = 0;
