@@ -75,18 +75,68 @@ describe("runEpisode (scripted model, exact token bookkeeping)", () => {
   });
 
   for (const [task, expected] of [["throws", /HTTP 500/], ["hangs", /TurnTimeoutError/], ["dies", /is gone/]] as const) {
-    test(`an environment that ${task} still yields a finished, penalised episode`, async () => {
+    test(`an environment that ${task} is an infrastructure fault: retried, then masked (reward 0), never a throw`, async () => {
       const deps = dependencies(toolCallText);
       const began = Date.now();
-      const trajectory = await runEpisode(deps, { task, index: 3, groupId: "g", member: 0 }, { turnTimeoutMs: 200, incompletePenalty: -0.2 });
+      const trajectory = await runEpisode(deps, { task, index: 3, groupId: "g", member: 0 }, { turnTimeoutMs: 200, incompletePenalty: -0.2, infrastructureRetries: 1 });
       assert.equal(trajectory.status, "task error");
-      assert.equal(trajectory.reward, -0.2);
+      assert.equal(trajectory.endCause, "infrastructure");
+      assert.equal(trajectory.masked, true);
+      assert.equal(trajectory.reward, 0);
+      assert.equal(trajectory.metrics.infrastructureRetries, 1);
       assert.match(trajectory.error ?? "", expected);
       assert.ok(trajectory.turns.length >= 1);
-      assert.ok(Date.now() - began < 2000);
+      assert.ok(Date.now() - began < 3000);
       assert.equal(deps.pool.current.stats().keptCaches, 0, "the episode's cache was released");
     });
   }
+
+  test('with infrastructureFaults "penalize" an infrastructure fault gets the incomplete penalty, as the original did', async () => {
+    const trajectory = await runEpisode(dependencies(toolCallText), { task: "throws", index: 3, groupId: "g", member: 0 }, { infrastructureFaults: "penalize", infrastructureRetries: 0 });
+    assert.equal(trajectory.endCause, "infrastructure");
+    assert.equal(trajectory.masked, false);
+    assert.equal(trajectory.reward, -0.2);
+    assert.equal(trajectory.metrics.infrastructureRetries, 0);
+  });
+
+  test("an infrastructure fault that goes away on retry yields the retried episode's verdict", async () => {
+    let starts = 0;
+    const flaky = {
+      ...client,
+      startSample: async (name: string, index: number) => {
+        starts += 1;
+        if (starts === 1) throw new Error("connect ECONNREFUSED 127.0.0.1:5020 (controller unreachable)");
+        return client.startSample(name, index);
+      },
+      interact: client.interact.bind(client),
+      cancel: client.cancel.bind(client),
+      getIndices: client.getIndices.bind(client),
+      close: async () => {},
+    };
+    const trajectory = await runEpisode({ ...dependencies(toolCallText), client: flaky }, { task: "echo", index: 1, groupId: "g", member: 0 });
+    assert.equal(starts, 2);
+    assert.equal(trajectory.status, "completed");
+    assert.equal(trajectory.endCause, "verdict");
+    assert.equal(trajectory.reward, 1);
+    assert.equal(trajectory.metrics.infrastructureRetries, 1);
+  });
+
+  test("the agent's own ends (its generation outlasting the turn limit) keep the incomplete penalty and are not retried", async () => {
+    const deps = dependencies(toolCallText);
+    const slowEngine = deps.pool.current;
+    const generate = slowEngine.generate.bind(slowEngine);
+    slowEngine.generate = (async (request: Parameters<typeof generate>[0]) => {
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      return generate(request);
+    }) as typeof generate;
+    const trajectory = await runEpisode(deps, { task: "echo", index: 3, groupId: "g", member: 0 }, { turnTimeoutMs: 100 });
+    assert.equal(trajectory.status, "task limit reached");
+    assert.match(trajectory.error ?? "", /TurnTimeoutError/);
+    assert.equal(trajectory.endCause, "agent");
+    assert.equal(trajectory.masked, false);
+    assert.equal(trajectory.reward, -0.2);
+    assert.equal(trajectory.metrics.infrastructureRetries, 0);
+  });
 
   test("a full worker (406 on start) is waited for, not turned into a failed episode", async () => {
     const small = new InProcessEnvironmentClient([echoFamily({ latency: () => 10 })], { concurrency: 2 });
@@ -97,15 +147,18 @@ describe("runEpisode (scripted model, exact token bookkeeping)", () => {
   });
 
   test("the episode time limit, the turn limit and the token limit end an episode with their status", async () => {
-    const slow = new FaultyClient([echoFamily({ latency: () => 50, maxTurnsNeeded: 4, maxTurns: 10 })]);
+    const slow = new FaultyClient([echoFamily({ latency: () => 200, maxTurnsNeeded: 4, maxTurns: 10 })]);
     const base = dependencies(toolCallText);
     const deps = { ...base, client: slow };
     const timed = await runEpisode(deps, { task: "echo", index: 3, groupId: "g", member: 0 }, { episodeTimeoutMs: 80 });
+    // The time ran out while the environment answered: the infrastructure's, not the agent's.
     assert.equal(timed.status, "task error");
+    assert.equal(timed.endCause, "infrastructure");
     assert.match(timed.error ?? "", /EpisodeTimeoutError/);
     const limited = await runEpisode(deps, { task: "echo", index: 3, groupId: "g", member: 1 }, { maxTurns: 2 });
     assert.equal(limited.status, "task limit reached");
     assert.equal(limited.reward, -0.2);
+    assert.equal(limited.endCause, "agent");
     const promptLength = limited.turns[0].promptLength;
     const long = await runEpisode(deps, { task: "echo", index: 3, groupId: "g", member: 2 }, { maxTokens: promptLength + 40 });
     assert.equal(long.status, "agent context limit");

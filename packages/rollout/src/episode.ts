@@ -18,13 +18,20 @@
  * markers, and counts it in `metrics.templateFallbacks`.
  *
  * An episode ALWAYS ends with a trajectory: environment faults, time limits, parse
- * failures and cancellation become a status (and the incomplete penalty), never a throw.
+ * failures and cancellation become a status, never a throw. The status says who ended the
+ * episode (`endCauseOf`): the agent's ends (turn limit, context limit, invalid actions, its
+ * own time running out while it generated) get the incomplete penalty; infrastructure's
+ * (an environment or task error, a dead container or worker, an engine error, an unreachable
+ * controller, a time limit hit while the environment answered) are played again up to
+ * `infrastructureRetries` times, and an episode that still fails is `masked` (reward 0, its
+ * group kept out of the loss) or, with `infrastructureFaults: "penalize"`, penalised as the
+ * original did.
  */
 import type { AssistantMessage, EnvironmentClient, Message, SampleStatus, ToolSpec } from "@agentrl/envs";
 import { ContextLimitError, type GenerationResult } from "./engine.js";
 import type { PolicyPool } from "./pool.js";
 import { parseToolCalls } from "./toolcall.js";
-import { NO_POLICY, NO_VERSION, POLICY_CODES, type PolicyId, type Trajectory, type TurnRecord } from "./types.js";
+import { endCauseOf, NO_POLICY, NO_VERSION, POLICY_CODES, type PolicyId, type Trajectory, type TurnRecord } from "./types.js";
 
 /** What the runner needs from a tokenizer (`@agentrl/policy`'s `Tokenizer` fits). */
 export interface ChatTokenizer {
@@ -46,8 +53,16 @@ export interface EpisodeOptions {
   turnTimeoutMs?: number;
   /** Time limit of the whole episode, milliseconds. Default 1,800,000. */
   episodeTimeoutMs?: number;
-  /** Reward of an episode that does not end with status `completed`. Default −0.2. */
+  /** Reward of an episode the agent ended without the environment's verdict (turn/context limit, invalid actions, its own timeout). Default −0.2. */
   incompletePenalty?: number;
+  /** Times an episode ended by an infrastructure fault is played again (a fresh session of the same instance). Default 2. */
+  infrastructureRetries?: number;
+  /**
+   * What an episode that still ends by an infrastructure fault after its retries becomes:
+   * `mask` (default): reward 0 and `masked`, so that its group is dropped from the loss;
+   * `penalize`: the incomplete penalty, as the original did (the policy is punished for the infrastructure).
+   */
+  infrastructureFaults?: "mask" | "penalize";
   /** The template's end-of-turn marker (Qwen / ChatML `<|im_end|>`). Default `<|im_end|>`. */
   endOfTurnText?: string;
   /** Keep the KV cache between turns (prefill only the environment's reply). Default true. */
@@ -81,15 +96,35 @@ const DEFAULTS = {
   turnTimeoutMs: 240_000,
   episodeTimeoutMs: 1_800_000,
   incompletePenalty: -0.2,
+  infrastructureRetries: 2,
+  infrastructureFaults: "mask" as "mask" | "penalize",
   endOfTurnText: "<|im_end|>",
   reuseCache: true,
 };
 
 let episodeCounter = 0;
 
-/** Plays one episode to its end. Never throws for environment, model or time faults. */
+/**
+ * Plays one episode to its end, again (a fresh session) while it ends by an infrastructure
+ * fault and retries are left. Never throws for environment, model or time faults.
+ * `metrics.infrastructureRetries` counts the plays that were thrown away.
+ */
 export async function runEpisode(deps: EpisodeDependencies, spec: EpisodeSpec, options: EpisodeOptions = {}, signal?: AbortSignal): Promise<Trajectory> {
   const settings = { ...DEFAULTS, ...options };
+  if (!(Number.isInteger(settings.infrastructureRetries) && settings.infrastructureRetries >= 0)) {
+    throw new RangeError(`infrastructureRetries must be a non-negative integer, got ${settings.infrastructureRetries}`);
+  }
+  for (let retries = 0; ; retries++) {
+    const trajectory = await playEpisode(deps, spec, settings, signal);
+    const fault = trajectory.endCause === "infrastructure";
+    if (!fault || retries >= settings.infrastructureRetries || signal?.aborted) {
+      trajectory.metrics.infrastructureRetries = retries;
+      return trajectory;
+    }
+  }
+}
+
+async function playEpisode(deps: EpisodeDependencies, spec: EpisodeSpec, settings: typeof DEFAULTS & EpisodeOptions, signal?: AbortSignal): Promise<Trajectory> {
   const builder = new TrajectoryBuilder(spec);
   const began = performance.now();
   const episodeController = new AbortController();
@@ -156,14 +191,14 @@ export async function runEpisode(deps: EpisodeDependencies, spec: EpisodeSpec, o
     }
   } catch (error) {
     startAbandoned = sessionId === undefined;
-    builder.end(statusOfError(error, signal), describe(error));
+    builder.end(statusOfError(error, signal, builder.phase), describe(error));
   } finally {
     clearTimeout(episodeTimer);
     deps.pool.current.releaseCache(cacheKey);
     deps.pool.stale?.releaseCache(cacheKey);
     if (sessionId !== undefined && !finished) cancelQuietly(deps.client, sessionId);
   }
-  return builder.build(settings.incompletePenalty, performance.now() - began);
+  return builder.build(settings, performance.now() - began);
 }
 
 interface TurnInput {
@@ -187,6 +222,7 @@ async function playTurn(deps: EpisodeDependencies, settings: typeof DEFAULTS & E
   let minVersion = NO_VERSION;
   let maxVersion = NO_VERSION;
   let generatedEnd: number;
+  builder.phase = "generation";
   if (policy === "external") {
     if (!deps.pool.external) throw new Error("the policy pool drew an external turn but has no external model");
     message = await deps.pool.external.complete(input.conversation, input.tools, input.signal);
@@ -231,6 +267,7 @@ async function playTurn(deps: EpisodeDependencies, settings: typeof DEFAULTS & E
     ...(formatError !== undefined ? { formatError } : {}),
     templateFallback: false,
   });
+  builder.phase = "environment";
   const reply = await raceSignal(deps.client.interact(input.sessionId, message), input.signal);
   return { message, reply };
 }
@@ -326,9 +363,15 @@ function cancelQuietly(client: EnvironmentClient, sessionId: string): void {
   client.cancel(sessionId).catch(() => {});
 }
 
-function statusOfError(error: unknown, outer: AbortSignal | undefined): SampleStatus {
+/**
+ * The status of an episode the rollout ended with `error`, in `phase`. A time limit that
+ * strikes while the agent generates is the agent's (`task limit reached`); while the
+ * environment answers (or starts), the infrastructure's (`task error`), as is any other error.
+ */
+function statusOfError(error: unknown, outer: AbortSignal | undefined, phase: TrajectoryBuilder["phase"]): SampleStatus {
   if (error instanceof ContextLimitError) return "agent context limit";
   if (outer?.aborted && error === outer.reason) return "cancelled";
+  if ((error instanceof TurnTimeoutError || error instanceof EpisodeTimeoutError) && phase === "generation") return "task limit reached";
   return "task error";
 }
 
@@ -348,6 +391,8 @@ class TrajectoryBuilder {
   error: string | undefined;
   environmentReward = 0;
   environmentMetrics: Record<string, number> = {};
+  /** What the episode is waiting for: the environment's start or reply, or the agent's generation. */
+  phase: "environment" | "generation" = "environment";
 
   constructor(private readonly spec: EpisodeSpec) {}
 
@@ -372,8 +417,10 @@ class TrajectoryBuilder {
     this.error = error;
   }
 
-  build(incompletePenalty: number, durationMs: number): Trajectory {
+  build(settings: Pick<typeof DEFAULTS, "incompletePenalty" | "infrastructureFaults">, durationMs: number): Trajectory {
     const status: SampleStatus = this.status === "running" ? "unknown" : this.status;
+    const endCause = endCauseOf(status);
+    const masked = endCause === "infrastructure" && settings.infrastructureFaults === "mask";
     const currentVersions = this.versions.filter((version, i) => this.policyIds[i] === POLICY_CODES.current && version >= 0);
     const generatedTokens = this.lossMask.reduce((sum, mask) => sum + mask, 0);
     return {
@@ -386,9 +433,11 @@ class TrajectoryBuilder {
       logprobs: Float32Array.from(this.logprobs),
       versions: Int32Array.from(this.versions),
       policyIds: Int8Array.from(this.policyIds),
-      reward: status === "completed" ? this.environmentReward : incompletePenalty,
+      reward: endCause === "verdict" ? this.environmentReward : masked ? 0 : settings.incompletePenalty,
       environmentReward: this.environmentReward,
       status,
+      endCause,
+      masked,
       ...(this.error !== undefined ? { error: this.error } : {}),
       turns: this.turns,
       minVersion: currentVersions.length > 0 ? currentVersions.reduce((a, b) => Math.min(a, b)) : NO_VERSION,

@@ -5,7 +5,7 @@
  */
 export {
   isInformative, NO_POLICY, NO_VERSION, POLICY_CODES, POLICY_IDS, type PolicyId, type Trajectory,
-  type TrajectoryGroup, type TurnRecord
+  type TrajectoryGroup, type TurnRecord, type EndCause, endCauseOf, isMasked
 } from "./types.js";
 export {
   formatToolCalls, jsonLikePython, type ParsedTurn, parseToolCalls, type ParseToolCallsOptions,
@@ -26,6 +26,9 @@ export {
   type ChatTokenizer, type EpisodeDependencies, type EpisodeOptions, type EpisodeSpec,
   EpisodeTimeoutError, externalTurnTokens, replyTokens, runEpisode, TurnTimeoutError
 } from "./episode.js";
+export {
+  FaultInjectingClient, type FaultInjectionOptions, InjectedFaultError
+} from "./faults.js";
 export {
   BufferClosedError, type BufferStats, TrajectoryBuffer, type TrajectoryBufferOptions
 } from "./buffer.js";

@@ -29,6 +29,10 @@ export interface MetricsSnapshot {
   templateFallbacks: number;
   /** Turns whose text did not parse into tool calls. */
   formatErrors: number;
+  /** Plays of an episode thrown away for an infrastructure fault and played again. */
+  infrastructureRetries: number;
+  /** Episodes that still ended by an infrastructure fault after their retries, masked out of the loss. */
+  maskedEpisodes: number;
   /** Turns drawn from each pool member. */
   turnsByPolicy: Record<string, number>;
   perTask: Record<string, TaskMetrics>;
@@ -55,13 +59,15 @@ export class RolloutMetrics {
   private turnSum = 0;
   private templateFallbacks = 0;
   private formatErrors = 0;
+  private infrastructureRetries = 0;
+  private maskedEpisodes = 0;
   private turnsByPolicy: Record<string, number> = {};
   private tasks = new Map<string, TaskAccumulator>();
 
   /** Restarts the clock and the counts. */
   reset(): void {
     this.started = performance.now();
-    this.episodes = this.groups = this.generatedTokens = this.turnSum = this.templateFallbacks = this.formatErrors = 0;
+    this.episodes = this.groups = this.generatedTokens = this.turnSum = this.templateFallbacks = this.formatErrors = this.infrastructureRetries = this.maskedEpisodes = 0;
     this.turnsByPolicy = {};
     this.tasks.clear();
   }
@@ -72,6 +78,8 @@ export class RolloutMetrics {
     this.turnSum += trajectory.turns.length;
     this.templateFallbacks += trajectory.metrics.templateFallbacks ?? 0;
     this.formatErrors += trajectory.metrics.formatErrors ?? 0;
+    this.infrastructureRetries += trajectory.metrics.infrastructureRetries ?? 0;
+    this.maskedEpisodes += trajectory.masked ? 1 : 0;
     for (const turn of trajectory.turns) this.turnsByPolicy[turn.policy] = (this.turnsByPolicy[turn.policy] ?? 0) + 1;
     const task = this.tasks.get(trajectory.task) ?? { episodes: 0, successes: 0, rewardSum: 0, turnSum: 0, statuses: {} };
     task.episodes += 1;
@@ -107,6 +115,8 @@ export class RolloutMetrics {
       meanTurns: this.episodes > 0 ? this.turnSum / this.episodes : 0,
       templateFallbacks: this.templateFallbacks,
       formatErrors: this.formatErrors,
+      infrastructureRetries: this.infrastructureRetries,
+      maskedEpisodes: this.maskedEpisodes,
       turnsByPolicy: { ...this.turnsByPolicy },
       perTask,
       ...extra,

@@ -99,7 +99,7 @@ describe("RolloutScheduler", () => {
     await coins.close();
   });
 
-  test("faulty environments still complete their groups, penalised; no group waits forever", async () => {
+  test("faulty environments still complete their groups, retried then masked; no group waits forever", async () => {
     const tokenizer = testTokenizer();
     const model = new ScriptedModel(tokenizer.vocabSize, turnScript(tokenizer, (k) => formatToolCalls([{ name: "echo", arguments: { text: `t${k}` } }])));
     const pool = new PolicyPool({ current: new InferenceEngine(model, { temperature: 0, stopTokenIds: tokenizer.stopTokenIds }) });
@@ -109,7 +109,7 @@ describe("RolloutScheduler", () => {
     const scheduler = new RolloutScheduler({
       client: faulty, tokenizer, pool, buffer, groupSize: 4, maxGroups: 12, seed: 5,
       tasks: [{ name: "echo", weight: 1 }, { name: "throws", weight: 1 }, { name: "hangs", weight: 1 }, { name: "dies", weight: 1 }],
-      episode: { turnTimeoutMs: 1000, incompletePenalty: -0.2 },
+      episode: { turnTimeoutMs: 1000, incompletePenalty: -0.2, infrastructureRetries: 1 },
     });
     await scheduler.start();
     const groups = await buffer.take(12);
@@ -124,12 +124,18 @@ describe("RolloutScheduler", () => {
         if (task === "echo") assert.equal(trajectory.status, "completed", trajectory.error);
         else {
           assert.equal(trajectory.status, "task error", task);
-          assert.equal(trajectory.reward, -0.2);
+          assert.equal(trajectory.endCause, "infrastructure");
+          assert.ok(trajectory.masked);
+          assert.equal(trajectory.reward, 0, "an infrastructure fault is never given a reward");
+          assert.equal(trajectory.metrics.infrastructureRetries, 1);
         }
       }
     }
     const metrics = scheduler.snapshot();
     assert.equal(metrics.groups, 12);
+    const faulted = groups.flatMap((g) => g.trajectories).filter((t) => t.masked).length;
+    assert.equal(metrics.maskedEpisodes, faulted);
+    assert.equal(metrics.infrastructureRetries, faulted, "one retry each");
     assert.ok(metrics.perTask.echo === undefined || metrics.perTask.echo.successRate === 1);
     await faulty.close();
   });

@@ -14,6 +14,32 @@ export const NO_POLICY = -1;
 /** Per-token version of prompt, environment and external-model tokens. */
 export const NO_VERSION = -1;
 
+/**
+ * Who ended an episode:
+ * - `verdict`: the environment's own verdict (status `completed`);
+ * - `agent`: the agent's doing — turn limit, context limit, invalid actions, validation
+ *   failures, or its own time running out while it generated;
+ * - `infrastructure`: not the agent's doing — an environment or task error (a container or
+ *   worker that died, a tool that crashed), an engine error, an unreachable controller, a
+ *   time limit hit while waiting for the environment, cancellation.
+ */
+export type EndCause = "verdict" | "agent" | "infrastructure";
+
+/** The end cause a status stands for (see EndCause). */
+export function endCauseOf(status: SampleStatus): EndCause {
+  switch (status) {
+    case "completed":
+      return "verdict";
+    case "agent context limit":
+    case "agent validation failed":
+    case "agent invalid action":
+    case "task limit reached":
+      return "agent";
+    default: // task error, cancelled, unknown (and running, which an ended episode never has)
+      return "infrastructure";
+  }
+}
+
 /** Where one turn lies in the trajectory's token sequence (half-open ranges of token positions). */
 export interface TurnRecord {
   /** Tokens before the turn's generation: the templated conversation so far. */
@@ -53,11 +79,22 @@ export interface Trajectory {
   versions: Int32Array;
   /** Per token: 0 current, 1 stale, 2 external, -1 prompt/environment (see POLICY_CODES). */
   policyIds: Int8Array;
-  /** Final reward: the environment's last reward when status is `completed`, else the incomplete penalty. */
+  /**
+   * Final reward: the environment's last reward when status is `completed`; the incomplete
+   * penalty when the agent ended the episode (or the infrastructure did and faults are
+   * penalised); 0 when the episode is `masked` (it never reaches the loss).
+   */
   reward: number;
   /** The environment's own reward, before the penalty rule. */
   environmentReward: number;
   status: SampleStatus;
+  /** Who ended the episode (see EndCause). */
+  endCause: EndCause;
+  /**
+   * The episode ended by an infrastructure fault (after its retries) and faults are masked
+   * (`infrastructureFaults: "mask"`): its group must not enter the loss.
+   */
+  masked: boolean;
   /** Why the episode ended early when the rollout ended it (timeout, environment fault, token limit, cancel). */
   error?: string;
   turns: TurnRecord[];
@@ -79,6 +116,11 @@ export interface TrajectoryGroup {
   /** Lowest / highest current-pool version over the group's trajectories (-1 when none). */
   minVersion: number;
   maxVersion: number;
+}
+
+/** Whether a group holds a masked episode (an infrastructure fault): such a group is dropped from the loss. */
+export function isMasked(group: Pick<TrajectoryGroup, "trajectories">): boolean {
+  return group.trajectories.some((trajectory) => trajectory.masked);
 }
 
 /**

@@ -13,6 +13,11 @@ import {
   reduceLoss,
   policyObjective,
   DEFAULT_POLICY_OBJECTIVE,
+  DEFAULT_POLICY_LOSS,
+  getPolicyLoss,
+  importanceRatioKept,
+  mismatchStatistics,
+  type PolicyLossOptions,
 } from "./algorithms.js";
 
 await setBackend("cpu", { log: null });
@@ -125,5 +130,107 @@ describe("KL k3 and reductions", () => {
     }
     tf.dispose([x, a, m]);
     assert.equal(tf.memory().numTensors, before);
+  });
+});
+
+/**
+ * The importance-corrected losses, from hand-computed tables. Each row: ρ = π_trainer/π_sampler
+ * (set as logp − logp_sampler = ln ρ), the advantage A, the expected per-token loss and its
+ * expected gradient d loss / d logp. At the first epoch the PPO ratio against the proximal
+ * policy is 1 in value, so the loss is −w·A and its gradient −w·A, with w the loss's weight.
+ */
+function lossAndGradient(name: string, rhos: number[][], advantages: number[][], mask: number[][], options: Partial<PolicyLossOptions> = {}) {
+  const oldLogProbs = tf.zeros([rhos.length, rhos[0].length]) as tf.Tensor2D;
+  const a = tf.tensor2d(advantages);
+  const m = tf.tensor2d(mask);
+  const loss = getPolicyLoss(name);
+  const logProbs = tf.tensor2d(rhos.map((row) => row.map(Math.log)));
+  const settings = { ...DEFAULT_POLICY_LOSS, ...options };
+  const out = loss({ logProbs, oldLogProbs, advantages: a, mask: m }, settings);
+  const gradient = tf.grad((x: tf.Tensor) => tf.sum(loss({ logProbs: x as tf.Tensor2D, oldLogProbs, advantages: a, mask: m }, settings).loss))(logProbs);
+  const result = { loss: Array.from(out.loss.dataSync()), clipped: Array.from(out.clipped.dataSync()), gradient: Array.from(gradient.dataSync()) };
+  tf.dispose([oldLogProbs, a, m, logProbs, out.loss, out.clipped, gradient]);
+  return result;
+}
+
+describe("truncated importance sampling and icepop (hand-computed)", () => {
+  test("tis_token: w = min(ρ, C) per token, loss −w·A, gradient −w·A", () => {
+    // ρ, A, loss, gradient   (C = 2)
+    const rows: [number, number, number, number][] = [
+      [0.5, 1, -0.5, -0.5], // the sampler over-drew the token: it counts half
+      [1.5, -1, 1.5, 1.5],
+      [4, 1, -2, -2], // truncated at C = 2
+      [1, 2, -2, -2], // on-policy: plain −A
+    ];
+    const out = lossAndGradient("tis_token", [rows.map((r) => r[0])], [rows.map((r) => r[1])], [rows.map(() => 1)]);
+    close(out.loss, rows.map((r) => r[2]));
+    close(out.gradient, rows.map((r) => r[3]));
+    close(out.clipped, [0, 0, 0, 0]);
+  });
+
+  test("tis_sequence: w = min(Π_t ρ_t over the masked tokens, C) per sequence", () => {
+    // sequence 1: ρ = 0.5, 1.5 → w = 0.75; sequence 2: ρ = 2 (masked: 3) → w = min(2, 1.5) = 1.5
+    const out = lossAndGradient("tis_sequence", [[0.5, 1.5], [2, 3]], [[1, 1], [-1, -1]], [[1, 1], [1, 0]], { importanceCap: 1.5 });
+    close(out.loss, [-0.75, -0.75, 1.5, 1.5]);
+    close(out.gradient, [-0.75, -0.75, 1.5, 1.5]);
+  });
+
+  test("icepop: M(ρ) = ρ inside [low, high], 0 outside (the token is rejected)", () => {
+    // ρ, loss, gradient, rejected   (A = 1, bounds [0.5, 2])
+    const rows: [number, number, number, number][] = [
+      [0.4, 0, 0, 1],
+      [0.5, -0.5, -0.5, 0],
+      [1.2, -1.2, -1.2, 0],
+      [2, -2, -2, 0],
+      [2.5, 0, 0, 1],
+    ];
+    const out = lossAndGradient("icepop", [rows.map((r) => r[0])], [rows.map(() => 1)], [rows.map(() => 1)]);
+    close(out.loss, rows.map((r) => r[1]));
+    close(out.gradient, rows.map((r) => r[2]));
+    close(out.clipped, rows.map((r) => r[3]));
+  });
+
+  test("the masking rule keeps low ≤ ρ ≤ high, bounds included", () => {
+    const ratios = [0, 0.49, 0.5, 1, 3, 3.01, 100];
+    const kept = importanceRatioKept(tf.tensor2d([ratios]), { importanceRatioLow: 0.5, importanceRatioHigh: 3 });
+    assert.deepEqual(Array.from(kept.dataSync()), [0, 0, 1, 1, 1, 0, 0]);
+    kept.dispose();
+  });
+
+  test("a later epoch's proximal policy: PPO-clip acts on exp(logp − logp_prox), w on exp(logp_prox − logp_sampler)", () => {
+    // logp = ln 1.5, prox = 0, sampler = ln 0.5: ρ = 2 → w = 2; ratio 1.5 clipped at 1.2 (A = 1) → −1.2 · 2
+    const logProbs = tf.tensor2d([[Math.log(1.5)]]);
+    const proximalLogProbs = tf.tensor2d([[0]]);
+    const oldLogProbs = tf.tensor2d([[Math.log(0.5)]]);
+    const advantages = tf.tensor2d([[1]]);
+    const mask = tf.tensor2d([[1]]);
+    const out = getPolicyLoss("tis_token")({ logProbs, oldLogProbs, proximalLogProbs, advantages, mask }, DEFAULT_POLICY_LOSS);
+    close(Array.from(out.loss.dataSync()), [-2.4]);
+    close(Array.from(out.clipped.dataSync()), [1]);
+    tf.dispose([logProbs, proximalLogProbs, oldLogProbs, advantages, mask, out.loss, out.clipped]);
+  });
+
+  test("the objective takes the loss by name and names the registered ones when it does not know it", () => {
+    const x = tf.tensor2d([[Math.log(4), 0]]);
+    const zero = tf.zeros([1, 2]) as tf.Tensor2D;
+    const a = tf.tensor2d([[1, 1]]);
+    const m = tf.tensor2d([[1, 1]]);
+    const options = { ...DEFAULT_POLICY_OBJECTIVE, klCoefficient: 0 };
+    const counts = { tokenCount: 2, sequenceCount: 1 };
+    // ppo_clip: ratio 4 clipped at 1.2 → (−1.2 − 1)/2; tis_token: w = 2 → (−2 − 1)/2
+    close([policyObjective({ logProbs: x, oldLogProbs: zero, advantages: a, mask: m }, options, counts).loss.dataSync()[0]], [-1.1]);
+    close([policyObjective({ logProbs: x, oldLogProbs: zero, advantages: a, mask: m }, { ...options, policyLoss: "tis_token" }, counts).loss.dataSync()[0]], [-1.5]);
+    assert.throws(() => policyObjective({ logProbs: x, oldLogProbs: zero, advantages: a, mask: m }, { ...options, policyLoss: "nope" }, counts), /unknown policy loss "nope"; known: ppo_clip, tis_token, tis_sequence, icepop/);
+    tf.dispose([x, zero, a, m]);
+  });
+
+  test("mismatch statistics: k3 KL, ratio mean/min/max and shares out of bounds over the masked tokens", () => {
+    // ρ = 2, 0.5, 1 and a masked 10: k3 = ρ − 1 − ln ρ = 0.306853, 0.193147, 0
+    const logProbs = tf.tensor2d([[Math.log(2), Math.log(0.5), 0, Math.log(10)]]);
+    const sampler = tf.zeros([1, 4]) as tf.Tensor2D;
+    const mask = tf.tensor2d([[1, 1, 1, 0]]);
+    const out = mismatchStatistics(logProbs, sampler, mask, { importanceRatioLow: 0.6, importanceRatioHigh: 1.5 });
+    close([out.kl, out.ratioMean, out.ratioMin, out.ratioMax, out.shareBelow, out.shareAbove].map((t) => t.dataSync()[0]), [0.5 / 3, 3.5 / 3, 0.5, 2, 1 / 3, 1 / 3]);
+    tf.dispose([logProbs, sampler, mask, ...Object.values(out)]);
   });
 });

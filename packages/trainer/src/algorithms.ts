@@ -120,22 +120,81 @@ export function advantageStatisticsByTask(
 // ---------------------------------------------------------------------------------------
 
 export interface PolicyLossOptions {
+  /** Registered policy loss (see `registerPolicyLoss`): `ppo_clip` (the original), `tis_token`, `tis_sequence` or `icepop`. Default `ppo_clip`. */
+  policyLoss: string;
   /** Lower clip range ε_low: the ratio is clipped below at 1 − ε_low. Default 0.2. */
   clipLow: number;
   /** Upper clip range ε_high: the ratio is clipped above at 1 + ε_high. Default 0.2. */
   clipHigh: number;
   /** Dual-clip constant c (> 1) bounding the loss of negative-advantage tokens at −c·A. Default 3; 0 turns it off. */
   dualClip: number;
+  /** Cap C of the truncated importance weights of `tis_token` and `tis_sequence`: w = min(ρ, C). Default 2. */
+  importanceCap: number;
+  /** Lower bound of the trainer-to-sampler ratio ρ: `icepop` rejects tokens below it; the metrics count the share below. Default 0.5. */
+  importanceRatioLow: number;
+  /** Upper bound of ρ: `icepop` rejects tokens above it; the metrics count the share above. Default 2. */
+  importanceRatioHigh: number;
 }
 
-export const DEFAULT_POLICY_LOSS: PolicyLossOptions = { clipLow: 0.2, clipHigh: 0.2, dualClip: 3 };
+export const DEFAULT_POLICY_LOSS: PolicyLossOptions = {
+  policyLoss: "ppo_clip",
+  clipLow: 0.2,
+  clipHigh: 0.2,
+  dualClip: 3,
+  importanceCap: 2,
+  importanceRatioLow: 0.5,
+  importanceRatioHigh: 2,
+};
 
 /** Per-token tensors of one (micro-)batch, all [B, T] float32; `mask` is 1 on generated tokens. */
 export interface TokenBatch {
+  /** The trainer's log-probs of the generated tokens (differentiated). */
   logProbs: tf.Tensor2D;
+  /** The sampler's log-probs of the same tokens (the behaviour policy; constants). */
   oldLogProbs: tf.Tensor2D;
   advantages: tf.Tensor2D;
   mask: tf.Tensor2D;
+  /**
+   * The trainer's log-probs at the weights before the update (the proximal policy of
+   * decoupled PPO; constants). Default: `logProbs` with its gradient stopped, which is exact
+   * for the first (and, with the off-policy losses, only) PPO epoch.
+   */
+  proximalLogProbs?: tf.Tensor2D;
+}
+
+/**
+ * A policy loss: per-token loss [B, T] (unmasked; the caller reduces it under `mask`) and
+ * per-token 0/1 indicators [B, T] of the tokens where a clip (or a rejection) was active.
+ */
+export type PolicyLoss = (batch: TokenBatch, options: PolicyLossOptions) => { loss: tf.Tensor2D; clipped: tf.Tensor2D };
+
+const policyLosses = new Map<string, PolicyLoss>();
+
+export function registerPolicyLoss(name: string, loss: PolicyLoss): void {
+  policyLosses.set(name, loss);
+}
+
+export function getPolicyLoss(name: string): PolicyLoss {
+  const loss = policyLosses.get(name);
+  if (!loss) throw new Error(`unknown policy loss "${name}"; known: ${[...policyLosses.keys()].join(", ")}`);
+  return loss;
+}
+
+/** Names of the registered policy losses. */
+export function policyLossNames(): string[] {
+  return [...policyLosses.keys()];
+}
+
+/** The losses that correct for the sampler with importance weights: they need the proximal log-probs, so one PPO epoch. */
+export const OFF_POLICY_CORRECTED_LOSSES: readonly string[] = ["tis_token", "tis_sequence", "icepop"];
+
+/**
+ * `x` as a constant: a new tensor with the same values and shape, with no link to the
+ * gradient tape (so no op after it is differentiated, including comparisons that have no
+ * gradient). Costs one read of the values.
+ */
+export function stopGradient<T extends tf.Tensor>(x: T): T {
+  return tf.tensor(x.dataSync(), x.shape, x.dtype) as T;
 }
 
 /**
@@ -147,9 +206,12 @@ export interface TokenBatch {
  *   tokens where the clip was active (for the clip fraction).
  */
 export function ppoClipTokenLoss(batch: TokenBatch, options: PolicyLossOptions = DEFAULT_POLICY_LOSS): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
+  return tf.tidy(() => ppoClipOnRatio(tf.exp(tf.sub(batch.logProbs, batch.oldLogProbs)) as tf.Tensor2D, batch.advantages, options));
+}
+
+/** PPO-clip (+ dual-clip) of a given ratio [B, T] and advantages [B, T]: per-token loss and clip indicators, [B, T]. */
+function ppoClipOnRatio(ratio: tf.Tensor2D, advantages: tf.Tensor2D, options: Pick<PolicyLossOptions, "clipLow" | "clipHigh" | "dualClip">): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
   return tf.tidy(() => {
-    const { logProbs, oldLogProbs, advantages } = batch;
-    const ratio = tf.exp(tf.sub(logProbs, oldLogProbs));
     const unclipped = tf.neg(tf.mul(advantages, ratio));
     const clippedRatio = tf.clipByValue(ratio, 1 - options.clipLow, 1 + options.clipHigh);
     const clippedLoss = tf.neg(tf.mul(advantages, clippedRatio));
@@ -163,6 +225,122 @@ export function ppoClipTokenLoss(batch: TokenBatch, options: PolicyLossOptions =
       loss = tf.where(negative, dual, loss);
     }
     return { loss: loss as tf.Tensor2D, clipped: clipped as tf.Tensor2D };
+  });
+}
+
+/**
+ * The decoupled-PPO pieces (AReaL; verl's rollout correction) of a batch [B, T]:
+ *   ρ      = exp(logp_prox − logp_sampler)   the trainer-to-sampler ratio (constant): mismatch and staleness
+ *   ratio  = exp(logp − logp_prox)           the PPO ratio against the proximal policy (1 in value at the first epoch)
+ */
+function decoupledRatios(batch: TokenBatch): { behaviourRatio: tf.Tensor2D; ratio: tf.Tensor2D } {
+  const proximal = batch.proximalLogProbs ?? stopGradient(batch.logProbs);
+  return {
+    behaviourRatio: tf.exp(tf.sub(proximal, batch.oldLogProbs)) as tf.Tensor2D,
+    ratio: tf.exp(tf.sub(batch.logProbs, proximal)) as tf.Tensor2D,
+  };
+}
+
+/**
+ * Truncated importance sampling, token level (TIS: Yao et al.; OpenRLHF / verl `token`):
+ *   w_t = min(ρ_t, C)                         per token [B, T], a constant
+ *   L_t = w_t · PPO-clip(ratio_t, A_t)        with ratio against the proximal policy
+ * so the gradient is w_t times PPO's, and a token the sampler over-drew (ρ < 1) counts less.
+ * @returns per-token loss [B, T] and clip indicators [B, T] (of the PPO clip).
+ */
+export function truncatedImportanceTokenLoss(batch: TokenBatch, options: PolicyLossOptions): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
+  return tf.tidy(() => {
+    const { behaviourRatio, ratio } = decoupledRatios(batch);
+    const weight = tf.minimum(behaviourRatio, options.importanceCap);
+    const inner = ppoClipOnRatio(ratio, batch.advantages, options);
+    return { loss: tf.mul(weight, inner.loss) as tf.Tensor2D, clipped: inner.clipped };
+  });
+}
+
+/**
+ * Truncated importance sampling, sequence level (verl's `sequence` rollout correction):
+ *   w_b = min(exp(Σ_t mask_bt · log ρ_bt), C)   one weight per sequence [B, 1], a constant
+ *   L_bt = w_b · PPO-clip(ratio_bt, A_bt)
+ * The product of the token ratios is the exact trajectory-level correction, hence its cap.
+ * @returns per-token loss [B, T] and clip indicators [B, T].
+ */
+export function truncatedImportanceSequenceLoss(batch: TokenBatch, options: PolicyLossOptions): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
+  return tf.tidy(() => {
+    const { behaviourRatio, ratio } = decoupledRatios(batch);
+    const logWeight = tf.sum(tf.mul(tf.log(behaviourRatio), batch.mask), 1, true); // [B, 1]
+    const weight = tf.exp(tf.minimum(logWeight, Math.log(options.importanceCap))); // min(exp(x), C) without overflow
+    const inner = ppoClipOnRatio(ratio, batch.advantages, options);
+    return { loss: tf.mul(weight, inner.loss) as tf.Tensor2D, clipped: inner.clipped };
+  });
+}
+
+/**
+ * Masked importance sampling with rejection of tokens whose ratio is out of bounds
+ * (IcePop, Ring-1T; OpenRLHF `icepop`; verl's token rejection):
+ *   M(ρ_t) = ρ_t  if low ≤ ρ_t ≤ high, else 0     per token [B, T], a constant
+ *   L_t    = M(ρ_t) · PPO-clip(ratio_t, A_t)
+ * A rejected token keeps its place in the token-mean denominator (its loss is 0), so the
+ * loss scale does not depend on how many tokens were rejected.
+ * @returns per-token loss [B, T] and indicators [B, T] of the tokens that were rejected or clipped.
+ */
+export function icepopTokenLoss(batch: TokenBatch, options: PolicyLossOptions): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
+  return tf.tidy(() => {
+    const { behaviourRatio, ratio } = decoupledRatios(batch);
+    const kept = importanceRatioKept(behaviourRatio, options);
+    const inner = ppoClipOnRatio(ratio, batch.advantages, options);
+    const loss = tf.mul(tf.mul(behaviourRatio, kept), inner.loss) as tf.Tensor2D;
+    const clipped = tf.maximum(inner.clipped, tf.sub(1, kept)) as tf.Tensor2D;
+    return { loss, clipped };
+  });
+}
+
+/** The masking rule: 1 where `importanceRatioLow` ≤ ρ ≤ `importanceRatioHigh`, else 0. [B, T] in, [B, T] out. */
+export function importanceRatioKept(behaviourRatio: tf.Tensor2D, options: Pick<PolicyLossOptions, "importanceRatioLow" | "importanceRatioHigh">): tf.Tensor2D {
+  return tf.tidy(() => tf.cast(tf.logicalAnd(tf.greaterEqual(behaviourRatio, options.importanceRatioLow), tf.lessEqual(behaviourRatio, options.importanceRatioHigh)), "float32") as tf.Tensor2D);
+}
+
+registerPolicyLoss("ppo_clip", ppoClipTokenLoss);
+registerPolicyLoss("tis_token", truncatedImportanceTokenLoss);
+registerPolicyLoss("tis_sequence", truncatedImportanceSequenceLoss);
+registerPolicyLoss("icepop", icepopTokenLoss);
+
+/** Scalar diagnostics of the sampler/trainer mismatch over the tokens of `mask`. */
+export interface MismatchStatistics {
+  /** Mean k3 estimate of KL(π_sampler ‖ π_trainer) per token: ρ − 1 − log ρ, with ρ = π_trainer / π_sampler (the tokens are the sampler's draws). */
+  kl: tf.Scalar;
+  /** Mean, min and max of ρ. */
+  ratioMean: tf.Scalar;
+  ratioMin: tf.Scalar;
+  ratioMax: tf.Scalar;
+  /** Share of tokens with ρ below `importanceRatioLow` / above `importanceRatioHigh`. */
+  shareBelow: tf.Scalar;
+  shareAbove: tf.Scalar;
+}
+
+/**
+ * Mismatch between the sampler's and the trainer's log-probs of the same tokens (prime-rl's
+ * `mismatch_kl`), and the distribution of their ratio. Inputs [B, T]; min and max are over
+ * the masked tokens (±Infinity when there are none).
+ */
+export function mismatchStatistics(
+  logProbs: tf.Tensor2D,
+  samplerLogProbs: tf.Tensor2D,
+  mask: tf.Tensor2D,
+  options: Pick<PolicyLossOptions, "importanceRatioLow" | "importanceRatioHigh">,
+): MismatchStatistics {
+  return tf.tidy(() => {
+    const logRatio = tf.sub(logProbs, samplerLogProbs);
+    const ratio = tf.exp(logRatio);
+    const k3 = tf.sub(tf.sub(ratio, logRatio), 1);
+    const on = tf.greater(mask, 0);
+    return {
+      kl: maskedMean(k3, mask),
+      ratioMean: maskedMean(ratio, mask),
+      ratioMin: tf.min(tf.where(on, ratio, tf.fill(ratio.shape, Infinity))) as tf.Scalar,
+      ratioMax: tf.max(tf.where(on, ratio, tf.fill(ratio.shape, -Infinity))) as tf.Scalar,
+      shareBelow: maskedMean(tf.cast(tf.less(ratio, options.importanceRatioLow), "float32"), mask),
+      shareAbove: maskedMean(tf.cast(tf.greater(ratio, options.importanceRatioHigh), "float32"), mask),
+    };
   });
 }
 
@@ -222,7 +400,8 @@ export const DEFAULT_POLICY_OBJECTIVE: PolicyObjectiveOptions = {
 };
 
 /**
- * The full policy objective of one micro-batch: PPO-clip (+ dual-clip) + β·KL − η·entropy,
+ * The full policy objective of one micro-batch: the policy loss (PPO-clip + dual-clip, or an
+ * importance-corrected one, see `policyLoss`) + β·KL − η·entropy,
  * reduced as configured. All inputs [B, T]; `referenceLogProbs` only when β > 0,
  * `entropy` only when η > 0.
  * @returns the scalar loss to differentiate, and scalar diagnostics (not to differentiate).
@@ -233,7 +412,7 @@ export function policyObjective(
   counts: { tokenCount: number; sequenceCount: number },
 ): { loss: tf.Scalar; policyLoss: tf.Scalar; clipFraction: tf.Scalar; kl: tf.Scalar; entropy: tf.Scalar } {
   return tf.tidy(() => {
-    const { loss: tokenLoss, clipped } = ppoClipTokenLoss(batch, options);
+    const { loss: tokenLoss, clipped } = getPolicyLoss(options.policyLoss)(batch, options);
     const policyLoss = reduceLoss(tokenLoss, batch.mask, options.reduction, counts);
     let loss: tf.Scalar = policyLoss;
     let kl: tf.Scalar = tf.scalar(0);

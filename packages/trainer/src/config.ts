@@ -118,6 +118,14 @@ const RlSchema = z
     clipLow: z.number().nonnegative().default(0.2).describe("PPO clip ε_low: the ratio is clipped below at 1 − ε_low."),
     clipHigh: z.number().nonnegative().default(0.2).describe("PPO clip ε_high: the ratio is clipped above at 1 + ε_high."),
     dualClip: z.number().nonnegative().default(3).describe("Dual-clip constant c for negative advantages; 0 turns it off."),
+    policyLoss: z
+      .enum(["ppo_clip", "tis_token", "tis_sequence", "icepop"])
+      .default("ppo_clip")
+      .describe("Policy loss: `ppo_clip` (PPO-clip + dual-clip against the sampler's log-probs, the original); `tis_token` / `tis_sequence` (decoupled PPO weighted by the truncated importance ratio min(π_trainer/π_sampler, importanceCap), per token / per sequence); `icepop` (tokens whose ratio lies outside [importanceRatioLow, importanceRatioHigh] are rejected). The last three need ppoEpochs 1."),
+    importanceCap: z.number().positive().default(2).describe("Cap C of the truncated importance weights of tis_token and tis_sequence."),
+    importanceRatioLow: z.number().min(0).max(1).default(0.5).describe("Lower bound of π_trainer/π_sampler: icepop rejects tokens below it; `train/importanceRatioShareBelow` counts them."),
+    importanceRatioHigh: z.number().min(1).default(2).describe("Upper bound of π_trainer/π_sampler: icepop rejects tokens above it; `train/importanceRatioShareAbove` counts them."),
+    mismatchKlAlarm: z.number().nonnegative().default(0.05).describe("An ALARM line is logged when a step's mismatch KL (k3, sampler vs trainer log-probs of the same tokens, `train/mismatchKl`) exceeds this."),
     klCoefficient: z.number().nonnegative().default(1e-4).describe("Coefficient of the k3 KL penalty to the frozen starting policy; 0 skips the reference model."),
     entropyCoefficient: z.number().nonnegative().default(0).describe("Coefficient of the entropy bonus."),
     reduction: z.enum(["token-mean", "sequence-mean"]).default("token-mean").describe("How the per-token loss is averaged."),
@@ -168,7 +176,13 @@ const RolloutSchema = z
     maxNewTokensPerTurn: positiveInteger().default(96).describe("Tokens generated per turn at most."),
     turnTimeoutSeconds: z.number().positive().default(120).describe("Time limit of one turn (generation + environment)."),
     episodeTimeoutSeconds: z.number().positive().default(900).describe("Time limit of a whole episode."),
-    incompletePenalty: z.number().default(-0.2).describe("Reward of an episode that does not end with status `completed`."),
+    incompletePenalty: z.number().default(-0.2).describe("Reward of an episode the agent ended without the environment's verdict (turn or context limit, invalid actions, its own timeout)."),
+    infrastructureRetries: nonNegativeInteger().default(2).describe("Times an episode ended by an infrastructure fault (environment or task error, dead container or worker, engine error, unreachable controller) is played again."),
+    infrastructureFaults: z
+      .enum(["mask", "penalize"])
+      .default("mask")
+      .describe("An episode still ended by an infrastructure fault after its retries: `mask` drops its group from the loss (counted in `train/droppedInfrastructureGroups`); `penalize` gives it the incomplete penalty, as the original did."),
+    injectInfrastructureFaults: probability().default(0).describe("Share of training sessions killed at their first interaction (an injected infrastructure fault, to measure masking against penalising); 0 injects none."),
     uninformativeWeight: z
       .number()
       .min(0)

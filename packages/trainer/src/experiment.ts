@@ -28,7 +28,7 @@ import {
   type Split,
   type TaskFamilyOptions,
 } from "@agentrl/envs";
-import type { EpisodeOptions, TaskMixEntry } from "@agentrl/rollout";
+import { FaultInjectingClient, type EpisodeOptions, type TaskMixEntry } from "@agentrl/rollout";
 import { isCompleteModelFolder, latestCheckpoint, writeModelFolder } from "./checkpoint.js";
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "./config.js";
 import { evaluate, type TaskEvaluation } from "./evaluate.js";
@@ -202,6 +202,8 @@ function episodeOptions(config: TrainConfig): EpisodeOptions {
     turnTimeoutMs: config.rollout.turnTimeoutSeconds * 1000,
     episodeTimeoutMs: config.rollout.episodeTimeoutSeconds * 1000,
     incompletePenalty: config.rollout.incompletePenalty,
+    infrastructureRetries: config.rollout.infrastructureRetries,
+    infrastructureFaults: config.rollout.infrastructureFaults,
   };
 }
 
@@ -481,7 +483,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
     await runTraining({
       modelDirectory,
       runDirectory,
-      client: opened.client,
+      client: config.rollout.injectInfrastructureFaults > 0 ? new FaultInjectingClient(opened.client, { sessionShare: config.rollout.injectInfrastructureFaults, seed: config.run.seed }) : opened.client,
       tasks,
       mode: config.rl.mode,
       steps: config.rl.steps,

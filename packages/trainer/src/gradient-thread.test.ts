@@ -28,7 +28,7 @@ function makeGroups(vocab: number): TrajectoryGroup[] {
       return {
         task, index: g, groupId: task, member, tokens, lossMask, logprobs,
         versions: new Int32Array(length), policyIds: new Int8Array(length),
-        reward, environmentReward: reward, status: "completed", turns: [], minVersion: 0, maxVersion: 0, metrics: {}, weight: 1,
+        reward, environmentReward: reward, status: "completed", endCause: "verdict", masked: false, turns: [], minVersion: 0, maxVersion: 0, metrics: {}, weight: 1,
       };
     });
     return { groupId: task, task, index: g, trajectories, minVersion: 0, maxVersion: 0 };

@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import * as tf from "@tensorflow/tfjs-core";
 import { Policy, presetConfig, setBackend, tokenLogProbs } from "@agentrl/policy";
 import type { Trajectory, TrajectoryGroup } from "@agentrl/rollout";
-import { DEFAULT_GRPO, grpoUpdate, planMicroBatches, prepareBatch, withoutUntrainedTail, type UpdateMetrics } from "./grpo.js";
+import { checkGrpoOptions, DEFAULT_GRPO, grpoUpdate, planMicroBatches, prepareBatch, withoutUntrainedTail, type UpdateMetrics } from "./grpo.js";
 
 await setBackend("cpu", { log: null });
 
@@ -22,7 +22,7 @@ function trajectory(policy: Policy, task: string, groupId: string, tokens: numbe
   return {
     task, index: 0, groupId, member: 0, tokens: ids, lossMask, logprobs,
     versions: new Int32Array(ids.length).fill(0), policyIds: new Int8Array(ids.length),
-    reward, environmentReward: reward, status: "completed", turns: [], minVersion: 0, maxVersion: 0, metrics: {}, weight: 1,
+    reward, environmentReward: reward, status: "completed", endCause: "verdict", masked: false, turns: [], minVersion: 0, maxVersion: 0, metrics: {}, weight: 1,
   };
 }
 
@@ -124,4 +124,54 @@ test("withoutUntrainedTail drops the tokens after the last trained one, which ch
   assert.equal(metrics.processedTokens, 2 * 7, "the learner ran the cut rows");
   assert.equal(metrics.trainedTokens, 2 * 3);
   reference.dispose();
+});
+
+test("a group holding a masked episode (infrastructure fault) is dropped and counted; the other groups' advantages are unchanged", () => {
+  const policy = Policy.create(presetConfig("test"), { seed: 4 });
+  const tokens = [1, 5, 9, 14, 20, 33, 2];
+  const group = (id: string, rewards: number[], maskedMember?: number): TrajectoryGroup => ({
+    groupId: id, task: "t", index: 0, minVersion: 0, maxVersion: 0,
+    trajectories: rewards.map((reward, member) => {
+      const t = trajectory(policy, "t", id, tokens, 3, reward);
+      if (member === maskedMember) Object.assign(t, { status: "task error", endCause: "infrastructure", masked: true, reward: 0, environmentReward: 0 });
+      return t;
+    }),
+  });
+  const clean = [group("a", [1, 0]), group("c", [1, 1, 0])];
+  const faulty = group("b", [1, 0, 0], 2);
+  const plain = { ...DEFAULT_GRPO, taskAdvantageNormalization: false };
+  const batch = prepareBatch([clean[0], faulty, clean[1]], plain);
+  assert.equal(batch.droppedInfrastructureGroups, 1);
+  // (R − mean)/(std + 1e-6), std unbiased: [1, 0] → ±1/√2; [1, 1, 0] → 1/√3, 1/√3, −2/√3
+  const expected = [Math.SQRT1_2, -Math.SQRT1_2, 1 / Math.sqrt(3), 1 / Math.sqrt(3), -2 / Math.sqrt(3)];
+  batch.rows.forEach((row, i) => assert.ok(Math.abs(row.advantage - expected[i]) < 1e-5, `row ${i}: ${row.advantage} vs ${expected[i]}`));
+  // With task normalization too: exactly the batch without the faulty group.
+  const normalized = prepareBatch([clean[0], faulty, clean[1]], DEFAULT_GRPO);
+  assert.deepEqual(normalized.rows.map((row) => row.advantage), prepareBatch(clean, DEFAULT_GRPO).rows.map((row) => row.advantage));
+  assert.equal(prepareBatch(clean, DEFAULT_GRPO).droppedInfrastructureGroups, 0);
+});
+
+test("grpoUpdate reports the sampler/trainer mismatch: k3 KL and the ratio distribution, from hand values", async () => {
+  const policy = Policy.create(presetConfig("test"), { seed: 6 });
+  const groups: TrajectoryGroup[] = [{
+    groupId: "g", task: "t", index: 0, minVersion: 0, maxVersion: 0,
+    trajectories: [1, 0].map((reward) => trajectory(policy, "t", "g", [1, 5, 9, 14, 20, 33, 2], 3, reward)),
+  }];
+  const options = { ...DEFAULT_GRPO, klCoefficient: 0, policyLoss: "tis_token" };
+  const exact = await grpoUpdate(policy, policy.createOptimizer({ learningRate: 0, weightDecay: 0 }), prepareBatch(groups, options), options);
+  assert.ok(Math.abs(exact.mismatchKl) < 1e-6 && Math.abs(exact.importanceRatioMean - 1) < 1e-5, `same weights: KL ${exact.mismatchKl}, mean ratio ${exact.importanceRatioMean}`);
+  // The sampler saw every trained token 4 times likelier than the trainer does: ρ = 1/4, k3 = 1/4 − 1 + ln 4.
+  for (const t of groups[0].trajectories) t.logprobs.forEach((v, i) => (t.logprobs[i] = t.lossMask[i] ? v + Math.log(4) : 0));
+  const shifted = await grpoUpdate(policy, policy.createOptimizer({ learningRate: 0, weightDecay: 0 }), prepareBatch(groups, options), options);
+  assert.ok(Math.abs(shifted.mismatchKl - (0.25 - 1 + Math.log(4))) < 1e-4, `KL ${shifted.mismatchKl}`);
+  for (const key of ["importanceRatioMean", "importanceRatioMin", "importanceRatioMax"] as const) assert.ok(Math.abs(shifted[key] - 0.25) < 1e-4, `${key} ${shifted[key]}`);
+  assert.ok(Math.abs(shifted.importanceRatioShareBelow - 1) < 1e-9 && shifted.importanceRatioShareAbove === 0);
+  policy.dispose();
+});
+
+test("checkGrpoOptions refuses an unknown loss and an importance-corrected loss over several PPO epochs", () => {
+  assert.throws(() => checkGrpoOptions({ ...DEFAULT_GRPO, policyLoss: "tis" }), /unknown policy loss "tis"/);
+  assert.throws(() => checkGrpoOptions({ ...DEFAULT_GRPO, policyLoss: "icepop", ppoEpochs: 2 }), /needs ppoEpochs 1/);
+  assert.throws(() => checkGrpoOptions({ ...DEFAULT_GRPO, importanceRatioLow: 1.5 }), /0 ≤ low ≤ 1 ≤ high/);
+  checkGrpoOptions({ ...DEFAULT_GRPO, policyLoss: "ppo_clip", ppoEpochs: 3 });
 });

@@ -8,12 +8,15 @@
  */
 import * as tf from "@tensorflow/tfjs-core";
 import { accumulateGradients, addGradient, tokenLogProbs, type AdamW, type Policy, type Transformer } from "@agentrl/policy";
-import { isInformative, type TrajectoryGroup } from "@agentrl/rollout";
+import { isInformative, isMasked, type TrajectoryGroup } from "@agentrl/rollout";
 import {
   advantageStatisticsByTask,
   DEFAULT_POLICY_OBJECTIVE,
   getAdvantageEstimator,
+  mismatchStatistics,
   normalizeAdvantagesByTask,
+  OFF_POLICY_CORRECTED_LOSSES,
+  policyLossNames,
   policyObjective,
   type PolicyObjectiveOptions,
 } from "./algorithms.js";
@@ -43,6 +46,8 @@ export interface GrpoOptions extends PolicyObjectiveOptions {
    * pushing down the sampled action only spreads probability at random. Default 1 (plain GRPO).
    */
   negativeAdvantageScale: number;
+  /** The training loop logs an alarm line when a step's mismatch KL (sampler vs trainer, k3, per token) exceeds this. Default 0.05; Infinity silences it. */
+  mismatchKlAlarm: number;
 }
 
 export const DEFAULT_GRPO: GrpoOptions = {
@@ -54,6 +59,7 @@ export const DEFAULT_GRPO: GrpoOptions = {
   microBatchTokens: 1024,
   skipUniformGroups: true,
   negativeAdvantageScale: 1,
+  mismatchKlAlarm: 0.05,
 };
 
 /** One episode ready for the loss. */
@@ -76,6 +82,8 @@ export interface PreparedBatch {
   tokenCount: number;
   /** Per task: advantage mean/std at loss-mask positions, after normalization. */
   advantageStatistics: Record<string, { mean: number; std: number; tokens: number }>;
+  /** Groups dropped before the advantages because they hold a masked episode (an infrastructure fault). */
+  droppedInfrastructureGroups: number;
 }
 
 function countOnes(mask: Uint8Array): number {
@@ -84,14 +92,20 @@ function countOnes(mask: Uint8Array): number {
   return n;
 }
 
-/** Group advantages, then (optionally) task advantage normalization, then sample weights. */
+/**
+ * Group advantages, then (optionally) task advantage normalization, then sample weights.
+ * A group that holds a masked episode (ended by an infrastructure fault after its retries) is
+ * dropped first: it gets no advantage and no place in the task normalization, so the other
+ * groups' advantages are exactly those of the batch without it.
+ */
 export function prepareBatch(
   groups: readonly TrajectoryGroup[],
   options: Pick<GrpoOptions, "advantageEstimator" | "taskAdvantageNormalization"> & Partial<Pick<GrpoOptions, "skipUniformGroups" | "negativeAdvantageScale">>,
 ): PreparedBatch {
   const estimator = getAdvantageEstimator(options.advantageEstimator);
   const episodes: { task: string; advantage: number; generatedTokens: number; trajectory: TrajectoryGroup["trajectories"][number] }[] = [];
-  for (const group of options.skipUniformGroups ? groups.filter(isInformative) : groups) {
+  const sound = groups.filter((group) => !isMasked(group));
+  for (const group of options.skipUniformGroups ? sound.filter(isInformative) : sound) {
     const advantages = estimator(group.trajectories.map((t) => t.reward));
     group.trajectories.forEach((trajectory, i) => {
       episodes.push({ task: group.task, advantage: advantages[i], generatedTokens: countOnes(trajectory.lossMask), trajectory });
@@ -114,7 +128,7 @@ export function prepareBatch(
   const advantageStatistics = advantageStatisticsByTask(
     episodes.map((e, i) => ({ task: e.task, advantage: advantages[i], generatedTokens: e.generatedTokens })),
   );
-  return { rows, tokenCount: rows.reduce((n, r) => n + countOnes(r.lossMask), 0), advantageStatistics };
+  return { rows, tokenCount: rows.reduce((n, r) => n + countOnes(r.lossMask), 0), advantageStatistics, droppedInfrastructureGroups: groups.length - sound.length };
 }
 
 /**
@@ -203,7 +217,35 @@ export interface UpdateMetrics {
   microBatches: number;
   /** Of the micro-batches (all epochs), those computed by gradient peers (another thread). */
   peerMicroBatches: number;
+  /** Sampler/trainer mismatch over the batch's trained tokens, at the first epoch (the weights the update starts from). */
+  mismatchKl: number;
+  /** ρ = π_trainer / π_sampler per trained token: mean, min, max, share below `importanceRatioLow`, share above `importanceRatioHigh`. */
+  importanceRatioMean: number;
+  importanceRatioMin: number;
+  importanceRatioMax: number;
+  importanceRatioShareBelow: number;
+  importanceRatioShareAbove: number;
 }
+
+/** The metrics of an update that did not happen (nothing to train on). */
+export const EMPTY_UPDATE_METRICS: UpdateMetrics = {
+  loss: 0,
+  policyLoss: 0,
+  clipFraction: 0,
+  kl: 0,
+  entropy: 0,
+  gradNorm: 0,
+  trainedTokens: 0,
+  processedTokens: 0,
+  microBatches: 0,
+  peerMicroBatches: 0,
+  mismatchKl: 0,
+  importanceRatioMean: 0,
+  importanceRatioMin: 0,
+  importanceRatioMax: 0,
+  importanceRatioShareBelow: 0,
+  importanceRatioShareAbove: 0,
+};
 
 /** The whole batch's counts: the denominators of the loss (token-mean, sequence-mean), whichever micro-batch or thread computes a part of it. */
 export interface BatchCounts {
@@ -217,6 +259,32 @@ export interface GrpoDiagnostics {
   clipFraction: number;
   kl: number;
   entropy: number;
+  /** Mismatch KL, mean ratio and the shares out of bounds (share-weighted, they add up); min and max of the ratio (they combine by min / max). */
+  mismatchKl: number;
+  ratioMean: number;
+  ratioMin: number;
+  ratioMax: number;
+  shareBelow: number;
+  shareAbove: number;
+}
+
+function emptyDiagnostics(): GrpoDiagnostics {
+  return { policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, mismatchKl: 0, ratioMean: 0, ratioMin: Infinity, ratioMax: -Infinity, shareBelow: 0, shareAbove: 0 };
+}
+
+/** Joins the mismatch diagnostics of several threads' parts (of one epoch). */
+function combineMismatch(parts: readonly GrpoDiagnostics[]): Pick<UpdateMetrics, "mismatchKl" | "importanceRatioMean" | "importanceRatioMin" | "importanceRatioMax" | "importanceRatioShareBelow" | "importanceRatioShareAbove"> {
+  const sum = (key: "mismatchKl" | "ratioMean" | "shareBelow" | "shareAbove") => parts.reduce((total, part) => total + part[key], 0);
+  const minimum = Math.min(...parts.map((part) => part.ratioMin));
+  const maximum = Math.max(...parts.map((part) => part.ratioMax));
+  return {
+    mismatchKl: sum("mismatchKl"),
+    importanceRatioMean: sum("ratioMean"),
+    importanceRatioMin: Number.isFinite(minimum) ? minimum : 0,
+    importanceRatioMax: Number.isFinite(maximum) ? maximum : 0,
+    importanceRatioShareBelow: sum("shareBelow"),
+    importanceRatioShareAbove: sum("shareAbove"),
+  };
 }
 
 /** Gradients of one thread's micro-batches: trainable variable name → summed gradient (the caller disposes them). */
@@ -256,7 +324,7 @@ export class GrpoShard {
 
   /** Summed gradients of the micro-batches `claim` hands out (plan indices; undefined when none is left). */
   gradients(claim: () => number | undefined): ShardGradients {
-    const diagnostics: GrpoDiagnostics = { policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0 };
+    const diagnostics = emptyDiagnostics();
     const claimed = function* (shard: GrpoShard) {
       for (let index = claim(); index !== undefined; index = claim()) yield shard.microBatch(index);
     };
@@ -290,6 +358,13 @@ export class GrpoShard {
     diagnostics.clipFraction += out.clipFraction.dataSync()[0] * share;
     diagnostics.kl += out.kl.dataSync()[0] * share;
     diagnostics.entropy += out.entropy.dataSync()[0] * share;
+    const mismatch = mismatchStatistics(scored.logProbs, m.oldLogProbs, m.mask, options);
+    diagnostics.mismatchKl += mismatch.kl.dataSync()[0] * share;
+    diagnostics.ratioMean += mismatch.ratioMean.dataSync()[0] * share;
+    diagnostics.shareBelow += mismatch.shareBelow.dataSync()[0] * share;
+    diagnostics.shareAbove += mismatch.shareAbove.dataSync()[0] * share;
+    diagnostics.ratioMin = Math.min(diagnostics.ratioMin, mismatch.ratioMin.dataSync()[0]);
+    diagnostics.ratioMax = Math.max(diagnostics.ratioMax, mismatch.ratioMax.dataSync()[0]);
     return out.loss;
   }
 
@@ -348,12 +423,14 @@ export async function grpoUpdate(
   reference?: Transformer,
   peers: readonly GradientPeer[] = [],
 ): Promise<UpdateMetrics> {
+  checkGrpoOptions(options);
   const rows = batch.rows.map(withoutUntrainedTail);
   const plan = planMicroBatches(rows, microBatchBudget(rows, options.microBatchTokens, 1 + peers.length));
   const counts: BatchCounts = { tokenCount: batch.tokenCount, sequenceCount: batch.rows.length };
   const shard = new GrpoShard(policy.model, reference, plan, options, counts);
   try {
     const totals = { loss: 0, policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, gradNorm: 0 };
+    let mismatch = combineMismatch([]);
     let peerMicroBatches = 0;
     for (let epoch = 0; epoch < options.ppoEpochs; epoch++) {
       const claims = new Int32Array(new SharedArrayBuffer(4));
@@ -376,6 +453,7 @@ export async function grpoUpdate(
         for (const gradient of gradients.values()) gradient.dispose();
       }
       for (const part of parts.slice(1)) peerMicroBatches += part.microBatches;
+      if (epoch === 0) mismatch = combineMismatch(parts.map((part) => part.diagnostics));
       for (const part of parts) {
         totals.loss += part.loss / options.ppoEpochs;
         for (const key of ["policyLoss", "clipFraction", "kl", "entropy"] as const) totals[key] += part.diagnostics[key] / options.ppoEpochs;
@@ -384,6 +462,7 @@ export async function grpoUpdate(
     policy.bumpVersion();
     return {
       ...totals,
+      ...mismatch,
       trainedTokens: batch.tokenCount,
       processedTokens: plan.reduce((n, rows) => n + rows.length * Math.max(...rows.map((r) => r.tokens.length)), 0) * options.ppoEpochs,
       microBatches: plan.length,
@@ -391,6 +470,18 @@ export async function grpoUpdate(
     };
   } finally {
     shard.dispose();
+  }
+}
+
+/** Throws a RangeError for a policy loss that is not registered, or an importance-corrected loss with more than one PPO epoch (its proximal log-probs are those of the first). */
+export function checkGrpoOptions(options: Pick<GrpoOptions, "policyLoss" | "ppoEpochs" | "importanceCap" | "importanceRatioLow" | "importanceRatioHigh">): void {
+  if (!policyLossNames().includes(options.policyLoss)) throw new RangeError(`unknown policy loss "${options.policyLoss}"; known: ${policyLossNames().join(", ")}`);
+  if (OFF_POLICY_CORRECTED_LOSSES.includes(options.policyLoss) && options.ppoEpochs !== 1) {
+    throw new RangeError(`policy loss ${options.policyLoss} takes the trainer's log-probs before the update as its proximal policy, so it needs ppoEpochs 1 (got ${options.ppoEpochs})`);
+  }
+  if (!(options.importanceCap > 0)) throw new RangeError(`importanceCap must be > 0, got ${options.importanceCap}`);
+  if (!(options.importanceRatioLow >= 0 && options.importanceRatioLow <= 1 && options.importanceRatioHigh >= 1)) {
+    throw new RangeError(`the importance ratio bounds must satisfy 0 ≤ low ≤ 1 ≤ high, got [${options.importanceRatioLow}, ${options.importanceRatioHigh}]`);
   }
 }
 

@@ -8,7 +8,10 @@ export {
   DEFAULT_POLICY_OBJECTIVE, EPSILON, getAdvantageEstimator, grpoAdvantage, grpoMeanOnlyAdvantage,
   klK3, type LossReduction, maskedMean, mean, normalizeAdvantagesByTask, type PolicyLossOptions,
   policyObjective, type PolicyObjectiveOptions, ppoClipTokenLoss, reduceLoss,
-  registerAdvantageEstimator, standardDeviation, type TokenBatch
+  registerAdvantageEstimator, standardDeviation, type TokenBatch, type PolicyLoss,
+  registerPolicyLoss, getPolicyLoss, policyLossNames, OFF_POLICY_CORRECTED_LOSSES, stopGradient,
+  truncatedImportanceTokenLoss, truncatedImportanceSequenceLoss, icepopTokenLoss,
+  importanceRatioKept, type MismatchStatistics, mismatchStatistics
 } from "./algorithms.js";
 export {
   type CheckpointManifest, checkpointName, latestCheckpoint, listCheckpoints, pruneCheckpoints,
@@ -25,7 +28,8 @@ export {
   type BatchCounts, claimFrom, DEFAULT_GRPO, type EpochWork, type GradientPeer,
   type GrpoDiagnostics, type GrpoOptions, GrpoShard, grpoUpdate, microBatchBudget,
   type MicroBatchTensors, planMicroBatches, prepareBatch, type PreparedBatch, type ShardGradients,
-  toTensors, type TrainingRow, type UpdateMetrics, withoutUntrainedTail
+  toTensors, type TrainingRow, type UpdateMetrics, withoutUntrainedTail, EMPTY_UPDATE_METRICS,
+  checkGrpoOptions
 } from "./grpo.js";
 export {
   expertSequence, type SupervisedRow, supervisedStep, type SupervisedStepResult

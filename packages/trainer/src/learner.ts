@@ -19,7 +19,7 @@ import {
 } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
 import { defaultConfig } from "./config.js";
-import { DEFAULT_GRPO, grpoUpdate, prepareBatch, type GrpoOptions, type UpdateMetrics } from "./grpo.js";
+import { checkGrpoOptions, DEFAULT_GRPO, EMPTY_UPDATE_METRICS, grpoUpdate, prepareBatch, type GrpoOptions, type UpdateMetrics } from "./grpo.js";
 import { GradientThread } from "./gradient-thread.js";
 import { supervisedStep, type SupervisedRow, type SupervisedStepResult } from "./sft.js";
 
@@ -90,7 +90,13 @@ export function learningRateAt(step: number, schedule: LearningRateSchedule): nu
 export interface LearnerUpdate {
   /** The new weights; undefined when the batch had nothing to train on. */
   weights: ExportedWeights | undefined;
-  metrics: UpdateMetrics & { learningRate: number; step: number; advantages: Record<string, { mean: number; std: number; tokens: number }> };
+  metrics: UpdateMetrics & {
+    learningRate: number;
+    step: number;
+    /** Groups of the batch dropped from the loss for an infrastructure fault. */
+    droppedInfrastructureGroups: number;
+    advantages: Record<string, { mean: number; std: number; tokens: number }>;
+  };
 }
 
 export class Learner {
@@ -120,6 +126,7 @@ export class Learner {
       gradientThreads: options.gradientThreads ?? 1,
     };
     if (full.gradientThreads !== 1 && full.gradientThreads !== 2) throw new RangeError(`gradientThreads must be 1 or 2, got ${full.gradientThreads}`);
+    checkGrpoOptions(full.grpo);
     // The gradient thread loads its copy while this thread loads its own.
     const starting = full.gradientThreads === 2 ? GradientThread.start(modelDirectory, { reference: full.grpo.klCoefficient > 0 }) : undefined;
     starting?.catch(() => {}); // awaited below
@@ -154,14 +161,14 @@ export class Learner {
   async update(groups: readonly TrajectoryGroup[]): Promise<LearnerUpdate> {
     const learningRate = this.setLearningRate();
     const batch = prepareBatch(groups, this.options.grpo);
+    const dropped = batch.droppedInfrastructureGroups;
     if (batch.rows.length === 0 || batch.tokenCount === 0) {
-      const empty = { loss: 0, policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, gradNorm: 0, trainedTokens: 0, processedTokens: 0, microBatches: 0, peerMicroBatches: 0 };
-      return { weights: undefined, metrics: { ...empty, learningRate, step: this.step, advantages: {} } };
+      return { weights: undefined, metrics: { ...EMPTY_UPDATE_METRICS, learningRate, step: this.step, droppedInfrastructureGroups: dropped, advantages: {} } };
     }
     const peers = this.gradientThread ? [this.gradientThread] : [];
     const metrics = await grpoUpdate(this.policy, this.optimizer, batch, this.options.grpo, this.reference?.model, peers);
     this.step += 1;
-    return { weights: this.policy.exportWeights(), metrics: { ...metrics, learningRate, step: this.step, advantages: batch.advantageStatistics } };
+    return { weights: this.policy.exportWeights(), metrics: { ...metrics, learningRate, step: this.step, droppedInfrastructureGroups: dropped, advantages: batch.advantageStatistics } };
   }
 
   /** One supervised step (warm start). */

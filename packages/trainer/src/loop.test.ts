@@ -5,9 +5,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { readSafetensorsDirectory, setBackend } from "@agentrl/policy";
 import { runTraining } from "./loop.js";
-import { makeSayModel, sayRunOptions } from "./fixtures/say-run.js";
+import { makeSayModel, sayFamily, sayRunOptions } from "./fixtures/say-run.js";
+import { InProcessEnvironmentClient } from "@agentrl/envs";
 import { latestCheckpoint } from "./checkpoint.js";
-import type { TrajectoryGroup } from "@agentrl/rollout";
+import { FaultInjectingClient, isMasked, type TrajectoryGroup } from "@agentrl/rollout";
+import { DEFAULT_GRPO, prepareBatch } from "./grpo.js";
 
 await setBackend("cpu", { log: null });
 process.env.AGENTRL_BACKEND = "cpu"; // the learner thread and every Policy.load use the cpu backend too
@@ -62,4 +64,49 @@ test("async mode: the learner runs in a worker thread and versions advance", asy
     assert.equal(m["rollout/stale_turns"], staleTurnsByStep.get(m.step), `stale turns of step ${m.step}`);
   }
   assert.ok(existsSync(join(run, "checkpoints", "step-000003", "policy", "model.safetensors")));
+});
+
+test("10 % of sessions killed: their groups are dropped and counted, the other groups' advantages are unchanged; mismatch metrics and the alarm", async () => {
+  const model = await makeModel();
+  const run = mkdtempSync(join(tmpdir(), "agentrl-run-faults-"));
+  const client = new FaultInjectingClient(new InProcessEnvironmentClient([sayFamily]), { sessionShare: 0.1, seed: 2 });
+  const batches: TrajectoryGroup[][] = [];
+  const lines: string[] = [];
+  const grpo = { klCoefficient: 0, policyLoss: "tis_token", mismatchKlAlarm: 0 };
+  await runTraining(options(model, run, {
+    client, steps: 2, batchGroups: 5, groupSize: 2,
+    learner: { schedule: { learningRate: 1e-3, warmupSteps: 0, schedule: "constant", minLearningRateRatio: 0.1, totalSteps: 2 }, grpo },
+    rollout: { maxConcurrentEpisodes: 10, engine: { temperature: 1 }, episode: { maxTurns: 2, maxNewTokensPerTurn: 12, maxTokens: 1024, infrastructureRetries: 0 }, maxStaleness: Infinity },
+    onBatch: ({ groups }) => batches.push([...groups]),
+    log: (line) => lines.push(line),
+  }));
+  assert.equal(client.started, 20);
+  assert.ok(client.kills >= 1, `${client.kills} of the 20 sessions died`);
+  const metrics = readFileSync(join(run, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  let dropped = 0;
+  batches.forEach((groups, step) => {
+    const faulty = groups.filter(isMasked);
+    for (const t of faulty.flatMap((g) => g.trajectories).filter((t) => t.masked)) {
+      assert.equal(t.endCause, "infrastructure");
+      assert.equal(t.reward, 0, "a masked episode gets no reward (no incomplete penalty)");
+    }
+    const settings = { ...DEFAULT_GRPO, ...grpo };
+    const all = prepareBatch(groups, settings);
+    const withoutFaulty = prepareBatch(groups.filter((g) => !isMasked(g)), settings);
+    assert.deepEqual(all.rows.map((r) => r.advantage), withoutFaulty.rows.map((r) => r.advantage), `step ${step + 1}: the other groups' advantages`);
+    assert.equal(metrics[step]["train/droppedInfrastructureGroups"], faulty.length);
+    assert.equal(metrics[step]["rollout/masked_episodes"], faulty.flatMap((g) => g.trajectories).filter((t) => t.masked).length);
+    dropped += faulty.length;
+  });
+  assert.ok(dropped >= 1 && dropped <= client.kills, `${dropped} groups dropped for ${client.kills} killed sessions`);
+  assert.equal(batches.flat().flatMap((g) => g.trajectories).filter((t) => t.masked).length, client.kills, "every killed session is a masked episode");
+  for (const m of metrics) {
+    assert.ok(m["train/mismatchKl"] >= 0 && Number.isFinite(m["train/mismatchKl"]));
+    assert.ok(m["train/importanceRatioMin"] <= m["train/importanceRatioMean"] && m["train/importanceRatioMean"] <= m["train/importanceRatioMax"]);
+    const shares = ["0", "1", "2", "3_or_more"].map((bucket) => m[`staleness_tokens/${bucket}`]);
+    assert.ok(Math.abs(shares.reduce((a, b) => a + b, 0) - 1) < 1e-9, `staleness shares ${shares}`);
+  }
+  const alarms = lines.filter((line) => /ALARM mismatch KL/.test(line));
+  assert.equal(alarms.length, metrics.filter((m) => m["train/mismatchKl"] > 0).length, lines.join("\n"));
+  assert.equal(lines.filter((line) => /dropped from the loss for infrastructure faults/.test(line)).length, metrics.filter((m) => m["train/droppedInfrastructureGroups"] > 0).length);
 });

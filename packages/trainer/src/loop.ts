@@ -40,6 +40,7 @@ import { openLearner, type LearnerHandle } from "./learner-thread.js";
 import type { LearnerSettings } from "./learner.js";
 import { defaultConfig } from "./config.js";
 import { isSuccess } from "./evaluate.js";
+import { DEFAULT_GRPO } from "./grpo.js";
 import { JsonlWriter, TensorBoardWriter, type Metrics } from "./logging.js";
 
 export interface TrainingRunOptions {
@@ -150,7 +151,14 @@ export function stepSeed(seed: number, step: number, stream: number): number {
   return h;
 }
 
-/** Per-task reward and success of a batch, its staleness, and its turns from the stale copy and the external model. */
+/** Staleness buckets of `staleness_tokens/*`: trained tokens generated 0, 1, 2, or 3 and more versions before the weights they are trained at. */
+const STALENESS_BUCKETS = ["0", "1", "2", "3_or_more"] as const;
+
+/**
+ * Per-task reward and success of a batch (over its episodes that were given a reward: masked
+ * ones, ended by an infrastructure fault, are counted apart), its staleness (the largest, and
+ * the share of trained tokens per staleness), and its turns from the stale copy and the external model.
+ */
 function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metrics {
   const out: Metrics = {};
   const byTask = new Map<string, { reward: number; success: number; n: number; turns: number }>();
@@ -158,12 +166,24 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
   let tokens = 0;
   let externalTurns = 0;
   let staleTurns = 0;
+  let masked = 0;
+  let retries = 0;
+  const tokensByStaleness = STALENESS_BUCKETS.map(() => 0);
   for (const group of groups) {
     if (group.minVersion >= 0) staleness = Math.max(staleness, version - group.minVersion);
     for (const t of group.trajectories) {
+      retries += t.metrics.infrastructureRetries ?? 0;
+      for (let i = 0; i < t.lossMask.length; i++) {
+        if (t.lossMask[i] === 1 && t.versions[i] >= 0) tokensByStaleness[Math.min(STALENESS_BUCKETS.length - 1, Math.max(0, version - t.versions[i]))] += 1;
+      }
       for (const turn of t.turns) {
         if (turn.policy === "external") externalTurns += 1;
         else if (turn.policy === "stale") staleTurns += 1;
+      }
+      tokens += t.tokens.length;
+      if (t.masked) {
+        masked += 1;
+        continue;
       }
       const s = byTask.get(t.task) ?? { reward: 0, success: 0, n: 0, turns: 0 };
       s.reward += t.reward;
@@ -171,7 +191,6 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
       s.turns += t.turns.length;
       s.n += 1;
       byTask.set(t.task, s);
-      tokens += t.tokens.length;
     }
   }
   let reward = 0;
@@ -192,6 +211,10 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
   // Counted on the batch itself, so it is the step's own count in both modes.
   out["rollout/external_turns"] = externalTurns;
   out["rollout/stale_turns"] = staleTurns;
+  out["rollout/masked_episodes"] = masked;
+  out["rollout/infrastructure_retries"] = retries;
+  const trainedTokens = tokensByStaleness.reduce((a, b) => a + b, 0);
+  STALENESS_BUCKETS.forEach((bucket, i) => (out[`staleness_tokens/${bucket}`] = trainedTokens ? tokensByStaleness[i] / trainedTokens : 0));
   return out;
 }
 
@@ -421,6 +444,13 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
         ...engineMetrics(rolloutSnapshot?.engines.current, engineBefore),
       };
       engineBefore = rolloutSnapshot?.engines.current;
+      const alarm = options.learner.grpo?.mismatchKlAlarm ?? DEFAULT_GRPO.mismatchKlAlarm;
+      if (update.metrics.mismatchKl > alarm) {
+        options.log?.(
+          `step ${state.step}: ALARM mismatch KL ${update.metrics.mismatchKl.toExponential(2)} > ${alarm} (sampler vs trainer log-probs of the same tokens; ratio in [${update.metrics.importanceRatioMin.toFixed(3)}, ${update.metrics.importanceRatioMax.toFixed(3)}], ${(100 * (update.metrics.importanceRatioShareBelow + update.metrics.importanceRatioShareAbove)).toFixed(1)} % of tokens out of bounds): check staleness, the sampler's temperature and weight sync`,
+        );
+      }
+      if (update.metrics.droppedInfrastructureGroups > 0) options.log?.(`step ${state.step}: ${update.metrics.droppedInfrastructureGroups} group(s) dropped from the loss for infrastructure faults`);
       if (options.evaluation && state.step % options.evaluation.every === 0) {
         Object.assign(metrics, await options.evaluation.run(current, state.step));
       }

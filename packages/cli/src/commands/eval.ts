@@ -76,6 +76,7 @@ export async function runEvalCommand(options: EvalCommandOptions): Promise<Recor
         maxTokens: config.rollout.maxTokens,
         maxNewTokensPerTurn: config.rollout.maxNewTokensPerTurn,
         incompletePenalty: config.rollout.incompletePenalty,
+        infrastructureRetries: config.rollout.infrastructureRetries,
       },
       seed: config.run.seed,
       onProgress: (done) => progress.update(done),
