@@ -3,6 +3,7 @@ export * from "./toolcall.js";
 export * from "./engine.js";
 export * from "./external.js";
 export * from "./pool.js";
+export * from "./remote.js";
 export * from "./episode.js";
 export * from "./buffer.js";
 export * from "./metrics.js";

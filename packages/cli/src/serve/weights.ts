@@ -15,11 +15,10 @@ import { access } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { SafetensorsError, parseSafetensors, readSafetensorsDirectory, type ExportedWeights, type NamedWeight } from "@agentrl/policy";
+import { POLICY_VERSION_HEADER } from "@agentrl/rollout";
 import { ApiError } from "./schema.js";
 import { readBody } from "./body.js";
 
-/** Header naming the version of a pushed safetensors body. */
-export const POLICY_VERSION_HEADER = "x-agentrl-policy-version";
 
 const PullSchema = z.strictObject({
   path: z.string().min(1).optional(),
