@@ -322,13 +322,19 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
 
   private async request(server: Server, path: string, init: RequestInit): Promise<unknown> {
     const headers = { ...(init.headers as Record<string, string>), ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}) };
-    let response: Response;
-    try {
-      response = await fetch(server.url + path, { ...init, headers });
-    } catch (error) {
-      if ((init.signal as AbortSignal | undefined)?.aborted) throw error;
-      const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-      throw new InferenceServerError(`${server.url}${path}: ${(error as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ""}`, server.url);
+    let response: Response | undefined;
+    // A socket closed under the request may be a kept-alive connection the server had just
+    // closed (likely after the event loop was blocked): one retry on a new connection tells
+    // that apart from a dead server (connection refused).
+    for (let attempt = 0; !response; attempt++) {
+      try {
+        response = await fetch(server.url + path, { ...init, headers });
+      } catch (error) {
+        if ((init.signal as AbortSignal | undefined)?.aborted) throw error;
+        const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+        if (attempt === 0 && (cause?.code === "UND_ERR_SOCKET" || cause?.code === "ECONNRESET")) continue;
+        throw new InferenceServerError(`${server.url}${path}: ${(error as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ""}`, server.url);
+      }
     }
     const text = await response.text();
     let json: unknown;

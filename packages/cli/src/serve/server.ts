@@ -103,7 +103,9 @@ export class ChatServer {
     this.modelName = options.modelName;
     this.log = options.log === undefined ? (line) => console.error(line) : options.log;
     this.server = createServer((request, response) => void this.handle(request, response));
-    this.server.keepAliveTimeout = 5_000;
+    // Longer than a client's event loop may stall (a trainer blocked in an update): a shorter
+    // timeout closes kept-alive connections the client is about to reuse.
+    this.server.keepAliveTimeout = 65_000;
   }
 
   /** Starts listening (port 0 = any free port). Refuses a non-loopback host without an API key. */
