@@ -11,50 +11,25 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import * as tf from "@tensorflow/tfjs-core";
 import { InProcessEnvironmentClient } from "@agentrl/envs";
 import { Policy, setBackend, tokenLogProbs } from "@agentrl/policy";
 import type { Trajectory } from "@agentrl/rollout";
 import { runTraining } from "@agentrl/trainer";
 import { echoFamily, testPolicy } from "../packages/rollout/src/testing/fixtures.js";
+import { startServeProcess } from "./serve-process.js";
 
 await setBackend("cpu", { log: null });
 process.env.AGENTRL_BACKEND = "cpu";
 
-const repositoryRoot = fileURLToPath(new URL("..", import.meta.url));
 const API_KEY = "fleet-test-key";
 const TEMPERATURE = 0.8;
 const PENALTY = -0.2;
 const STEPS = 5;
 const KILL_AFTER_STEP = 2;
-
-/** Starts `agentrl serve` as a child process; resolves with its base URL once it listens. */
-async function startServer(model: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(
-    process.execPath,
-    ["--conditions=source", "--import", "tsx", "packages/cli/src/main.ts", "serve", "--model", model, "--port", "0", "--api-key", API_KEY, "--quiet", "--max-batch", "8"],
-    { cwd: repositoryRoot, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, AGENTRL_BACKEND: "cpu" } },
-  );
-  let stderr = "";
-  const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the server did not start in 120 s:\n${stderr}`)), 120_000);
-    child.stderr!.on("data", (data: Buffer) => {
-      stderr += data.toString();
-      const match = /at (http:\/\/\S+\/v1)/.exec(stderr);
-      if (match) {
-        clearTimeout(timer);
-        resolve(match[1]);
-      }
-    });
-    child.on("exit", (code) => reject(new Error(`the server exited with ${code}:\n${stderr}`)));
-  });
-  return { child, url };
-}
 
 async function servedVersion(url: string): Promise<number> {
   const response = await fetch(`${url}/weights`, { headers: { authorization: `Bearer ${API_KEY}` } });
@@ -68,7 +43,7 @@ test("a training run rolls out on two agentrl serve servers: exact log-probs, ve
   const policy = await testPolicy({ seed: 3 });
   await policy.save(model);
   policy.dispose();
-  const servers = await Promise.all([startServer(model), startServer(model)]);
+  const servers = await Promise.all([startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8"]), startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8"])]);
   const urls = servers.map((server) => server.url);
   const trajectories: Trajectory[] = [];
   /** Per step before the kill: the step's version, and each server's version and completed requests right after the push. */

@@ -1,0 +1,28 @@
+/** `agentrl serve` as a child process, for tests and benchmarks (cpu backend, any free port). */
+import { spawn, type ChildProcess } from "node:child_process";
+import { fileURLToPath } from "node:url";
+
+const repositoryRoot = fileURLToPath(new URL("..", import.meta.url));
+
+/** Starts `agentrl serve --model <model> --port 0 --quiet <extra…>`; resolves with its base URL (`…/v1`) once it listens. */
+export async function startServeProcess(model: string, extra: string[] = []): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(
+    process.execPath,
+    ["--conditions=source", "--import", "tsx", "packages/cli/src/main.ts", "serve", "--model", model, "--port", "0", "--quiet", ...extra],
+    { cwd: repositoryRoot, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, AGENTRL_BACKEND: process.env.AGENTRL_BACKEND ?? "cpu" } },
+  );
+  let stderr = "";
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the server did not start in 120 s:\n${stderr}`)), 120_000);
+    child.stderr!.on("data", (data: Buffer) => {
+      stderr += data.toString();
+      const match = /at (http:\/\/\S+\/v1)/.exec(stderr);
+      if (match) {
+        clearTimeout(timer);
+        resolve(match[1]);
+      }
+    });
+    child.on("exit", (code) => reject(new Error(`the server exited with ${code}:\n${stderr}`)));
+  });
+  return { child, url };
+}
