@@ -1,15 +1,15 @@
-/** `agentrl serve` as a child process, for tests and benchmarks (cpu backend, any free port). */
+/** `agentrl serve` as a child process, for tests and benchmarks (any free port). */
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
 const repositoryRoot = fileURLToPath(new URL("..", import.meta.url));
 
-/** Starts `agentrl serve --model <model> --port 0 --quiet <extra…>`; resolves with its base URL (`…/v1`) once it listens. */
-export async function startServeProcess(model: string, extra: string[] = []): Promise<{ child: ChildProcess; url: string }> {
+/** Starts `agentrl serve --model <model> --port 0 --quiet <extra…>` (with `backend`: env AGENTRL_BACKEND); resolves with its base URL (`…/v1`) once it listens. */
+export async function startServeProcess(model: string, extra: string[] = [], options: { backend?: string } = {}): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(
     process.execPath,
     ["--conditions=source", "--import", "tsx", "packages/cli/src/main.ts", "serve", "--model", model, "--port", "0", "--quiet", ...extra],
-    { cwd: repositoryRoot, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, AGENTRL_BACKEND: process.env.AGENTRL_BACKEND ?? "cpu" } },
+    { cwd: repositoryRoot, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...(options.backend ? { AGENTRL_BACKEND: options.backend } : {}) } },
   );
   let stderr = "";
   const url = await new Promise<string>((resolve, reject) => {
