@@ -48,7 +48,7 @@ export async function run(): Promise<BenchResult> {
   const policy = await testPolicy({ preset: "tiny", tokenizer });
   await policy.save(join(root, "model"));
   policy.dispose();
-  const servers = [await startServeProcess(join(root, "model"), ["--max-batch", "16"]), await startServeProcess(join(root, "model"), ["--max-batch", "16"])];
+  const servers = [await startServeProcess(join(root, "model"), ["--max-batch", "16", "--quiet"]), await startServeProcess(join(root, "model"), ["--max-batch", "16", "--quiet"])];
   try {
     const one = await measure([servers[0].url], tokenizer);
     const two = await measure(servers.map((server) => server.url), tokenizer);

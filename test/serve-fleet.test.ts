@@ -43,7 +43,7 @@ test("a training run rolls out on two agentrl serve servers: exact log-probs, ve
   const policy = await testPolicy({ seed: 3 });
   await policy.save(model);
   policy.dispose();
-  const servers = await Promise.all([startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8"], { backend: "cpu" }), startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8"], { backend: "cpu" })]);
+  const servers = await Promise.all([startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8", "--quiet"], { backend: "cpu" }), startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8", "--quiet"], { backend: "cpu" })]);
   const urls = servers.map((server) => server.url);
   const trajectories: Trajectory[] = [];
   /** Per step before the kill: the step's version, and each server's version and completed requests right after the push. */

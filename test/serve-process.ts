@@ -4,11 +4,11 @@ import { fileURLToPath } from "node:url";
 
 const repositoryRoot = fileURLToPath(new URL("..", import.meta.url));
 
-/** Starts `agentrl serve --model <model> --port 0 --quiet <extra…>` (with `backend`: env AGENTRL_BACKEND); resolves with its base URL (`…/v1`) once it listens. */
-export async function startServeProcess(model: string, extra: string[] = [], options: { backend?: string } = {}): Promise<{ child: ChildProcess; url: string }> {
+/** Starts `agentrl serve --model <model> --port 0 <extra…>` (with `backend`: env AGENTRL_BACKEND); resolves with its base URL (`…/v1`) once it listens, and its stderr so far (`output()`). */
+export async function startServeProcess(model: string, extra: string[] = [], options: { backend?: string } = {}): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   const child = spawn(
     process.execPath,
-    ["--conditions=source", "--import", "tsx", "packages/cli/src/main.ts", "serve", "--model", model, "--port", "0", "--quiet", ...extra],
+    ["--conditions=source", "--import", "tsx", "packages/cli/src/main.ts", "serve", "--model", model, "--port", "0", ...extra],
     { cwd: repositoryRoot, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...(options.backend ? { AGENTRL_BACKEND: options.backend } : {}) } },
   );
   let stderr = "";
@@ -24,5 +24,5 @@ export async function startServeProcess(model: string, extra: string[] = [], opt
     });
     child.on("exit", (code) => reject(new Error(`the server exited with ${code}:\n${stderr}`)));
   });
-  return { child, url };
+  return { child, url, output: () => stderr };
 }
