@@ -19,6 +19,8 @@ const BENCHMARKS: Record<string, string[]> = {
   pipeline: ["pipeline"],
   malformed: ["malformed"],
   faults: ["faults"],
+  // rollout over 1 and 2 inference servers (scale-servers); the controller at 10,000 sessions (scale-controller)
+  scale: ["scale-servers", "scale-controller"],
 };
 
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("-"));

@@ -12,18 +12,16 @@
  */
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { FunctionCallSession, InProcessEnvironmentClient, type AssistantMessage, type Message, type ToolReply, type ToolSpec, type TaskFamily } from "@agentrl/envs";
 import { Policy, Tokenizer, initBackend, presetConfig, trainByteLevelBpe } from "@agentrl/policy";
 import { ExternalChatModel, PolicyPool, RolloutScheduler, TrajectoryBuffer, createPolicyEngine, formatToolCalls, runEpisode, POLICY_CODES, type Trajectory } from "@agentrl/rollout";
 import { expertSequence, supervisedStep } from "@agentrl/trainer";
 import { startModelServer, type RunningModelServer } from "../packages/cli/src/serve/index.js";
+import { startServeProcess } from "./serve-process.js";
 
-const repositoryRoot = fileURLToPath(new URL("..", import.meta.url));
 const API_KEY = "serve-test-key";
 const MODEL_NAME = "echo-tiny";
 
@@ -245,35 +243,18 @@ describe("agentrl serve, end to end", () => {
   });
 
   test("the CLI serves the directory as a child process and stops cleanly on SIGTERM", { timeout: 120_000 }, async () => {
-    const child = spawn(
-      process.execPath,
-      ["--conditions=source", "--import", "tsx", "packages/cli/src/main.ts", "serve", "--model", directory, "--port", "0", "--api-key", API_KEY, "--name", MODEL_NAME],
-      { cwd: repositoryRoot, stdio: ["ignore", "pipe", "pipe"] },
-    );
-    let stderr = "";
-    const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
+    const { child, url: childUrl, output } = await startServeProcess(directory, ["--api-key", API_KEY, "--name", MODEL_NAME]);
+    const exited = child.exitCode !== null ? Promise.resolve(child.exitCode) : new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)));
     try {
-      const childUrl = await new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`the server did not start in 90 s:\n${stderr}`)), 90_000);
-        child.stderr.on("data", (data: Buffer) => {
-          stderr += data.toString();
-          const match = /at (http:\/\/\S+\/v1)/.exec(stderr);
-          if (match) {
-            clearTimeout(timer);
-            resolve(match[1]);
-          }
-        });
-        child.on("exit", (code) => reject(new Error(`the server exited with ${code}:\n${stderr}`)));
-      });
       const response = await post(childUrl, toolRequest);
       assert.equal(response.status, 200);
       const body = await json(response);
       assert.deepEqual(JSON.parse(body.choices[0].message.tool_calls[0].function.arguments), { text: "hello" });
       assert.equal((await post(childUrl, toolRequest, "wrong")).status, 401);
       child.kill("SIGTERM");
-      assert.equal(await exited, 0, stderr);
-      assert.match(stderr, /POST \/v1\/chat\/completions 200/);
-      assert.match(stderr, /stopped/);
+      assert.equal(await exited, 0, output());
+      assert.match(output(), /POST \/v1\/chat\/completions 200/);
+      assert.match(output(), /stopped/);
     } finally {
       if (child.exitCode === null) child.kill("SIGKILL");
     }

@@ -156,6 +156,22 @@ export interface GenerationResult {
   prefilledTokens: number;
 }
 
+/**
+ * What the rollout needs from whatever generates its turns: the local `InferenceEngine`, or
+ * `RemoteEngine` (a fleet of `agentrl serve` servers, see remote.ts).
+ */
+export interface GenerationEngine<Weights = unknown> {
+  /** Newest policy version the engine samples with. */
+  readonly version: number;
+  generate(request: GenerationRequest): Promise<GenerationResult>;
+  /** Drops the KV cache kept under `cacheKey` (its episode ended). */
+  releaseCache(cacheKey: string): void;
+  /** Installs new weights; resolves once they are in use. */
+  updateWeights(weights: Weights, version: number): Promise<void>;
+  stats(): EngineStats;
+  close(): void;
+}
+
 /** The prompt does not fit the model's context. */
 export class ContextLimitError extends Error {
   override name = "ContextLimitError";
@@ -241,7 +257,7 @@ interface PendingUpdate<Weights> {
   reject: (error: unknown) => void;
 }
 
-export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, Weights = unknown> {
+export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, Weights = unknown> implements GenerationEngine<Weights> {
   readonly maxBatchSize: number;
   readonly maxCacheTokens: number;
   readonly maxSequenceLength: number;

@@ -14,7 +14,8 @@ export {
 export {
   ContextLimitError, createPolicyEngine, EngineClosedError, type EngineModel, type EngineSequence,
   type EngineStats, type GenerationRequest, type GenerationResult, InferenceEngine,
-  type InferenceEngineOptions, policyEngineModel, type PolicyWeights, type WeightUpdateMode
+  type InferenceEngineOptions, policyEngineModel, type PolicyWeights, type WeightUpdateMode,
+  type GenerationEngine
 } from "./engine.js";
 export {
   ExternalChatModel, type ExternalChatModelOptions, ExternalModelError
@@ -22,6 +23,10 @@ export {
 export {
   PolicyPool, type PolicyPoolOptions
 } from "./pool.js";
+export {
+  InferenceServerError, POLICY_VERSION_HEADER, RemoteEngine, type RemoteEngineOptions,
+  type RemoteServerState, type TokenCompletionChoice, type TokenCompletionRequest
+} from "./remote.js";
 export {
   type ChatTokenizer, type EpisodeDependencies, type EpisodeOptions, type EpisodeSpec,
   EpisodeTimeoutError, externalTurnTokens, replyTokens, runEpisode, TurnTimeoutError

@@ -1,21 +1,22 @@
 /**
  * Cross-policy sampling: the pool each TURN is drawn from.
  *
- * - `current`: the engine with the newest weights (always present);
+ * - `current`: the engine with the newest weights (always present): the local engine, or a
+ *   `RemoteEngine` over `agentrl serve` servers;
  * - `stale`: an engine holding an older snapshot, refreshed every `refreshEvery` weight
  *   updates (AgentRL: k = 25), drawn with probability `staleProbability` (p = 0.25);
  * - `external`: an OpenAI-compatible model, drawn with probability `externalProbability`;
  *   its turns are tokenized and enter the trajectory with loss mask 0.
  */
 import { Rng } from "@agentrl/policy";
-import type { InferenceEngine } from "./engine.js";
+import type { GenerationEngine } from "./engine.js";
 import type { ExternalChatModel } from "./external.js";
 import type { PolicyId } from "./types.js";
 
 export interface PolicyPoolOptions<Weights> {
-  current: InferenceEngine<any, Weights>;
+  current: GenerationEngine<Weights>;
   /** Engine with a stale copy of the policy. Default none (no stale turns). */
-  stale?: InferenceEngine<any, Weights>;
+  stale?: GenerationEngine<Weights>;
   external?: ExternalChatModel;
   /** Probability that a turn is drawn from `stale`. Default 0.25 when `stale` is given, else 0. */
   staleProbability?: number;
@@ -28,8 +29,8 @@ export interface PolicyPoolOptions<Weights> {
 }
 
 export class PolicyPool<Weights = unknown> {
-  readonly current: InferenceEngine<any, Weights>;
-  readonly stale?: InferenceEngine<any, Weights>;
+  readonly current: GenerationEngine<Weights>;
+  readonly stale?: GenerationEngine<Weights>;
   readonly external?: ExternalChatModel;
   readonly staleProbability: number;
   readonly externalProbability: number;
@@ -61,7 +62,7 @@ export class PolicyPool<Weights = unknown> {
   }
 
   /** The engine of a pool member (`current` or `stale`). */
-  engine(id: "current" | "stale"): InferenceEngine<any, Weights> {
+  engine(id: "current" | "stale"): GenerationEngine<Weights> {
     if (id === "stale") {
       if (!this.stale) throw new Error("the policy pool has no stale engine");
       return this.stale;

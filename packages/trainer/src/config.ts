@@ -191,6 +191,11 @@ const RolloutSchema = z
       .describe(
         "Share of its weight a task keeps in the rollout mix while its last 16 groups all had equal rewards (every episode failed, or every one succeeded): such groups give GRPO zero advantages, so their episodes only cost time. The task comes back to full weight as its groups turn informative. 1 keeps the plain weighted mix.",
       ),
+    servers: z
+      .array(z.url())
+      .default([])
+      .describe("`agentrl serve` servers (`http://host:port`) that generate the current policy's turns instead of the local engine: balanced by sequences in flight, each new version pushed to all; a dead server's episodes end as infrastructure faults (retried, then masked or penalised by `infrastructureFaults`; see docs/serve.md). Empty: the local engine."),
+    serverApiKey: z.string().min(1).optional().describe("API key of `rollout.servers` (their `--api-key`). Default: env AGENTRL_API_KEY, else none."),
   })
   .strict();
 

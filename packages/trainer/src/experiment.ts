@@ -509,6 +509,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
         episode: { ...episodeOptions(config), maxTokens: contextLength, temperature: config.rl.temperature },
         maxStaleness: config.rl.maxStaleness === "infinite" ? Infinity : config.rl.maxStaleness,
         uninformativeWeight: config.rollout.uninformativeWeight,
+        ...(config.rollout.servers.length > 0 ? { servers: { urls: config.rollout.servers, apiKey: config.rollout.serverApiKey ?? process.env.AGENTRL_API_KEY } } : {}),
       },
       crossPolicy: {
         staleProbability: config.crossPolicy.staleProbability,

@@ -21,6 +21,7 @@ import { Policy, initBackend, type ExportedWeights } from "@agentrl/policy";
 import {
   ExternalChatModel,
   PolicyPool,
+  RemoteEngine,
   RolloutScheduler,
   TrajectoryBuffer,
   createPolicyEngine,
@@ -73,6 +74,12 @@ export interface TrainingRunOptions {
      */
     engine: InferenceEngineOptions;
     episode: EpisodeOptions;
+    /**
+     * `agentrl serve` servers that generate the current policy's turns instead of a local
+     * engine (balanced by in-flight sequences; each new version is pushed to all of them).
+     * Default none (local engine).
+     */
+    servers?: { urls: string[]; apiKey?: string };
     /** Largest staleness (policy versions) of a group when taken; `Infinity` for none. */
     maxStaleness: number;
     /** Buffer capacity in groups. Default 2 × batchGroups. */
@@ -325,6 +332,14 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
 
   // Steps after the checkpoint (all of them, with none yet) are run again: their old metrics lines go.
   if (options.resume) await trimMetrics(join(options.runDirectory, "metrics.jsonl"), state.step);
+
+  // Remote rollout: the servers start from the trainer's weights.
+  const servers = options.rollout.servers;
+  const remote = servers?.urls.length
+    ? await RemoteEngine.connect({ servers: servers.urls, apiKey: servers.apiKey, temperature: options.rollout.engine.temperature, log: options.log })
+    : undefined;
+  if (remote) await remote.updateWeights(current.exportWeights(), current.version);
+
   const jsonl = new JsonlWriter(join(options.runDirectory, "metrics.jsonl"));
   const tensorboard = new TensorBoardWriter(join(options.runDirectory, "tensorboard"));
   const buffer = new TrajectoryBuffer({ capacityGroups: options.rollout.bufferGroups ?? 2 * options.batchGroups, maxStaleness: options.rollout.maxStaleness });
@@ -340,7 +355,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       // in-flight context after each one would double the rollout's compute (see TrainingRunOptions.rollout.engine)
       keepCachesOnUpdate: options.rollout.engine.keepCachesOnUpdate ?? options.mode === "async",
     };
-    const currentEngine = createPolicyEngine(current, { ...engineOptions, seed: stepSeed(state.seed, step, 1) });
+    const currentEngine = remote ?? createPolicyEngine(current, { ...engineOptions, seed: stepSeed(state.seed, step, 1) });
     const staleEngine = stale ? createPolicyEngine(stale, { ...engineOptions, seed: stepSeed(state.seed, step, 2) }) : undefined;
     const pool = new PolicyPool<ExportedWeights>({
       current: currentEngine as never,
@@ -366,7 +381,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
     });
     const close = async () => {
       await scheduler.stop();
-      currentEngine.close();
+      if (!remote) currentEngine.close();
       staleEngine?.close();
     };
     return { scheduler, close, currentEngine, staleEngine };
@@ -422,8 +437,9 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
         if (sampling?.staleEngine && options.mode === "async") await sampling.staleEngine.updateWeights(weights, version);
         else stale.importWeights(weights);
       }
-      if (weights && options.mode === "async") await sampling!.currentEngine.updateWeights(weights, version);
-      else if (weights) current.importWeights(weights);
+      // Async: the engine owns `current`; remote: every server gets the version, and `current` too.
+      if (weights && (options.mode === "async" || remote)) await (remote ?? sampling!.currentEngine).updateWeights(weights, version);
+      if (weights && (options.mode === "sync" || remote)) current.importWeights(weights);
       buffer.setPolicyVersion(version);
       const synced = performance.now();
 
@@ -463,6 +479,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
     if (options.signal?.aborted && record && state.step % options.checkpoint.every !== 0) await saveCheckpoint();
   } finally {
     await sampling?.close();
+    remote?.close();
     buffer.close();
     tensorboard.close();
     await learner.close();

@@ -32,6 +32,8 @@ export interface ServeCommandOptions {
   streamChunk: number;
   /** Seconds requests in flight get at shutdown. Default 10. */
   grace: number;
+  /** Kept KV caches survive a weight update. Default false. */
+  keepCachesOnUpdate: boolean;
   /** Do not log one line per request. Default false. */
   quiet: boolean;
 }
@@ -54,6 +56,7 @@ export async function runServe(options: ServeCommandOptions): Promise<void> {
     maxTokens: options.maxTokens,
     seed: options.seed,
     streamChunkTokens: options.streamChunk,
+    keepCachesOnUpdate: options.keepCachesOnUpdate,
     log: options.quiet ? null : (line) => console.error(line),
   };
   const running = await startModelServer(serverOptions);
@@ -90,11 +93,14 @@ export function registerServeCommand(program: Command): void {
     .option("--seed <n>", "seed of the sampler", numberOption("--seed", { integer: true, minimum: 0 }), 0)
     .option("--stream-chunk <n>", "streamed text reaches the client every n tokens (0 = all at the end)", numberOption("--stream-chunk", { integer: true, minimum: 0 }), 16)
     .option("--grace <seconds>", "time requests in flight get to finish at shutdown", numberOption("--grace", { minimum: 0 }), 10)
+    .option("--keep-caches-on-update", "KV caches kept between turns survive POST /v1/weights (log-probs stay exact)", false)
     .option("--quiet", "no log line per request", false)
     .addHelpText(
       "after",
       `
-Routes: POST /v1/chat/completions (stream, tools, n, stop, …), GET /v1/models, GET /health.
+Routes: POST /v1/chat/completions (stream, tools, n, stop, …; token-in prompt_token_ids,
+return_token_ids), GET /v1/models, GET /health, GET|POST /v1/weights (install a new policy
+version: safetensors body, or JSON {path | url}), POST /v1/cache/release. See docs/serve.md.
 
 Examples:
   agentrl serve --model models/tiny

@@ -80,6 +80,8 @@ function toToolSpecs(tools: readonly RequestTool[]): ToolSpec[] {
 
 /** Renders the request's conversation into prompt text and tokens. Throws a 400 ApiError for a bad tool_choice. */
 export function buildPrompt(tokenizer: ServeTokenizer, request: ChatCompletionRequest): ChatPrompt {
+  // Token-in: the caller's ids are the prompt, as they are.
+  if (request.prompt_token_ids) return { text: tokenizer.decode(request.prompt_token_ids), tokens: request.prompt_token_ids, forcedOpening: "", parseTools: false };
   const tools = request.tools ?? [];
   const choice = request.tool_choice ?? (tools.length > 0 ? "auto" : "none");
   if (choice !== "none" && choice !== "auto" && tools.length === 0) {
@@ -97,7 +99,7 @@ export function buildPrompt(tokenizer: ServeTokenizer, request: ChatCompletionRe
   const offered = choice === "none" ? [] : toToolSpecs(tools);
   let text: string;
   try {
-    text = tokenizer.applyChatTemplate(toTemplateMessages(request.messages), { tools: offered, addGenerationPrompt: true }) + forcedOpening;
+    text = tokenizer.applyChatTemplate(toTemplateMessages(request.messages ?? []), { tools: offered, addGenerationPrompt: true }) + forcedOpening;
   } catch (error) {
     throw new ApiError(400, `the chat template could not render the messages: ${(error as Error).message}`, "invalid_request_error", "messages", "invalid_value");
   }

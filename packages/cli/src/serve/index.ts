@@ -16,6 +16,7 @@ export * from "./chat.js";
 export * from "./server.js";
 export * from "./stream.js";
 export * from "./chunked.js";
+export * from "./weights.js";
 
 export interface ModelServerOptions {
   /** Model directory (config.json, safetensors, tokenizer.json with a chat template). */
@@ -42,6 +43,8 @@ export interface ModelServerOptions {
   streamChunkTokens?: number;
   /** KV-cache budget of the engine, tokens. Default 65,536. */
   maxCacheTokens?: number;
+  /** Kept KV caches survive a weight update (`POST /v1/weights`); see the engine's `keepCachesOnUpdate`. Default false. */
+  keepCachesOnUpdate?: boolean;
   /** Request log lines; null = silent. Default `console.error`. */
   log?: ((line: string) => void) | null;
 }
@@ -67,6 +70,7 @@ export async function startModelServer(options: ModelServerOptions): Promise<Run
     maxCacheTokens: options.maxCacheTokens ?? 65_536,
     topP,
     seed,
+    keepCachesOnUpdate: options.keepCachesOnUpdate ?? false,
   });
   const server = new ChatServer({
     engine,
@@ -77,6 +81,7 @@ export async function startModelServer(options: ModelServerOptions): Promise<Run
     defaultMaxTokens: options.maxTokens ?? 1024,
     serverSampling: { top_p: topP, seed },
     streamChunkTokens: options.streamChunkTokens,
+    vocabularySize: policy.config.vocabSize,
     log: options.log,
   });
   let address: ListeningAddress;

@@ -68,7 +68,28 @@ export const MAXIMUM_CHOICES = 16;
 
 export const ChatCompletionRequestSchema = z.looseObject({
   model: z.string().min(1),
-  messages: z.array(MessageSchema).min(1, "messages must hold at least one message"),
+  /** The conversation; absent when the request sends `prompt_token_ids` instead (token-in). */
+  messages: z.array(MessageSchema).min(1, "messages must hold at least one message").optional(),
+  /**
+   * agentrl extension (token-in): the whole prompt as token ids, already templated; used as
+   * it is, never re-tokenized. Replaces `messages` (tools then live inside the prompt).
+   */
+  prompt_token_ids: z.array(z.number().int().nonnegative()).min(1).optional(),
+  /**
+   * vLLM's `return_token_ids` (agentrl form): each choice also carries `token_ids`,
+   * `token_logprobs` (at the sampling temperature) and `token_versions` (policy version of
+   * the weights that produced each token).
+   */
+  return_token_ids: z.boolean().nullable().optional(),
+  /** vLLM's `return_tokens_as_token_ids`: `logprobs.content[].token` reads `token_id:<id>`. */
+  return_tokens_as_token_ids: z.boolean().nullable().optional(),
+  /** vLLM's `stop_token_ids`: generation also ends at these ids (the tokenizer's stop ids always apply). */
+  stop_token_ids: z.array(z.number().int().nonnegative()).max(64).nullable().optional(),
+  /**
+   * agentrl extension: keep this generation's KV cache under this key; the next request with
+   * the same key whose prompt extends it prefills only the new tokens. Needs `n` = 1.
+   */
+  cache_key: z.string().min(1).max(256).nullable().optional(),
   tools: z.array(ToolSchema).optional(),
   tool_choice: ToolChoiceSchema.optional(),
   parallel_tool_calls: z.boolean().optional(),
@@ -100,7 +121,7 @@ export const ChatCompletionRequestSchema = z.looseObject({
 });
 
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionRequestSchema>;
-export type RequestMessage = ChatCompletionRequest["messages"][number];
+export type RequestMessage = NonNullable<ChatCompletionRequest["messages"]>[number];
 export type RequestTool = NonNullable<ChatCompletionRequest["tools"]>[number];
 export type ToolChoice = NonNullable<ChatCompletionRequest["tool_choice"]>;
 
@@ -130,7 +151,15 @@ export class ApiError extends Error {
 /** Parses a request body; throws a 400 ApiError naming the first field at fault. */
 export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest {
   const parsed = ChatCompletionRequestSchema.safeParse(body);
-  if (parsed.success) return parsed.data;
+  if (parsed.success) {
+    const request = parsed.data;
+    const invalid = (param: string, message: string) => new ApiError(400, message, "invalid_request_error", param, "invalid_value");
+    if ((request.messages === undefined) === (request.prompt_token_ids === undefined)) throw invalid("messages", "send either messages or prompt_token_ids (token-in), not both or neither");
+    if (request.prompt_token_ids && (request.tools?.length || request.tool_choice)) throw invalid("tools", "with prompt_token_ids the tools are part of the prompt: tools and tool_choice must be absent");
+    if (request.prompt_token_ids && request.stream) throw invalid("stream", "prompt_token_ids (token-in) does not stream");
+    if (request.cache_key && (request.n ?? 1) > 1) throw invalid("cache_key", "cache_key needs n = 1");
+    return request;
+  }
   const issue = parsed.error.issues[0];
   const param = issue.path.length > 0 ? issue.path.map(String).join(".") : null;
   throw new ApiError(400, param ? `${param}: ${issue.message}` : issue.message, "invalid_request_error", param, "invalid_value");

@@ -5,7 +5,7 @@
  */
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
+import { Tokenizer, WeightsError, serializeSafetensors, trainByteLevelBpe, type ExportedWeights } from "@agentrl/policy";
 import { ContextLimitError, type EngineStats, type GenerationRequest, type GenerationResult } from "@agentrl/rollout";
 import { generateInChunks } from "./chunked.js";
 import { ChoiceStreamer, longestSuffixPrefix } from "./stream.js";
@@ -48,8 +48,14 @@ class ScriptedEngine implements ServeEngine {
     this.released.push(cacheKey);
     this.continued.delete(cacheKey);
   }
+  /** Weights installed by POST /v1/weights (the served version follows them). */
+  installed: ExportedWeights[] = [];
+  async updateWeights(weights: ExportedWeights, version: number): Promise<void> {
+    if (weights.tensors.some((tensor) => tensor.name !== "w")) throw new WeightsError(`unexpected tensor ${weights.tensors[0].name}`);
+    this.installed.push({ ...weights, version });
+  }
   stats(): EngineStats {
-    return { version: 3 } as EngineStats;
+    return { version: this.installed.at(-1)?.version ?? 3 } as EngineStats;
   }
 }
 
@@ -320,6 +326,7 @@ class HeldEngine implements ServeEngine {
     });
   }
   releaseCache(): void {}
+  async updateWeights(): Promise<void> {}
   get held(): number {
     return this.waiting.length;
   }
@@ -432,4 +439,61 @@ test("generateInChunks: a context that fills at a slice boundary is a length fin
   assert.equal(result.tokens.length, 4);
   assert.equal(result.finishReason, "length");
   assert.equal(calls, 3);
+});
+
+test("token-in and token-out: prompt_token_ids are the prompt as given; return_token_ids gives ids, log-probs and versions", async () => {
+  const { engine, server, url } = await withServer(["Sunny in Paris."]);
+  try {
+    const prompt = tokenizer.encode("hello world");
+    const response = await post(url, { model: "scripted", prompt_token_ids: prompt, return_token_ids: true, cache_key: "episode-1", stop_token_ids: [5] });
+    assert.equal(response.status, 200);
+    const body = await json(response);
+    assert.deepEqual(engine.requests[0].promptTokens, prompt);
+    assert.equal(engine.requests[0].cacheKey, "episode-1");
+    assert.ok(engine.requests[0].stopTokenIds!.includes(5) && engine.requests[0].stopTokenIds!.includes(endOfTurn));
+    const choice = body.choices[0];
+    assert.deepEqual(choice.token_ids, [...tokenizer.encode("Sunny in Paris."), endOfTurn]);
+    assert.deepEqual(choice.token_logprobs, choice.token_ids.map(() => -0.5));
+    assert.deepEqual(choice.token_versions, choice.token_ids.map(() => 3));
+    assert.equal(choice.message.content, "Sunny in Paris.");
+    assert.equal(choice.finish_reason, "stop");
+    // Invalid token-in requests.
+    for (const bad of [
+      { model: "scripted", prompt_token_ids: prompt, messages: [{ role: "user", content: "x" }] },
+      { model: "scripted" },
+      { model: "scripted", prompt_token_ids: prompt, tools: [WEATHER_TOOL] },
+      { model: "scripted", prompt_token_ids: prompt, stream: true },
+      { model: "scripted", prompt_token_ids: prompt, cache_key: "k", n: 2 },
+      { model: "scripted", prompt_token_ids: [-1] },
+    ]) {
+      assert.equal((await post(url, bad)).status, 400, JSON.stringify(bad));
+    }
+  } finally {
+    await server.close();
+  }
+});
+
+test("POST /v1/weights installs a pushed version (safetensors body); older versions and wrong weights are refused", async () => {
+  const { engine, server, url } = await withServer(["x"], { apiKey: "k" });
+  const auth = { authorization: "Bearer k" };
+  const body = (name: string) => serializeSafetensors([{ name, shape: [2], data: Float32Array.from([1, 2]) }], { metadata: { version: "7" } });
+  const push = (bytes: Uint8Array, headers: Record<string, string> = {}) =>
+    fetch(`${url}/weights`, { method: "POST", headers: { "content-type": "application/octet-stream", ...auth, ...headers }, body: bytes });
+  try {
+    assert.equal((await fetch(`${url}/weights`, { method: "POST", headers: { "content-type": "application/octet-stream" }, body: body("w") })).status, 401);
+    const installed = await push(body("w"));
+    assert.equal(installed.status, 200);
+    assert.deepEqual({ ...(await json(installed)), milliseconds: 0 }, { object: "policy_version", version: 7, previous_version: 3, tensors: 1, milliseconds: 0 });
+    assert.deepEqual(Array.from(engine.installed[0].tensors[0].data), [1, 2]);
+    assert.equal((await json(await fetch(`${url}/weights`, { headers: auth }))).version, 7);
+    assert.equal((await push(body("w"), { "x-agentrl-policy-version": "9" })).status, 200);
+    assert.equal((await push(body("w"), { "x-agentrl-policy-version": "8" })).status, 409);
+    assert.equal((await push(body("other"), { "x-agentrl-policy-version": "10" })).status, 400);
+    assert.equal((await push(Uint8Array.from([1, 2, 3]))).status, 400);
+    const missing = await fetch(`${url}/weights`, { method: "POST", headers: { "content-type": "application/json", ...auth }, body: JSON.stringify({ path: "/nonexistent/folder" }) });
+    assert.equal(missing.status, 404);
+    assert.equal(engine.stats().version, 9);
+  } finally {
+    await server.close();
+  }
 });

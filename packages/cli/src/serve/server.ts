@@ -5,10 +5,14 @@
  *   GET  /health                 {status: "ok", model, engine: EngineStats}   (no key needed)
  *   GET  /v1/models              {object: "list", data: [{id, object: "model", created, owned_by}]}
  *   POST /v1/chat/completions    OpenAI request → chat.completion, or SSE chat.completion.chunk
+ *                                (token-in `prompt_token_ids`, `return_token_ids`: see docs/serve.md)
+ *   GET  /v1/weights             {object: "policy_version", version}
+ *   POST /v1/weights             install a new policy version (safetensors body, or JSON {path | url, version?})
+ *   POST /v1/cache/release       {cache_keys: [...]} drops KV caches kept under these keys
  *
  * Every failure is answered with `{error: {message, type, param, code}}`: 400 invalid
  * request, 401 missing or wrong key, 404 unknown route or model, 413 body too large, 503
- * shutting down, 500 otherwise. Built on `node:http`.
+ * shutting down, 409 an older policy version, 500 otherwise. Built on `node:http`.
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { randomBytes, timingSafeEqual } from "node:crypto";
@@ -18,10 +22,15 @@ import { buildPrompt, interpretGeneration, samplingSettings, stopStrings, stopTo
 import { ChoiceStreamer, type StreamDelta } from "./stream.js";
 import { generateInChunks } from "./chunked.js";
 import { ApiError, parseChatCompletionRequest, type ChatCompletionRequest } from "./schema.js";
+import type { ExportedWeights } from "@agentrl/policy";
+import { readWeightsRequest } from "./weights.js";
+import { readJsonBody } from "./body.js";
 
 /** What the server needs from an inference engine (`@agentrl/rollout`'s `InferenceEngine` fits). */
 export interface ServeEngine {
   generate(request: GenerationRequest): Promise<GenerationResult>;
+  /** Installs new weights between two decode steps; resolves once they are in use. */
+  updateWeights(weights: ExportedWeights, version: number): Promise<void>;
   /** Drops the KV cache kept under `cacheKey` (streamed generations continue one). */
   releaseCache(cacheKey: string): void;
   stats(): EngineStats;
@@ -46,6 +55,10 @@ export interface ChatServerOptions {
   streamChunkTokens?: number;
   /** Largest request body accepted, bytes. Default 8 MiB. */
   maxBodyBytes?: number;
+  /** Largest weights body (`POST /v1/weights`), bytes. Default 16 GiB. */
+  maxWeightBytes?: number;
+  /** Token ids of `prompt_token_ids` must lie below this (the model's vocabulary). Default: not checked. */
+  vocabularySize?: number;
   /** One line per request (method, path, status, milliseconds, tokens); null = silent. Default `console.error`. */
   log?: ((line: string) => void) | null;
   /**
@@ -90,7 +103,9 @@ export class ChatServer {
     this.modelName = options.modelName;
     this.log = options.log === undefined ? (line) => console.error(line) : options.log;
     this.server = createServer((request, response) => void this.handle(request, response));
-    this.server.keepAliveTimeout = 5_000;
+    // Longer than a client's event loop may stall (a trainer blocked in an update): a shorter
+    // timeout closes kept-alive connections the client is about to reuse.
+    this.server.keepAliveTimeout = 65_000;
   }
 
   /** Starts listening (port 0 = any free port). Refuses a non-loopback host without an API key. */
@@ -156,6 +171,19 @@ export class ChatServer {
       } else if (path === "/v1/chat/completions" && request.method === "POST") {
         this.authorize(request);
         tokens = await this.chatCompletion(request, response);
+      } else if (path === "/v1/weights" && request.method === "GET") {
+        this.authorize(request);
+        sendJson(response, 200, { object: "policy_version", version: this.options.engine.stats().version });
+      } else if (path === "/v1/weights" && request.method === "POST") {
+        this.authorize(request);
+        tokens = await this.installWeights(request, response);
+      } else if (path === "/v1/cache/release" && request.method === "POST") {
+        this.authorize(request);
+        const body = (await readJsonBody(request, this.options.maxBodyBytes ?? 8 * 1024 * 1024)) as { cache_keys?: unknown };
+        const keys = Array.isArray(body?.cache_keys) ? body.cache_keys.filter((key): key is string => typeof key === "string") : undefined;
+        if (!keys) throw new ApiError(400, "cache_keys: an array of strings is required", "invalid_request_error", "cache_keys", "invalid_value");
+        for (const key of keys) this.options.engine.releaseCache(key);
+        sendJson(response, 200, { released: keys.length });
       } else {
         throw new ApiError(404, `no route ${request.method} ${path}`, "not_found_error", null, "unknown_route");
       }
@@ -195,10 +223,15 @@ export class ChatServer {
     if (request.model !== this.modelName) {
       throw new ApiError(404, `the model "${request.model}" does not exist; this server serves "${this.modelName}"`, "not_found_error", "model", "model_not_found");
     }
+    const vocabulary = this.options.vocabularySize;
+    const outside = vocabulary === undefined ? -1 : (request.prompt_token_ids ?? []).findIndex((id) => id >= vocabulary);
+    if (outside >= 0) {
+      throw new ApiError(400, `prompt_token_ids[${outside}] = ${request.prompt_token_ids![outside]} is outside the vocabulary (${vocabulary} tokens)`, "invalid_request_error", "prompt_token_ids", "invalid_value");
+    }
     const prompt = buildPrompt(this.options.tokenizer, request);
     const sampling = samplingSettings(request, { temperature: this.options.defaultTemperature ?? 1, maxTokens: this.options.defaultMaxTokens ?? 1024 });
     const stops = stopStrings(request);
-    const stopTokenIds = stopTokenIdsFor(this.options.tokenizer, stops);
+    const stopTokenIds = [...new Set([...stopTokenIdsFor(this.options.tokenizer, stops), ...(request.stop_token_ids ?? [])])];
     const ignored = this.ignoredParameters(request);
     if (ignored.length > 0) response.setHeader("x-agentrl-ignored-parameters", ignored.join(","));
 
@@ -217,6 +250,7 @@ export class ChatServer {
         temperature: sampling.temperature,
         stopTokenIds,
         signal: controller.signal,
+        ...(request.cache_key ? { cacheKey: request.cache_key } : {}),
       };
       const interpret = (result: GenerationResult, index: number): ChoiceOutcome =>
         interpretGeneration(this.options.tokenizer, result, { prompt, stops, idPrefix: `call_${id.slice(8, 20)}_${index}`, singleToolCall: request.parallel_tool_calls === false });
@@ -239,9 +273,15 @@ export class ChatServer {
           system_fingerprint: `agentrl-v${this.options.engine.stats().version}`,
           choices: results.map((result, index) => {
             const outcome = interpret(result, index);
-            return { index, message: outcome.message, logprobs: request.logprobs ? this.logprobs(result) : null, finish_reason: outcome.finishReason };
+            const choice = { index, message: outcome.message, logprobs: request.logprobs ? this.logprobs(result, request) : null, finish_reason: outcome.finishReason };
+            // What training needs: the exact ids, their sampler log-probs and the version of each.
+            return request.return_token_ids ? { ...choice, token_ids: result.tokens, token_logprobs: result.logprobs, token_versions: result.versions } : choice;
           }),
-          usage: usage(prompt.tokens.length, completionTokens),
+          ...(request.return_token_ids && !request.prompt_token_ids ? { prompt_token_ids: prompt.tokens } : {}),
+          usage: {
+            ...usage(prompt.tokens.length, completionTokens),
+            prompt_tokens_details: { cached_tokens: Math.max(0, prompt.tokens.length - Math.min(...results.map((result) => result.prefilledTokens))) },
+          },
         });
       }
       return ` prompt=${prompt.tokens.length} completion=${completionTokens}`;
@@ -296,7 +336,7 @@ export class ChatServer {
         completionTokens += result.tokens.length;
         const outcome = run.interpret(result, index);
         send(streamer.finish(outcome));
-        chunk([{ index, delta: {}, logprobs: request.logprobs ? this.logprobs(result) : null, finish_reason: outcome.finishReason }]);
+        chunk([{ index, delta: {}, logprobs: request.logprobs ? this.logprobs(result, request) : null, finish_reason: outcome.finishReason }]);
       }),
     );
     if (request.stream_options?.include_usage) chunk([], { usage: usage(run.prompt.tokens.length, completionTokens) });
@@ -306,14 +346,37 @@ export class ChatServer {
   }
 
   /** OpenAI's `logprobs.content`: the sampled tokens with their log-probs (no alternatives). */
-  private logprobs(result: GenerationResult) {
+  private logprobs(result: GenerationResult, request: ChatCompletionRequest) {
     const tokenizer = this.options.tokenizer;
     return {
       content: result.tokens.map((token, i) => {
-        const text = tokenizer.decode([token]);
+        const text = request.return_tokens_as_token_ids ? `token_id:${token}` : tokenizer.decode([token]);
         return { token: text, logprob: result.logprobs[i], bytes: [...Buffer.from(text, "utf8")], top_logprobs: [] };
       }),
     };
+  }
+
+  /**
+   * `POST /v1/weights`: a new policy version, as a safetensors body (version in the header
+   * `x-agentrl-policy-version` or the file's `__metadata__.version`) or JSON `{path | url,
+   * version?}` naming a model or checkpoint folder. Answers once the engine samples with it
+   * (installed between two decode steps). A version older than the one served is refused (409).
+   */
+  private async installWeights(request: IncomingMessage, response: ServerResponse): Promise<string> {
+    const began = performance.now();
+    const previous = this.options.engine.stats().version;
+    const weights = await readWeightsRequest(request, { maxBytes: this.options.maxWeightBytes ?? 16 * 1024 ** 3, currentVersion: previous });
+    if (weights.version < previous) {
+      throw new ApiError(409, `version ${weights.version} is older than the version served (${previous})`, "invalid_request_error", "version", "stale_version");
+    }
+    try {
+      await this.options.engine.updateWeights(weights, weights.version);
+    } catch (error) {
+      if ((error as Error)?.name === "WeightsError") throw new ApiError(400, `the weights do not fit the model: ${(error as Error).message}`, "invalid_request_error", null, "weights_mismatch");
+      throw error;
+    }
+    sendJson(response, 200, { object: "policy_version", version: weights.version, previous_version: previous, tensors: weights.tensors.length, milliseconds: Math.round(performance.now() - began) });
+    return ` version=${weights.version}`;
   }
 
   private ignoredParameters(request: ChatCompletionRequest): string[] {
@@ -337,23 +400,6 @@ function sendJson(response: ServerResponse, status: number, body: unknown): void
   const text = JSON.stringify(body);
   response.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
   response.end(text);
-}
-
-/** Reads and parses a JSON body; 413 beyond `maxBytes`, 400 when it is not JSON. */
-async function readJsonBody(request: IncomingMessage, maxBytes: number): Promise<unknown> {
-  const parts: Buffer[] = [];
-  let size = 0;
-  for await (const part of request) {
-    size += (part as Buffer).length;
-    if (size > maxBytes) throw new ApiError(413, `the request body exceeds ${maxBytes} bytes`, "invalid_request_error", null, "body_too_large");
-    parts.push(part as Buffer);
-  }
-  const text = Buffer.concat(parts).toString("utf8");
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw new ApiError(400, `the request body is not valid JSON (${(error as Error).message})`, "invalid_request_error", null, "invalid_json");
-  }
 }
 
 function toApiError(error: unknown): ApiError {
