@@ -5,3 +5,4 @@ export * from "./slots.js";
 export * from "./images.js";
 export * from "./agentbench.js";
 export * from "./failed-session.js";
+export * from "./engines.js";
