@@ -17,6 +17,8 @@ const BENCHMARKS: Record<string, string[]> = {
   envs: ["envs", "envs-docker"],
   rollout: ["rollout"],
   pipeline: ["pipeline"],
+  // 10,000-session controller figures (scale-controller) and rollout tokens/s over 1-2 inference servers (scale-rollout).
+  scale: ["scale-rollout", "scale-controller"],
 };
 
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("-"));
