@@ -17,8 +17,8 @@ const BENCHMARKS: Record<string, string[]> = {
   envs: ["envs", "envs-docker"],
   rollout: ["rollout"],
   pipeline: ["pipeline"],
-  // 10,000-session controller figures (scale-controller) and rollout tokens/s over 1-2 inference servers (scale-rollout).
-  scale: ["scale-rollout", "scale-controller"],
+  // Rollout tokens/s over 1-2 inference servers (scale-rollout), the 10,000-session controller (scale-controller), the simulated scale-out model (scale-model).
+  scale: ["scale-rollout", "scale-controller", "scale-model"],
 };
 
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("-"));
