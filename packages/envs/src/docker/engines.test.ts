@@ -15,10 +15,19 @@ import { FunctionCallSession, type ToolReply } from "../session.js";
 import type { AssistantMessage, CurriculumTaskFamily, TaskSession } from "../types.js";
 import type { TaskFamilyOptions } from "../registry.js";
 
-/** A dockerode stand-in whose ping answers while `up` is true. */
-function fakeDocker(): Docker & { up: boolean } {
+/** A dockerode stand-in whose ping answers while `up` is true, holding the images in `images`. */
+function fakeDocker(): Docker & { up: boolean; images: Set<string> } {
   const fake = {
     up: true,
+    images: new Set(["agentrl/os:latest"]),
+    getImage(tag: string) {
+      return {
+        async inspect() {
+          if (!fake.images.has(tag)) throw new Error(`no such image ${tag}`);
+          return { Config: { Labels: {} } };
+        },
+      };
+    },
     async ping() {
       if (!fake.up) throw new Error("connect ECONNREFUSED");
       return "OK";
@@ -30,7 +39,7 @@ function fakeDocker(): Docker & { up: boolean } {
       return { remove: async () => undefined, inspect: async () => ({ State: { Running: false } }) };
     },
   };
-  return fake as unknown as Docker & { up: boolean };
+  return fake as unknown as Docker & { up: boolean; images: Set<string> };
 }
 
 /** A session whose `wait` tool blocks until released (an in-flight turn). */
@@ -178,6 +187,27 @@ test("no engine answers: a clear error; all engines down later: startSession thr
   } finally {
     await family.close();
   }
+});
+
+test("an engine without the task's image is down until the image is there", async () => {
+  const clients = [fakeDocker(), fakeDocker()];
+  clients[1].images.clear();
+  const factory = fakeFactory();
+  const family = await MultiEngineTaskFamily.create("os", {}, new DockerEngineSet([spec("has-image"), spec("no-image")], { ...fast, clients }), factory.create);
+  try {
+    const [, bare] = family.engines.engines;
+    assert.equal(bare.state, "down");
+    assert.match(bare.reason ?? "", /image agentrl\/os:latest is missing: run agentrl env build --docker-host no-image/);
+    assert.equal(factory.runtimes.length, 1);
+    clients[1].images.add("agentrl/os:latest");
+    await until(() => bare.state === "up", "the engine to come up once it has the image");
+    assert.equal(factory.runtimes.length, 2);
+  } finally {
+    await family.close();
+  }
+  const without = fakeDocker();
+  without.images.clear();
+  await assert.rejects(MultiEngineTaskFamily.create("os", {}, new DockerEngineSet([spec("bare")], { ...fast, clients: [without] }), fakeFactory().create), /cannot run on any Docker engine: bare: image agentrl\/os:latest is missing/);
 });
 
 test("createTaskFamilyOnEngines: plain families ignore the hosts; db refuses remote engines", async () => {

@@ -19,7 +19,7 @@ import type { TaskFamilyOptions } from "../registry.js";
 import type { AssistantMessage, CurriculumTaskFamily, Difficulty, Expert, InteractResult, Split, StartResult, TaskSession } from "../types.js";
 import { EnvironmentError } from "../types.js";
 import { DockerRuntime, DockerUnavailableError, isDockerAvailable } from "./runtime.js";
-import { ImageBuildError, imageHash } from "./images.js";
+import { IMAGES, ImageBuildError, imageHash } from "./images.js";
 
 /** A Docker host URL that cannot be used (bad scheme, missing TLS files). */
 export class DockerHostError extends Error {
@@ -400,11 +400,18 @@ export class MultiEngineTaskFamily implements CurriculumTaskFamily {
       engines.close();
       throw new DockerUnavailableError(`no Docker engine answers: ${engines.engines.map((e) => e.label).join(", ")}`);
     }
-    try {
-      for (const engine of up) await family.openLane(engine);
-    } catch (error) {
+    // An engine the family cannot use yet (e.g. without the image) is down until a probe finds it usable.
+    for (const engine of up) {
+      try {
+        await family.openLane(engine);
+      } catch (error) {
+        await engines.markDown(engine, (error as Error).message);
+      }
+    }
+    if (family.lanes.size === 0) {
+      const reasons = engines.engines.map((e) => `${e.label}: ${e.reason ?? "down"}`).join("; ");
       await family.close();
-      throw error;
+      throw new DockerUnavailableError(`task ${name} cannot run on any Docker engine: ${reasons}`);
     }
     return family;
   }
@@ -477,6 +484,10 @@ export class MultiEngineTaskFamily implements CurriculumTaskFamily {
   }
 
   private async openLane(engine: DockerEngine): Promise<void> {
+    const image = typeof this.options.image === "string" ? this.options.image : IMAGES[this.name as keyof typeof IMAGES]?.tag;
+    if (image && (await imageHash(engine.docker, image)) === undefined) {
+      throw new EnvironmentError(`image ${image} is missing: run agentrl env build --docker-host ${engine.label}`);
+    }
     const runtime = new DockerRuntime({ docker: engine.docker, cliEnv: engine.spec.cliEnv });
     try {
       const family = await this.createFamily(this.name, { ...this.options, runtime });
