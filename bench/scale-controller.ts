@@ -156,6 +156,17 @@ export async function run(): Promise<BenchResult> {
     errors += 1;
     if (errorSamples.size < 3) errorSamples.add((error as Error).message ?? String(error));
   };
+  /** One turn of session `id`; its round trip goes to `latencies`, a failure or an ended session to the errors. */
+  const timedTurn = async (id: string, latencies: number[]): Promise<void> => {
+    const t0 = performance.now();
+    try {
+      const result = await client.interact(id, TURN);
+      latencies.push(performance.now() - t0);
+      if (result.status !== "running") noteError(new Error(`session ${id} ended: ${result.status}`));
+    } catch (error) {
+      noteError(error);
+    }
+  };
   try {
     server.send({ type: "baseline" });
     // Open every session.
@@ -184,17 +195,7 @@ export async function run(): Promise<BenchResult> {
       const deadline = began + PHASE_MS;
       await Promise.all(
         Array.from({ length: inFlight }, async (_, loop) => {
-          for (let k = loop; performance.now() < deadline; k += inFlight) {
-            const id = ids[k % ids.length];
-            const t0 = performance.now();
-            try {
-              const result = await client.interact(id, TURN);
-              latencies.push(performance.now() - t0);
-              if (result.status !== "running") noteError(new Error(`session ${id} ended: ${result.status}`));
-            } catch (error) {
-              noteError(error);
-            }
-          }
+          for (let k = loop; performance.now() < deadline; k += inFlight) await timedTurn(ids[k % ids.length], latencies);
         }),
       );
       const elapsed = performance.now() - began;
@@ -207,18 +208,7 @@ export async function run(): Promise<BenchResult> {
     const burst: number[] = [];
     const beforeBurst = errors;
     const burstBegan = performance.now();
-    await Promise.all(
-      ids.map(async (id) => {
-        const t0 = performance.now();
-        try {
-          const result = await client.interact(id, TURN);
-          burst.push(performance.now() - t0);
-          if (result.status !== "running") noteError(new Error(`session ${id} ended: ${result.status}`));
-        } catch (error) {
-          noteError(error);
-        }
-      }),
-    );
+    await Promise.all(ids.map((id) => timedTurn(id, burst)));
     phases.push(summarize("all", burst, errors - beforeBurst, performance.now() - burstBegan, await ask(server, "stats")));
 
     // Close every session.
