@@ -65,6 +65,12 @@ async function until(condition: () => boolean, what: string, ms: number): Promis
   }
 }
 
+/** The machine's engine as dockerode's default finds it (DOCKER_HOST when it is a unix socket). */
+function firstEngineUrl(): string {
+  const host = process.env.DOCKER_HOST;
+  return host?.startsWith("unix://") ? host : "unix:///var/run/docker.sock";
+}
+
 function startSecond(): { url?: string; error?: string } {
   const run = spawnSync("bash", [script, secondDir], { encoding: "utf8", timeout: 180_000 });
   if (run.status !== 0) return { error: `${run.stderr.trim()} (exit ${run.status})` };
@@ -84,7 +90,7 @@ test("OS sessions over two Docker engines: spread on both, a stopped engine fail
   const family = (await createTaskFamilyOnEngines(
     "os",
     { samples: SAMPLES },
-    { hosts: ["unix:///var/run/docker.sock", `${started.url}?slots=2`], slotsPerEngine: 2, probeIntervalMs: 300, failuresBeforeDown: 1, initialBackoffMs: 300, maxBackoffMs: 1000 },
+    { hosts: [firstEngineUrl(), `${started.url}?slots=2`], slotsPerEngine: 2, probeIntervalMs: 300, failuresBeforeDown: 1, initialBackoffMs: 300, maxBackoffMs: 1000 },
     createTaskFamily,
   )) as MultiEngineTaskFamily;
   const worker = new TaskWorker(family, { concurrency: 5 });
