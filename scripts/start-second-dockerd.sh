@@ -6,8 +6,8 @@
 #   bash scripts/start-second-dockerd.sh [DIR]        start (idempotent); prints the socket URL last
 #   bash scripts/start-second-dockerd.sh --stop [DIR] stop it (SIGTERM, waits for the pidfile to go)
 # DIR defaults to /tmp/agentrl-dockerd2 (socket DIR/docker.sock, data DIR/data, exec DIR/exec).
-# Images: AGENTRL_SECOND_DOCKERD_IMAGES (default "agentrl/os:latest"), each copied only when
-# missing or different (docker save | docker load).
+# Images: AGENTRL_SECOND_DOCKERD_IMAGES (unset: "agentrl/os:latest"; empty: none), each copied
+# only when missing or different (docker save | docker load).
 set -euo pipefail
 
 stop=0
@@ -41,7 +41,7 @@ if ! "${second[@]}" info >/dev/null 2>&1; then
   if ! "${second[@]}" info >/dev/null 2>&1; then say "dockerd did not come up; see $dir/dockerd.log"; tail -5 "$dir/dockerd.log" >&2; exit 1; fi
 fi
 
-for image in ${AGENTRL_SECOND_DOCKERD_IMAGES:-agentrl/os:latest}; do
+for image in ${AGENTRL_SECOND_DOCKERD_IMAGES-agentrl/os:latest}; do
   source_id=$(docker image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)
   if [ -z "$source_id" ]; then say "$image is not on the first engine (agentrl env build): not copied"; continue; fi
   target_id=$("${second[@]}" image inspect --format '{{.Id}}' "$image" 2>/dev/null || true)

@@ -1,7 +1,8 @@
 /**
  * OS sessions through one worker over two real Docker engines: the machine's engine and a
  * second `dockerd` (own socket, data root, exec root, pidfile) that
- * scripts/start-second-dockerd.sh starts and loads agentrl/os into. Sessions land on both;
+ * scripts/start-second-dockerd.sh starts; agentrl/os is loaded into it from the first engine
+ * as `agentrl env build --docker-host` does (`copyImagesToHost`). Sessions land on both;
  * stopping the second engine fails only its sessions (task error), new sessions go to the
  * first; started again, the second engine is used again. Skips (saying why) without root,
  * dockerd, the first engine or the agentrl/os image.
@@ -12,7 +13,7 @@ import { spawnSync } from "node:child_process";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
-import { createTaskFamilyOnEngines, type MultiEngineTaskFamily } from "./engines.js";
+import { copyImagesToHost, createTaskFamilyOnEngines, type MultiEngineTaskFamily } from "./engines.js";
 import { isDockerAvailable } from "./runtime.js";
 import { imageHash, IMAGES } from "./images.js";
 import { createTaskFamily } from "../registry.js";
@@ -72,7 +73,8 @@ function firstEngineUrl(): string {
 }
 
 function startSecond(): { url?: string; error?: string } {
-  const run = spawnSync("bash", [script, secondDir], { encoding: "utf8", timeout: 180_000 });
+  // No image copy by the script: the test loads agentrl/os itself (what `env build --docker-host` does).
+  const run = spawnSync("bash", [script, secondDir], { encoding: "utf8", timeout: 180_000, env: { ...process.env, AGENTRL_SECOND_DOCKERD_IMAGES: "" } });
   if (run.status !== 0) return { error: `${run.stderr.trim()} (exit ${run.status})` };
   return { url: run.stdout.trim().split("\n").at(-1) };
 }
@@ -87,6 +89,8 @@ test("OS sessions over two Docker engines: spread on both, a stopped engine fail
   }
   const first = new Docker();
   const second = new Docker({ socketPath: started.url.slice("unix://".length) });
+  const [copy] = await copyImagesToHost(started.url, [IMAGES.os.tag]);
+  assert.equal(await imageHash(second, IMAGES.os.tag), await imageHash(first, IMAGES.os.tag), `${IMAGES.os.tag} is on the second engine (${copy.skipped ? "already there" : `loaded in ${copy.seconds.toFixed(1)} s`})`);
   const family = (await createTaskFamilyOnEngines(
     "os",
     { samples: SAMPLES },
