@@ -540,7 +540,9 @@ class EngineSession implements TaskSession {
 
   async interact(message: AssistantMessage): Promise<InteractResult> {
     if (this.failure) return this.failure;
-    const result = await Promise.race([this.inner.interact(message), this.failedOnce]);
+    const turn = this.inner.interact(message);
+    turn.catch(() => undefined); // a turn abandoned by a failed engine may reject later, unobserved
+    const result = await Promise.race([turn, this.failedOnce]);
     if (result.finish) this.end();
     return result;
   }
