@@ -252,6 +252,8 @@ export async function run(): Promise<BenchResult> {
     "| inference servers | Docker hosts | episodes in flight | tokens/s | episodes/s | mean decode batch | server busy | host cores busy | controller busy | bound by |",
     "|---|---|---|---|---|---|---|---|---|---|",
     ...rows,
+    "",
+    "Episodes/s near 0 with many episodes on one host: their container starts alone keep the host busy for most of the simulated minute (tokens still flow).",
   ].join("\n");
   return { name: "scale", markdown };
 }
