@@ -208,8 +208,8 @@ export function simulate(p: ModelParameters): ModelResult {
 /**
  * Service times of this machine (2 cores; see docs/benchmarks.md): decode step of the tiny
  * preset on wasm 0.7 ms at batch 1, 3.7 ms at 16, 9.0 ms at 44 (the "rollout" section) → a + c·b
- * with a = 0.5, c = 0.19; controller ≈ 0.1 ms per interact (the "scale" section: 12,000 calls/s
- * with client and controller sharing the 2 cores); an OS command (`docker exec` of `echo hi`)
+ * with a = 0.5, c = 0.19; controller ≈ 0.1 ms per interact (the "scale" section: the controller
+ * process's CPU per call, 0.07-0.11 ms); an OS command (`docker exec` of `echo hi`)
  * costs the host 255 ms of CPU (dockerd 74, containerd 40, shim + runc 141; 316 ms wall) and a
  * container start 630 ms (dockerd + containerd), measured here from /proc over 40 execs on a
  * loaded machine. Hosts are taken with 16 cores (a common cloud node; the per-core cost is
