@@ -15,6 +15,11 @@
  * - The controller is one FIFO server (one event loop).
  *   npm run bench -- scale
  */
+import { readdirSync, readFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { performance } from "node:perf_hooks";
+import Docker from "dockerode";
+import { DockerRuntime, IMAGES, imageHash, isDockerAvailable } from "@agentrl/envs";
 import type { BenchResult } from "./types.js";
 
 export interface ModelParameters {
@@ -212,7 +217,7 @@ export function simulate(p: ModelParameters): ModelResult {
  * process's CPU per call, 0.07-0.11 ms); an OS command (`docker exec` of `echo hi`)
  * costs the host 255 ms of CPU (dockerd 74, containerd 40, shim + runc 141; 316 ms wall) and a
  * container start 630 ms (dockerd + containerd), measured here from /proc over 40 execs on a
- * loaded machine. Hosts are taken with 16 cores (a common cloud node; the per-core cost is
+ * loaded machine (`run` measures them again when a local engine is there). Hosts are taken with 16 cores (a common cloud node; the per-core cost is
  * what was measured).
  */
 export const MEASURED: Omit<ModelParameters, "episodes" | "servers" | "hosts" | "seconds"> = {
@@ -231,19 +236,85 @@ const HOSTS = [1, 2, 4, 8];
 /** Episodes in flight per inference server (each server's batch can fill to ~this). */
 const EPISODES_PER_SERVER = 128;
 
+/** Clock ticks per second of /proc/<pid>/stat times (USER_HZ; 100 on Linux). */
+const TICKS_PER_SECOND = 100;
+
+/** CPU time (own + reaped children) of a process from /proc, in ms; 0 when it is gone. */
+function processCpuMs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
+    return ((Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 1000) / TICKS_PER_SECOND;
+  } catch {
+    return 0;
+  }
+}
+
+/** Pids of the processes whose command line starts with `prefix` (and contains `containing`). */
+function pidsOf(prefix: string, containing = ""): number[] {
+  return readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .filter((pid) => {
+      try {
+        const command = readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ");
+        return (command.startsWith(prefix) || command.includes(`/${prefix}`)) && command.includes(containing);
+      } catch {
+        return false;
+      }
+    })
+    .map(Number);
+}
+
+/** Executions of `echo hi` measured. */
+const EXEC_RUNS = 40;
+
+/**
+ * The local Docker host's CPU per OS command (`docker exec` through the runtime: dockerd +
+ * containerd + the container's shim and the runc processes it reaps) and per container start
+ * (dockerd + containerd), from /proc; undefined without a local engine and agentrl/os. Other
+ * work on the same engine during the measurement counts too.
+ */
+async function measureDockerCosts(): Promise<{ commandMs: number; commandWallMs: number; containerStartMs: number } | undefined> {
+  if (!(await isDockerAvailable()) || (await imageHash(new Docker(), IMAGES.os.tag)) === undefined) return undefined;
+  const engine = [...pidsOf("dockerd"), ...pidsOf("containerd ")].filter((pid) => !readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("--host"));
+  if (engine.length === 0) return undefined;
+  const runtime = await DockerRuntime.connect();
+  try {
+    const engineCpu = () => engine.reduce((total, pid) => total + processCpuMs(pid), 0);
+    const beforeStart = engineCpu();
+    const id = await runtime.start({ image: IMAGES.os.tag, labels: { "agentrl.bench": "scale-model" } });
+    const containerStartMs = engineCpu() - beforeStart;
+    const shims = pidsOf("containerd-shim", id);
+    const cpu = () => engineCpu() + shims.reduce((total, pid) => total + processCpuMs(pid), 0);
+    await runtime.exec(id, ["true"]);
+    const before = cpu();
+    const began = performance.now();
+    for (let i = 0; i < EXEC_RUNS; i += 1) await runtime.exec(id, ["bash", "-c", "echo hi"], { timeoutSeconds: 10 });
+    return { commandMs: (cpu() - before) / EXEC_RUNS, commandWallMs: (performance.now() - began) / EXEC_RUNS, containerStartMs };
+  } finally {
+    await runtime.close();
+  }
+}
+
 export async function run(): Promise<BenchResult> {
+  const docker = await measureDockerCosts();
+  const parameters = { ...MEASURED, ...(docker ? { commandMs: Math.round(docker.commandMs), containerStartMs: Math.round(docker.containerStartMs) } : {}) };
   const rows: string[] = [];
   for (const servers of SERVERS) {
     for (const hosts of HOSTS) {
-      const result = simulate({ ...MEASURED, episodes: EPISODES_PER_SERVER * servers, servers, hosts, seconds: 60 });
+      const result = simulate({ ...parameters, episodes: EPISODES_PER_SERVER * servers, servers, hosts, seconds: 60 });
       const pct = (x: number) => `${Math.round(x * 100)} %`;
       const bound = result.hostBusy > 0.9 ? "Docker hosts" : result.serverBusy > 0.9 ? "inference" : result.controllerBusy > 0.9 ? "controller" : "latency";
       rows.push(`| ${servers} | ${hosts} | ${EPISODES_PER_SERVER * servers} | ${Math.round(result.tokensPerSecond).toLocaleString("en")} | ${result.episodesPerSecond.toFixed(1)} | ${result.meanBatch.toFixed(1)} | ${pct(result.serverBusy)} | ${pct(result.hostBusy)} | ${pct(result.controllerBusy)} | ${bound} |`);
     }
   }
-  const m = MEASURED;
+  const m = parameters;
+  const dockerLine = docker
+    ? `Docker costs measured now on the local engine (${EXEC_RUNS} execs of \`echo hi\`, ${docker.commandWallMs.toFixed(0)} ms wall each; load average ${loadavg()[0].toFixed(1)} on ${cpus().length} cores).`
+    : "No local Docker engine with agentrl/os: Docker costs are the defaults in bench/scale-model.ts (measured 2026-11-25 on this machine).";
   const markdown = [
     "### Scale-out model: throughput vs inference servers and Docker hosts (simulated)",
+    "",
+    dockerLine,
     "",
     `**Simulated** (bench/scale-model.ts, a discrete-event queueing model, 60 s per cell), with service times measured on this machine: decode step ${m.stepMs.a} + ${m.stepMs.c}·batch ms`,
     `(tiny preset, wasm, one core per server), measured, ${m.generated} tokens per turn, ${m.turns} turns per episode, controller ${m.controllerMs} ms per interact, per OS command ${m.commandMs} ms and per container start`,
