@@ -2,7 +2,7 @@
  * Environments on many Docker engines: one worker spreads its OS (or DB) sessions over a set
  * of engines — local unix sockets, remote TCP with TLS, remote over SSH — by free slots.
  *
- *   DockerHostSpec        one engine's address, parsed from a URL (`parseDockerHost`)
+ *   DockerHostSpec        one engine's address, parsed from a URL (`parseDockerHost`, hosts.ts)
  *   DockerEngineSet       the engines, each with its slots and health: a probe pings every
  *                         engine; one that stops answering is marked down and pinged again
  *                         with exponential backoff until it answers, then marked up
@@ -12,121 +12,13 @@
  *                         end at once with status `task error` (in-flight turns included),
  *                         the others go on; when it is back, it gets a fresh family.
  */
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import Docker from "dockerode";
 import type { TaskFamilyOptions } from "../registry.js";
 import type { AssistantMessage, CurriculumTaskFamily, Difficulty, Expert, InteractResult, Split, StartResult, TaskSession } from "../types.js";
 import { EnvironmentError } from "../types.js";
-import { DockerRuntime, DockerUnavailableError, isDockerAvailable } from "./runtime.js";
-import { IMAGES, ImageBuildError, imageHash } from "./images.js";
-
-/** A Docker host URL that cannot be used (bad scheme, missing TLS files). */
-export class DockerHostError extends Error {
-  override name = "DockerHostError";
-}
-
-/** One Docker engine's address, parsed from a URL. */
-export interface DockerHostSpec {
-  /** The URL as shown in logs (without its query). */
-  label: string;
-  /** dockerode connection options. */
-  options: Docker.DockerOptions;
-  /** True for a unix socket (the engine runs on this machine: host folders can be bind-mounted). */
-  local: boolean;
-  /** Sessions this engine takes at once (`?slots=N`). Default: set by the engine set. */
-  slots?: number;
-  /** Environment for the `docker` CLI on this engine (`DOCKER_HOST`, TLS variables). */
-  cliEnv: Record<string, string>;
-}
-
-/**
- * Parses a Docker host URL, as the Docker CLI's `-H`:
- *   unix:///var/run/docker.sock   (or a bare path)   a local socket
- *   tcp://host:2376               TLS with ca.pem, cert.pem, key.pem from `certPath`
- *                                 (or `?cert-path=DIR`, or DOCKER_CERT_PATH); port 2376
- *                                 without certificates is refused, other ports without
- *                                 certificates speak plain HTTP (only for loopback or a
- *                                 trusted network)
- *   ssh://user@host[:22]          over SSH (dockerode's ssh protocol; keys from SSH_AUTH_SOCK,
- *                                 or `?identity=FILE`); the remote user must reach the socket
- * Every form takes `?slots=N`: sessions this engine runs at once.
- */
-export function parseDockerHost(url: string, defaults: { certPath?: string } = {}): DockerHostSpec {
-  const text = url.trim();
-  if (!text) throw new DockerHostError("empty Docker host URL");
-  const withScheme = text.startsWith("/") ? `unix://${text}` : text;
-  let parsed: URL;
-  try {
-    parsed = new URL(withScheme);
-  } catch {
-    throw new DockerHostError(`"${url}" is not a Docker host URL; use unix:///var/run/docker.sock, tcp://host:2376 or ssh://user@host`);
-  }
-  const query = parsed.searchParams;
-  const slotsText = query.get("slots");
-  let slots: number | undefined;
-  if (slotsText !== null) {
-    slots = Number(slotsText);
-    if (!Number.isInteger(slots) || slots < 1) throw new DockerHostError(`slots of ${url} must be an integer ≥ 1, got "${slotsText}"`);
-  }
-  const label = withScheme.split("?")[0];
-  switch (parsed.protocol) {
-    case "unix:": {
-      const socketPath = decodeURIComponent(parsed.pathname);
-      if (!socketPath) throw new DockerHostError(`${url} names no socket path`);
-      return { label, options: { socketPath }, local: true, slots, cliEnv: { DOCKER_HOST: `unix://${socketPath}` } };
-    }
-    case "tcp:":
-    case "http:":
-    case "https:": {
-      if (!parsed.hostname) throw new DockerHostError(`${url} names no host`);
-      const port = Number(parsed.port || (parsed.protocol === "http:" ? 2375 : 2376));
-      const certPath = query.get("cert-path") ?? defaults.certPath ?? (process.env.DOCKER_CERT_PATH || undefined);
-      const tcp = `tcp://${parsed.hostname.includes(":") ? `[${parsed.hostname}]` : parsed.hostname}:${port}`;
-      if (!certPath) {
-        if (port === 2376 || parsed.protocol === "https:") throw new DockerHostError(`${label} is a TLS port: give the folder with ca.pem, cert.pem and key.pem (--docker-cert-path DIR, ?cert-path=DIR or DOCKER_CERT_PATH)`);
-        return { label, options: { host: parsed.hostname, port, protocol: "http" }, local: false, slots, cliEnv: { DOCKER_HOST: tcp } };
-      }
-      const read = (name: string): Buffer => {
-        try {
-          return readFileSync(join(certPath, name));
-        } catch (error) {
-          throw new DockerHostError(`TLS file ${join(certPath, name)} of ${label} cannot be read: ${(error as Error).message}`);
-        }
-      };
-      return {
-        label,
-        options: { host: parsed.hostname, port, protocol: "https", ca: read("ca.pem"), cert: read("cert.pem"), key: read("key.pem") },
-        local: false,
-        slots,
-        cliEnv: { DOCKER_HOST: tcp, DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: certPath },
-      };
-    }
-    case "ssh:": {
-      if (!parsed.hostname) throw new DockerHostError(`${url} names no host`);
-      const identity = query.get("identity");
-      let privateKey: Buffer | undefined;
-      if (identity) {
-        try {
-          privateKey = readFileSync(identity);
-        } catch (error) {
-          throw new DockerHostError(`SSH identity ${identity} of ${label} cannot be read: ${(error as Error).message}`);
-        }
-      }
-      const sshOptions = { agent: process.env.SSH_AUTH_SOCK, ...(privateKey ? { privateKey } : {}) };
-      const userAt = parsed.username ? `${decodeURIComponent(parsed.username)}@` : "";
-      return {
-        label,
-        options: { protocol: "ssh", host: parsed.hostname, port: Number(parsed.port || 22), username: decodeURIComponent(parsed.username) || undefined, sshOptions } as Docker.DockerOptions,
-        local: false,
-        slots,
-        cliEnv: { DOCKER_HOST: `ssh://${userAt}${parsed.hostname}${parsed.port ? `:${parsed.port}` : ""}` },
-      };
-    }
-    default:
-      throw new DockerHostError(`unsupported Docker host scheme "${parsed.protocol}" in ${url}; use unix://, tcp:// or ssh://`);
-  }
-}
+import { DockerRuntime, DockerUnavailableError } from "./runtime.js";
+import { IMAGES, imageHash } from "./images.js";
+import { DockerHostError, parseDockerHost, type DockerHostSpec } from "./hosts.js";
 
 export type EngineState = "up" | "down";
 
@@ -576,47 +468,4 @@ class EngineSession implements TaskSession {
     this.ended = true;
     this.onEnd();
   }
-}
-
-/** What `copyImage` did. */
-export interface ImageCopy {
-  tag: string;
-  /** True when the target already had the image with the same content hash. */
-  skipped: boolean;
-  seconds: number;
-}
-
-/**
- * Copies image `tag` from one engine to another (`docker save | docker load` over the two
- * APIs), unless the target has it with the same content hash label already.
- */
-export async function copyImage(from: Docker, to: Docker, tag: string): Promise<ImageCopy> {
-  const started = Date.now();
-  const hash = await imageHash(from, tag);
-  if (hash === undefined) throw new ImageBuildError(`${tag} is not on the source engine: build it first (agentrl env build)`);
-  if ((await imageHash(to, tag)) === hash) return { tag, skipped: true, seconds: (Date.now() - started) / 1000 };
-  const archive = (await from.getImage(tag).get()) as NodeJS.ReadableStream;
-  const progress = (await to.loadImage(archive)) as NodeJS.ReadableStream;
-  await new Promise<void>((resolve, reject) => {
-    let output = "";
-    progress.on("data", (chunk: Buffer) => { output += chunk.toString("utf8"); });
-    progress.on("end", () => (/"error"/.test(output) ? reject(new ImageBuildError(`loading ${tag} failed: ${output.slice(0, 500)}`)) : resolve()));
-    progress.on("error", reject);
-    archive.on("error", reject);
-  });
-  if ((await imageHash(to, tag)) !== hash) throw new ImageBuildError(`${tag} was loaded but the target engine does not show it`);
-  return { tag, skipped: false, seconds: (Date.now() - started) / 1000 };
-}
-
-/**
- * Copies images `tags` from the local engine (or DOCKER_HOST) to the engine at `url`; throws
- * `DockerUnavailableError` when that engine does not answer.
- */
-export async function copyImagesToHost(url: string, tags: string[], options: { certPath?: string; source?: Docker } = {}): Promise<ImageCopy[]> {
-  const spec = parseDockerHost(url, { certPath: options.certPath });
-  const target = new Docker(spec.options);
-  if (!(await isDockerAvailable(target))) throw new DockerUnavailableError(`the Docker engine at ${spec.label} does not answer`);
-  const copies: ImageCopy[] = [];
-  for (const tag of tags) copies.push(await copyImage(options.source ?? new Docker(), target, tag));
-  return copies;
 }
