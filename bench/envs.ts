@@ -29,7 +29,8 @@ const CONCURRENCY = [1, 100, 1000];
 /** How long each measurement runs, in ms. */
 const DURATION_MS = 2000;
 
-class InstantSession extends FunctionCallSession {
+/** A session whose one tool does nothing: the controller's cost alone (also used by bench/scale-controller.ts). */
+export class InstantSession extends FunctionCallSession {
   constructor() {
     super(
       {
@@ -44,12 +45,12 @@ class InstantSession extends FunctionCallSession {
   }
 }
 
-function instantFamily(): TaskFamily {
+export function instantFamily(): TaskFamily {
   const indices = Array.from({ length: 10 }, (_, i) => i);
   return { name: "instant", indices: (split) => (split === "train" ? indices : []), startSession: async () => new InstantSession() };
 }
 
-const TURN: AssistantMessage = { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "noop", arguments: '{"note":"hi"}' } }] };
+export const TURN: AssistantMessage = { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "noop", arguments: '{"note":"hi"}' } }] };
 
 interface Measurement {
   setup: string;
@@ -63,7 +64,7 @@ interface Measurement {
   cpuMsPerCall: number;
 }
 
-function percentile(sorted: number[], q: number): number {
+export function percentile(sorted: number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 }
 

@@ -19,8 +19,8 @@ const BENCHMARKS: Record<string, string[]> = {
   pipeline: ["pipeline"],
   malformed: ["malformed"],
   faults: ["faults"],
-  // rollout over 1 and 2 inference servers (scale-servers); the controller at 10,000 sessions (scale-controller)
-  scale: ["scale-servers", "scale-controller"],
+  // rollout tokens/s over 1 and 2 inference servers (scale-servers), the 10,000-session controller (scale-controller), the simulated scale-out model (scale-model)
+  scale: ["scale-servers", "scale-controller", "scale-model"],
 };
 
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("-"));

@@ -35,7 +35,10 @@ export {
   FailedSession, hasAgentBenchData, HASH_LABEL, hashFolder, HOST_DIR_LABEL, HOST_LABEL,
   ImageBuildError, imageHash, IMAGES, type ImageSpec, imagesUpToDate, isDockerAvailable,
   type Lease, PID_LABEL, readPackageList, resolveAgentBenchDir, RUN_LABEL, Slots, TaskDataError,
-  TIMEOUT_EXIT_CODE, WarmPool, type WarmPoolOptions
+  TIMEOUT_EXIT_CODE, WarmPool, type WarmPoolOptions,
+  copyImage, copyImagesToHost, createTaskFamilyOnEngines, DockerEngine, DockerEngineSet,
+  type DockerEngineSetOptions, DockerHostError, type DockerHostSpec, type EngineFamilyFactory,
+  type EngineHostsOptions, type EngineState, type ImageCopy, MultiEngineTaskFamily, parseDockerHost
 } from "./docker/index.js";
 export * as kg from "./kg/index.js";
 export * as webshop from "./webshop/index.js";

@@ -4,7 +4,7 @@
  * content hash label matches `environments/<name>/` is skipped in well under a second.
  */
 import type { Command } from "commander";
-import { buildImages, isDockerAvailable, IMAGES, type BuildProgress, type BuildResult } from "@agentrl/envs";
+import { buildImages, copyImagesToHost, isDockerAvailable, IMAGES, type BuildProgress, type BuildResult } from "@agentrl/envs";
 
 export class EnvBuildError extends Error {
   override name = "EnvBuildError";
@@ -19,6 +19,10 @@ export interface EnvBuildOptions {
   mirror?: string;
   /** Print every debootstrap / docker line, not just one status line per step. Default false. */
   verbose?: boolean;
+  /** Other Docker engines (unix://, tcp://, ssh:// URLs) that get the images too, copied from the local engine. */
+  dockerHost?: string[];
+  /** TLS folder of tcp:// engines. Default DOCKER_CERT_PATH. */
+  dockerCertPath?: string;
 }
 
 /** Builds the images; prints progress with `out`. */
@@ -43,6 +47,10 @@ export async function runEnvBuild(options: EnvBuildOptions, out: (line: string) 
   for (const result of results) {
     out(`${result.tag}: ${result.skipped ? "up to date" : "built"} (hash ${result.hash.slice(0, 12)}, ${result.seconds.toFixed(1)} s)`);
   }
+  for (const host of options.dockerHost ?? []) {
+    const copies = await copyImagesToHost(host, results.map((result) => result.tag), { certPath: options.dockerCertPath });
+    for (const copy of copies) out(`${copy.tag} on ${host}: ${copy.skipped ? "up to date" : `loaded (${copy.seconds.toFixed(1)} s)`}`);
+  }
   return results;
 }
 
@@ -55,10 +63,12 @@ export function registerEnvBuildCommand(env: Command): void {
     .option("--force", "rebuild even when an image with the same content hash exists", false)
     .option("--mirror <url>", "Debian mirror for debootstrap (default: the one apt uses)")
     .option("--verbose", "print every build line", false)
-    .addHelpText("after", "\nExamples:\n  agentrl env build\n  agentrl env build --image db --force")
-    .action(async (options: { image?: string[]; force: boolean; mirror?: string; verbose: boolean }) => {
+    .option("--docker-host <url>", "also load the images into this Docker engine (repeatable; unix://, tcp://, ssh://), copied from the local one", (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
+    .option("--docker-cert-path <dir>", "TLS folder (ca.pem, cert.pem, key.pem) of tcp:// Docker hosts (env DOCKER_CERT_PATH)")
+    .addHelpText("after", "\nExamples:\n  agentrl env build\n  agentrl env build --image db --force\n  agentrl env build --docker-host unix:///run/agentrl-dockerd2/docker.sock --docker-host ssh://agent@10.0.0.8")
+    .action(async (options: { image?: string[]; force: boolean; mirror?: string; verbose: boolean; dockerHost?: string[]; dockerCertPath?: string }) => {
       try {
-        await runEnvBuild({ images: options.image, force: options.force, mirror: options.mirror, verbose: options.verbose });
+        await runEnvBuild({ images: options.image, force: options.force, mirror: options.mirror, verbose: options.verbose, dockerHost: options.dockerHost, dockerCertPath: options.dockerCertPath });
       } catch (error) {
         console.error(`env build failed: ${(error as Error).message}`);
         process.exitCode = 1;

@@ -15,6 +15,7 @@ import {
   defaultTokenFile,
   serverToken,
   tokenFromEnvironment,
+  createTaskFamilyOnEngines,
   playEpisode,
   playEpisodes,
   serveWorker,
@@ -52,13 +53,33 @@ async function createOrExplain(createFamily: FamilyFactory, name: string, option
   }
 }
 
+/** Options of the commands that run OS/DB sessions on many Docker engines. */
+export interface DockerHostOptions {
+  /** Docker engines (unix://, tcp://, ssh:// URLs, each with optional `?slots=N`); none = the local engine. */
+  dockerHost?: string[];
+  /** TLS folder (ca.pem, cert.pem, key.pem) of tcp:// engines. Default DOCKER_CERT_PATH. */
+  dockerCertPath?: string;
+}
+
+/** The family factory of a command: over the `--docker-host` engines when there are any. */
+function onEngines(createFamily: FamilyFactory, options: DockerHostOptions & { concurrency?: number }, log: Printer): FamilyFactory {
+  const hosts = options.dockerHost ?? [];
+  if (hosts.length === 0) return createFamily;
+  const engines = { hosts, certPath: options.dockerCertPath, slotsPerEngine: options.concurrency ?? 16, log };
+  return (name, familyOptions) => createTaskFamilyOnEngines(name, familyOptions, engines, createFamily);
+}
+
+function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value];
+}
+
 function familyOptions(options: { seed?: number; data?: string }): TaskFamilyOptions {
   return { ...(options.seed !== undefined ? { seed: options.seed } : {}), ...(options.data ? { dataDir: options.data } : {}) };
 }
 
 // ── env serve ───────────────────────────────────────────────────────────────
 
-export interface EnvServeOptions {
+export interface EnvServeOptions extends DockerHostOptions {
   /** Task family names to serve, e.g. `["os", "db"]`. */
   tasks: string[];
   /** Default 127.0.0.1; any other address requires `token`. */
@@ -90,7 +111,8 @@ export async function startEnvServer(options: EnvServeOptions, createFamily: Fam
   if (options.tasks.length === 0) throw new EnvCommandError("no tasks given; e.g. --tasks os,db");
   const idleTimeoutMs = (options.idleTimeout ?? 300) * 1000;
   const interactionTimeoutMs = (options.interactionTimeout ?? 240) * 1000;
-  const created = await Promise.allSettled(options.tasks.map((name) => createOrExplain(createFamily, name, familyOptions(options))));
+  const factory = onEngines(createFamily, options, print);
+  const created = await Promise.allSettled(options.tasks.map((name) => createOrExplain(factory, name, familyOptions(options))));
   const families = created.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
   const failures = created.flatMap((result) => (result.status === "rejected" ? [(result.reason as Error).message] : []));
   if (failures.length) {
@@ -129,7 +151,7 @@ export async function startEnvServer(options: EnvServeOptions, createFamily: Fam
 
 // ── env worker ──────────────────────────────────────────────────────────────
 
-export interface EnvWorkerOptions {
+export interface EnvWorkerOptions extends DockerHostOptions {
   /** Controller base URL. */
   controller: string;
   /** Task family name. */
@@ -150,7 +172,7 @@ export interface EnvWorkerOptions {
 
 /** Creates the family and a worker serving it that registers with the controller. */
 export async function startEnvWorker(options: EnvWorkerOptions, createFamily: FamilyFactory = createTaskFamily, log: Printer = print) {
-  const family = await createOrExplain(createFamily, options.task, familyOptions(options));
+  const family = await createOrExplain(onEngines(createFamily, options, log), options.task, familyOptions(options));
   const worker = new TaskWorker(family, { concurrency: options.concurrency ?? 16 });
   try {
     const server = await serveWorker(worker, {
@@ -333,6 +355,12 @@ function workerToken(option: string | undefined, tokenFile: string | undefined):
   return token;
 }
 
+const DOCKER_HOST_FLAG = "--docker-host <url>";
+const DOCKER_HOST_HELP =
+  "Docker engine for OS/DB sessions, repeatable: unix:///path, tcp://host:2376 (TLS, see --docker-cert-path), ssh://user@host; " +
+  "append ?slots=N for its sessions at once (default --concurrency). Sessions go to the engine with the most free slots; " +
+  "a dead engine's sessions end with task error and it is retried with backoff. Default: the local engine";
+
 export function registerEnvCommands(program: Command): void {
   const env = program.command("env").description("task environments: serve them, run workers, check and demo their experts, build their images");
 
@@ -350,6 +378,8 @@ export function registerEnvCommands(program: Command): void {
     .option("--heartbeat-timeout <seconds>", "declare a remote worker dead after this long without a heartbeat", numberOption("heartbeat timeout", { minimum: 0, exclusiveMinimum: true }), 11)
     .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
+    .option(DOCKER_HOST_FLAG, DOCKER_HOST_HELP, collect)
+    .option("--docker-cert-path <dir>", "TLS folder (ca.pem, cert.pem, key.pem) of tcp:// Docker hosts (env DOCKER_CERT_PATH)")
     .addHelpText("after", "\nExamples:\n  agentrl env serve --tasks kg,alfworld\n  agentrl env serve --tasks os,db --port 5020 --concurrency 32\n  AGENTRL_TOKEN=secret agentrl env serve --tasks webshop --host 0.0.0.0\n\nWithout --token or AGENTRL_TOKEN the token is read from --token-file, or generated, written there\nand printed; env worker and the HTTP client on this machine read the same file.")
     .action(async (options: EnvServeOptions & { tokenFile: string }) => {
       const { token, source, created } = serverToken(options.token, options.tokenFile);
@@ -376,7 +406,9 @@ export function registerEnvCommands(program: Command): void {
     .option("--heartbeat <seconds>", "seconds between heartbeats", numberOption("heartbeat", { minimum: 0, exclusiveMinimum: true }), 8)
     .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
-    .addHelpText("after", "\nExamples:\n  agentrl env worker --controller http://127.0.0.1:5020 --task os --concurrency 8\n  agentrl env worker --controller http://10.0.0.5:5020 --task db --host 0.0.0.0 --address http://10.0.0.7:5031/api --port 5031 --token secret")
+    .option(DOCKER_HOST_FLAG, DOCKER_HOST_HELP, collect)
+    .option("--docker-cert-path <dir>", "TLS folder (ca.pem, cert.pem, key.pem) of tcp:// Docker hosts (env DOCKER_CERT_PATH)")
+    .addHelpText("after", "\nExamples:\n  agentrl env worker --controller http://127.0.0.1:5020 --task os --concurrency 8\n  agentrl env worker --controller http://127.0.0.1:5020 --task os --concurrency 48 --docker-host unix:///var/run/docker.sock --docker-host 'tcp://10.0.0.8:2376?slots=32' --docker-cert-path ~/.docker/certs\n  agentrl env worker --controller http://10.0.0.5:5020 --task db --host 0.0.0.0 --address http://10.0.0.7:5031/api --port 5031 --token secret")
     .action(async (options: EnvWorkerOptions & { tokenFile: string }) => {
       const worker = await startEnvWorker({ ...options, token: workerToken(options.token, options.tokenFile) });
       print(`worker of task ${options.task} at ${worker.address}, registered with ${options.controller}`);

@@ -5,3 +5,6 @@ export * from "./slots.js";
 export * from "./images.js";
 export * from "./agentbench.js";
 export * from "./failed-session.js";
+export * from "./hosts.js";
+export * from "./engines.js";
+export * from "./engine-images.js";

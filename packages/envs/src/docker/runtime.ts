@@ -138,6 +138,8 @@ export interface DockerRuntimeOptions {
   startSeconds?: number;
   /** Seconds between two runs of the reaper (`removeLeftovers`); 0 runs it only at creation. Default 60. */
   reapSeconds?: number;
+  /** Environment of the `docker` CLI that removes this run's containers at exit (`DOCKER_HOST` of a remote engine). Default: the process's. */
+  cliEnv?: Record<string, string>;
 }
 
 /** Exit code reported when a command hits its time limit (as coreutils `timeout`). */
@@ -159,10 +161,12 @@ export class DockerRuntime {
   private readonly reaper: NodeJS.Timeout | undefined;
   private layerLimits: Promise<boolean> | undefined;
   private readonly seeds = new Map<string, Promise<FolderArchive[]>>();
+  private readonly cliEnv?: Record<string, string>;
 
   constructor(options: DockerRuntimeOptions = {}) {
     this.docker = options.docker ?? new Docker();
     this.startMs = (options.startSeconds ?? 120) * 1000;
+    this.cliEnv = options.cliEnv;
     this.runId = options.runId ?? `${Date.now().toString(36)}-${randomBytes(4).toString("hex")}`;
     process.once("exit", this.exitHook);
     liveRuntimes.add(this);
@@ -518,7 +522,7 @@ export class DockerRuntime {
   /** At process exit or a fatal signal (no async possible): `docker rm -f` of this run's containers. */
   removeAllSync(): void {
     if (this.live.size === 0) return;
-    spawnSync("docker", ["rm", "-f", "-v", ...this.live], { stdio: "ignore", timeout: 20_000 });
+    spawnSync("docker", ["rm", "-f", "-v", ...this.live], { stdio: "ignore", timeout: 20_000, env: this.cliEnv ? { ...process.env, ...this.cliEnv } : process.env });
   }
 }
 
