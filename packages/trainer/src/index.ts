@@ -8,3 +8,4 @@ export * from "./learner.js";
 export * from "./learner-thread.js";
 export * from "./evaluate.js";
 export * from "./loop.js";
+export * from "./trajectory-log.js";
