@@ -355,7 +355,7 @@ function renderEpisode(root, e) {
       el("div", { class: "turn-head" }, `turn ${i + 1} · ${turn.policy} policy · v${turn.minVersion}${turn.maxVersion !== turn.minVersion ? `–${turn.maxVersion}` : ""} · ${turn.finishReason} · ${turn.tokens.length} tokens`, turn.formatError ? ` · format error: ${turn.formatError}` : ""),
       tokens,
       turn.toolCalls.map((call) => el("div", { class: "toolcall" }, "tool call ", el("b", {}, call.name), el("pre", {}, typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments, null, 2)))),
-      turn.observation ? el("div", {}, el("div", { class: "turn-head" }, "observation"), el("pre", {}, turn.observation)) : null));
+      turn.observation ? el("div", {}, el("div", { class: "turn-head" }, "observation"), el("pre", { class: "observation" }, turn.observation)) : null));
   });
 }
 

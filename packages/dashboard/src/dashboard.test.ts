@@ -246,7 +246,7 @@ test("the page in headless Chromium: runs, a chart with points, a live update, a
     const versions = new Set(colours.map((c) => c.split(" ")[0]));
     assert.deepEqual([...versions].sort(), ["2", "3"], "tokens carry their policy versions");
     assert.equal(new Set(colours.map((c) => c.slice(c.indexOf(" ")))).size, 2, "two versions, two colours");
-    const observation = await page.$eval("#episode-detail .turn pre", (node) => node.textContent ?? "");
+    const observation = await page.$eval("#episode-detail .observation", (node) => node.textContent ?? "");
     assert.ok(observation.includes("Paris is the capital"));
     const detail = await page.$eval("#episode-detail", (node) => node.textContent ?? "");
     assert.ok(detail.includes(HOSTILE), "hostile model text is shown as text");
