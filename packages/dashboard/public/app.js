@@ -113,7 +113,7 @@ function lineChart(container, title, keys, data, options = {}) {
       width,
       height: 200,
       scales: { x: { time: false }, ...(options.percent ? { y: { range: [0, 1] } } : {}) },
-      axes: [{ label: "step" }, { size: 52, values: (u, ticks) => ticks.map((t) => (options.percent ? `${Math.round(t * 100)}%` : fmt(t, 3))) }],
+      axes: [{ label: "step", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000] }, { size: 52, values: (u, ticks) => ticks.map((t) => (options.percent ? `${Math.round(t * 100)}%` : fmt(t, 3))) }],
       series: [{ label: "step" }, ...keys.map((k, i) => ({ label: k.label, stroke: PALETTE[i % PALETTE.length], width: 1.6, spanGaps: true, points: { size: 4 } }))],
       legend: { live: true },
     },
@@ -158,7 +158,7 @@ function renderCurves() {
   root.append(el("div", { class: "panel kv" },
     el("span", {}, "run ", el("b", {}, state.run)),
     el("span", {}, "steps ", el("b", { id: "curves-steps" }, String(lines.length))),
-    el("span", {}, "last step ", el("b", {}, last ? String(last.step) : "—")),
+    el("span", {}, "last step ", el("b", { id: "curves-last" }, last ? String(last.step) : "—")),
     el("span", {}, "reward ", el("b", {}, fmt(last?.reward))),
     el("span", {}, "success ", el("b", {}, pct(last?.success)))));
   const grid = el("div", { class: "grid" });
@@ -185,6 +185,8 @@ function onMetrics(run, lines) {
       for (const chart of state.charts) chart.setData(chartData(all, chart.agentrl.keys));
       const counter = document.getElementById("curves-steps");
       if (counter) counter.textContent = String(all.length);
+      const lastStep = document.getElementById("curves-last");
+      if (lastStep) lastStep.textContent = String(all.at(-1).step);
     } else render();
   }
   if (state.tab === "runs" && state.compare.has(run)) render();

@@ -72,9 +72,10 @@ function stepRecord(step: number): string {
   return `${JSON.stringify(recordStep(step, groups, tokenizer, { episodesPerStep: 6 }))}\n`;
 }
 
-function metricsLine(step: number): string {
+/** A metrics line as the trainer writes it; `pace` scales the success and reward curves (to tell runs apart). */
+function metricsLine(step: number, pace = 1): string {
   return `${JSON.stringify({
-    step, version: step, time: new Date().toISOString(), reward: 0.1 * step, success: 0.05 * step, "success/alpha": 0.1 * step % 1, "success/beta": 0.03 * step,
+    step, version: step, time: new Date().toISOString(), reward: 0.1 * step * pace, success: 0.05 * step * pace, "success/alpha": 0.1 * step % 1, "success/beta": 0.03 * step,
     "reward/alpha": 0.1 * step, "reward/beta": 0.05 * step, "train/loss": 1 / step, "train/kl": 0.001 * step, "train/entropy": 2 - 0.01 * step, "train/clipFraction": 0.02,
     staleness: step % 2, "rollout/stale_turns": 3, "rollout/external_turns": 0, "throughput/train_tokens_per_second": 900 + step, "throughput/rollout_tokens_per_second": 400,
     "time/wait": 1, "time/train": 2, "time/sync": 0.1, "time/step": 3.1, ...(step % 2 === 0 ? { "eval/success/alpha": 0.2 + 0.01 * step, "eval/success/beta": 0.1 } : {}),
@@ -100,7 +101,7 @@ function makeRuns(): { root: string; live: string } {
   });
   writeFileSync(join(finished, "results.json"), JSON.stringify({ steps: 3, before: table(0.1, 0.2), warmStart: table(0.5, 0.4), final: table(0.7, 0.45) }));
   for (let step = 1; step <= 4; step++) {
-    appendFileSync(join(live, "metrics.jsonl"), metricsLine(step));
+    appendFileSync(join(live, "metrics.jsonl"), metricsLine(step, 1.4));
     appendFileSync(join(live, "trajectories.jsonl"), stepRecord(step));
   }
   return { root, live };
@@ -109,7 +110,7 @@ function makeRuns(): { root: string; live: string } {
 /** A process that appends one step (metrics and trajectories) to the live run every 400 ms, from step 5. */
 function startAppender(live: string): ChildProcess {
   const pending = join(mkdtempSync(join(tmpdir(), "agentrl-dashboard-pending-")), "lines.json");
-  writeFileSync(pending, JSON.stringify(Array.from({ length: 40 }, (_, i) => [metricsLine(5 + i), stepRecord(5 + i)])));
+  writeFileSync(pending, JSON.stringify(Array.from({ length: 40 }, (_, i) => [metricsLine(5 + i, 1.4), stepRecord(5 + i)])));
   const script = `
     const fs = require("node:fs"); const lines = JSON.parse(fs.readFileSync(${JSON.stringify(pending)}, "utf8")); let i = 0;
     setInterval(() => { if (i >= lines.length) process.exit(0);
