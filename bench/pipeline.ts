@@ -116,6 +116,8 @@ interface ModeResult {
   peerShare: number;
   maxStaleness: number;
   droppedStaleGroups: number;
+  /** Share of the wall time the main thread spent recording trajectories for the dashboard. */
+  recordingShare: number;
 }
 
 async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: string): Promise<ModeResult> {
@@ -191,6 +193,7 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
     peerShare: sum("train/peerMicroBatches") / Math.max(1, sum("train/microBatches")),
     maxStaleness: Math.max(...steady.map((m) => m.metrics.staleness)),
     droppedStaleGroups: marks[marks.length - 1].metrics["buffer/dropped_stale_groups"] ?? 0,
+    recordingShare: sum("time/trajectory_log") / seconds,
   };
 }
 
@@ -293,7 +296,7 @@ export async function run(): Promise<BenchResult> {
     `Both modes: the same engine settings and the same trained samples per step; at most ${MAX_CONCURRENT_EPISODES} episodes at once (sync generates its batch all at once, then trains in the main thread);`,
     `async: learner in a worker thread, up to ${BUFFER_GROUPS_PER_BATCH_GROUP} steps' worth of groups in flight or waiting, episodes keep their KV caches across weight updates, max staleness ${MAX_STALENESS}.`,
     `Learner: GRPO, micro-batches of at most ${MICRO_BATCH_TOKENS.toLocaleString("en-US")} padded tokens; sync: in the main thread, ${GRADIENT_THREADS.sync === 1 ? "single-threaded" : "with a gradient thread"}; async: in a worker thread${GRADIENT_THREADS.async === 2 ? ", data-parallel with a gradient thread (its own policy copy; the two claim micro-batches from one counter, ~4 per thread, and the learner sums the gradients before the one clipped AdamW step)" : ", single-threaded"}.`,
-    `Trajectory recording for the dashboard: ${TRAJECTORIES > 0 ? `${TRAJECTORIES} episodes per step` : "off"} (\`AGENTRL_BENCH_TRAJECTORIES\`).`,
+    `Trajectory recording for the dashboard: ${TRAJECTORIES > 0 ? `${TRAJECTORIES} episodes per step, ${allResults.map((r) => `${r.batch.groups} × ${r.batch.episodes} ${r.mode}: ${(100 * r.recordingShare).toFixed(2)} %`).join(", ")} of the wall time spent recording (main thread)` : "off"} (\`AGENTRL_BENCH_TRAJECTORIES\`).`,
     "Figures over steps 2… (step 1 is warm-up). Trained tokens = generated tokens in the loss; processed = all tokens run through the learner.",
     GRADIENT_THREADS.async === 2
       ? "Bound = what async could reach on two free cores, from sync's own figures: sync step / max(rollout busy, training / 2, (training + rollout busy) / 2)."

@@ -7,6 +7,7 @@ import { Policy, QWEN25_CHAT_TEMPLATE, Tokenizer, presetConfig, renderChatTempla
 import { FunctionCallSession, InProcessEnvironmentClient, type TaskFamily, type ToolSpec, type ToolReply } from "@agentrl/envs";
 import { runTraining, type TrainingRunOptions } from "./loop.js";
 import { latestCheckpoint } from "./checkpoint.js";
+import type { TrajectoryStepRecord } from "./trajectory-log.js";
 import type { TrajectoryGroup } from "@agentrl/rollout";
 
 await setBackend("cpu", { log: null });
@@ -97,7 +98,7 @@ test("async mode: the learner runs in a worker thread and versions advance", asy
   const staleTurnsByStep = new Map<number, number>();
   const onBatch = ({ step, groups }: { step: number; groups: readonly TrajectoryGroup[] }) =>
     staleTurnsByStep.set(step, groups.flatMap((g) => g.trajectories).flatMap((t) => t.turns).filter((turn) => turn.policy === "stale").length);
-  const last = await runTraining(options(model, run, { mode: "async", steps: 3, onStep: (r) => records.push(r.version), onBatch }));
+  const last = await runTraining(options(model, run, { mode: "async", steps: 3, onStep: (r) => records.push(r.version), onBatch, trajectories: { episodesPerStep: 2 } }));
   assert.equal(last?.step, 3);
   assert.deepEqual(records, [1, 2, 3]);
   const metrics = readFileSync(join(run, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
@@ -109,4 +110,13 @@ test("async mode: the learner runs in a worker thread and versions advance", asy
     assert.equal(m["rollout/stale_turns"], staleTurnsByStep.get(m.step), `stale turns of step ${m.step}`);
   }
   assert.ok(existsSync(join(run, "checkpoints", "step-000003", "policy", "model.safetensors")));
+  // The dashboard's record: one line per step, one whole group (2 episodes), per-token versions older than the step.
+  const recorded = readFileSync(join(run, "trajectories.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as TrajectoryStepRecord);
+  assert.deepEqual(recorded.map((r) => [r.step, r.episodes.length, r.batchEpisodes]), [[1, 2, 4], [2, 2, 4], [3, 2, 4]]);
+  for (const record of recorded) {
+    for (const episode of record.episodes) {
+      assert.ok(episode.turns.length > 0 && episode.prompt.includes("Call say"));
+      for (const [, version] of episode.turns.flatMap((turn) => turn.tokens)) assert.ok(version < record.step, `a token of step ${record.step} from version ${version}`);
+    }
+  }
 });

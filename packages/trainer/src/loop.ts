@@ -408,6 +408,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
         "time/train": (trained - waited) / 1000,
         "time/sync": (synced - trained) / 1000,
         "time/step": seconds,
+        ...(trajectoryLog ? { "time/trajectory_log": trajectoryLog.lastWriteSeconds } : {}),
         "throughput/train_tokens_per_second": update.metrics.processedTokens / Math.max(1e-9, (trained - waited) / 1000),
         "throughput/rollout_tokens_per_second": rolloutSnapshot?.generatedTokensPerSecond ?? 0,
         "rollout/format_errors": rolloutSnapshot?.formatErrors ?? 0,

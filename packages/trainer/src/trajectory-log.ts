@@ -145,6 +145,8 @@ export class TrajectoryLog {
   readonly path: string;
   private readonly rotated: string;
   private readonly maxFileBytes: number;
+  /** Seconds the last `write` took (sampling, decoding, serialising, appending). */
+  lastWriteSeconds = 0;
 
   constructor(runDirectory: string, private readonly tokenizer: ChatTokenizer, private readonly options: TrajectoryLogOptions) {
     mkdirSync(runDirectory, { recursive: true });
@@ -156,7 +158,9 @@ export class TrajectoryLog {
   /** Records a sample of the step's batch (nothing when `episodesPerStep` is 0). */
   write(step: number, groups: readonly TrajectoryGroup[]): void {
     if (this.options.episodesPerStep <= 0 || groups.length === 0) return;
+    const began = performance.now();
     if (existsSync(this.path) && statSync(this.path).size >= this.maxFileBytes) renameSync(this.path, this.rotated);
     appendFileSync(this.path, `${JSON.stringify(recordStep(step, groups, this.tokenizer, this.options))}\n`);
+    this.lastWriteSeconds = (performance.now() - began) / 1000;
   }
 }
