@@ -225,12 +225,12 @@ test("the page in headless Chromium: runs, a chart with points, a live update, a
     await page.selectOption("#run-select", "live");
     await page.click("#tabs button[data-tab='curves']");
     await page.waitForSelector("[data-chart='Success per task (train batches)'] canvas");
-    const points = async () => page.evaluate(() => Number(document.getElementById("curves-steps")?.textContent));
+    const points = async () => Number(await page.$eval("#curves-steps", (node) => node.textContent));
     assert.equal(await points(), 4, "the chart holds the run's 4 steps");
     const legend = await page.$$eval("[data-chart='Success per task (train batches)'] .u-legend .u-series", (s) => s.map((x) => x.textContent ?? ""));
     assert.ok(legend.some((l) => l.includes("alpha")) && legend.some((l) => l.includes("beta")), `per-task series: ${legend.join(" | ")}`);
     appender = startAppender(live);
-    await page.waitForFunction(() => Number(document.getElementById("curves-steps")?.textContent) >= 6, undefined, { timeout: 20_000 });
+    await page.waitForFunction('Number(document.getElementById("curves-steps")?.textContent) >= 6', undefined, { timeout: 20_000 });
     assert.ok((await points()) >= 6, "metric lines appended by another process reached the open page");
     await page.screenshot({ path: join(screenshots, "dashboard-curves.png"), fullPage: false });
 
@@ -243,7 +243,7 @@ test("the page in headless Chromium: runs, a chart with points, a live update, a
     assert.equal(await page.$$eval("#episode-detail .turn", (turns) => turns.length), 2, "both turns shown");
     const toolCall = await page.$eval("#episode-detail .toolcall", (node) => node.textContent ?? "");
     assert.match(toolCall, /search[\s\S]*capital of France 1/);
-    const colours = await page.$$eval("#episode-detail .tok", (tokens) => [...new Set(tokens.map((t) => `${t.getAttribute("data-version")} ${(t as HTMLElement).style.background}`))]);
+    const colours = await page.$$eval("#episode-detail .tok", (tokens) => [...new Set(tokens.map((t) => `${t.getAttribute("data-version")} ${t.getAttribute("style")}`))]);
     const versions = new Set(colours.map((c) => c.split(" ")[0]));
     assert.deepEqual([...versions].sort(), ["2", "3"], "tokens carry their policy versions");
     assert.equal(new Set(colours.map((c) => c.slice(c.indexOf(" ")))).size, 2, "two versions, two colours");
@@ -252,16 +252,16 @@ test("the page in headless Chromium: runs, a chart with points, a live update, a
     const detail = await page.$eval("#episode-detail", (node) => node.textContent ?? "");
     assert.ok(detail.includes(HOSTILE), "hostile model text is shown as text");
     assert.equal(await page.$$eval("#episode-detail img", (images) => images.length), 0, "…and never becomes markup");
-    assert.equal(await page.evaluate(() => document.body.dataset.pwned), undefined);
+    assert.equal(await page.$eval("body", (body) => body.getAttribute("data-pwned")), null);
     await page.screenshot({ path: join(screenshots, "dashboard-episode.png") });
     // Colour by log-prob, filter by status, search.
     await page.selectOption("#color-by", "logprob");
     await page.waitForSelector("#episode-detail .tok");
-    const logprobColours = await page.$$eval("#episode-detail .tok", (tokens) => new Set(tokens.map((t) => (t as HTMLElement).style.background)).size);
+    const logprobColours = await page.$$eval("#episode-detail .tok", (tokens) => new Set(tokens.map((t) => t.getAttribute("style"))).size);
     assert.ok(logprobColours > 2, `log-prob colours vary (${logprobColours})`);
     await page.fill("#trajectory-search", "Lyon");
     await page.press("#trajectory-search", "Enter");
-    await page.waitForFunction(() => document.querySelectorAll("#episode-list .episode-row").length === 4);
+    await page.waitForFunction('document.querySelectorAll("#episode-list .episode-row").length === 4');
 
     // Environments: the real controller's worker and its live session.
     await page.click("#tabs button[data-tab='environments']");
