@@ -119,6 +119,15 @@ function startAppender(live: string): ChildProcess {
   return spawn(process.execPath, ["-e", script], { stdio: "ignore" });
 }
 
+/** Polls `condition` (from node: the page's CSP forbids evaluating strings) until it holds, up to 20 s. */
+async function until(condition: () => Promise<boolean>, what: string): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
+}
+
 const SEARCH: ToolSpec = { type: "function", function: { name: "search", description: "Search.", parameters: { type: "object", properties: { query: { type: "string" } }, required: ["query"] } } };
 class SearchSession extends FunctionCallSession {
   constructor() {
@@ -230,7 +239,7 @@ test("the page in headless Chromium: runs, a chart with points, a live update, a
     const legend = await page.$$eval("[data-chart='Success per task (train batches)'] .u-legend .u-series", (s) => s.map((x) => x.textContent ?? ""));
     assert.ok(legend.some((l) => l.includes("alpha")) && legend.some((l) => l.includes("beta")), `per-task series: ${legend.join(" | ")}`);
     appender = startAppender(live);
-    await page.waitForFunction('Number(document.getElementById("curves-steps")?.textContent) >= 6', undefined, { timeout: 20_000 });
+    await until(async () => (await points()) >= 6, "a live update");
     assert.ok((await points()) >= 6, "metric lines appended by another process reached the open page");
     await page.screenshot({ path: join(screenshots, "dashboard-curves.png"), fullPage: false });
 
@@ -261,7 +270,7 @@ test("the page in headless Chromium: runs, a chart with points, a live update, a
     assert.ok(logprobColours > 2, `log-prob colours vary (${logprobColours})`);
     await page.fill("#trajectory-search", "Lyon");
     await page.press("#trajectory-search", "Enter");
-    await page.waitForFunction('document.querySelectorAll("#episode-list .episode-row").length === 4');
+    await until(async () => (await page.$$("#episode-list .episode-row")).length === 4, "the search to keep the 4 episodes that say Lyon");
 
     // Environments: the real controller's worker and its live session.
     await page.click("#tabs button[data-tab='environments']");
