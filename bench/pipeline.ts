@@ -64,6 +64,12 @@ const BUFFER_GROUPS_PER_BATCH_GROUP = 3;
 const MAX_STALENESS = 4;
 /** Token budget of a learner micro-batch (`AGENTRL_BENCH_MICRO_BATCH_TOKENS`; see `measure`). */
 const MICRO_BATCH_TOKENS = Number(process.env.AGENTRL_BENCH_MICRO_BATCH_TOKENS ?? 2048);
+/**
+ * Episodes recorded per step into trajectories.jsonl for the dashboard (`AGENTRL_BENCH_TRAJECTORIES`,
+ * the config's `run.trajectories`); default 0, off, so the figures compare with earlier runs. Run once
+ * with 0 and once with 8 to measure what recording costs.
+ */
+const TRAJECTORIES = Number(process.env.AGENTRL_BENCH_TRAJECTORIES ?? 0);
 /** Modes to run (`AGENTRL_BENCH_MODES=async` for one). */
 const MODES = (process.env.AGENTRL_BENCH_MODES ?? "sync,async").split(",") as ("sync" | "async")[];
 /**
@@ -110,6 +116,8 @@ interface ModeResult {
   peerShare: number;
   maxStaleness: number;
   droppedStaleGroups: number;
+  /** Share of the wall time the main thread spent recording trajectories for the dashboard. */
+  recordingShare: number;
 }
 
 async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: string): Promise<ModeResult> {
@@ -141,6 +149,7 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
     },
     crossPolicy: { staleProbability: 0, refreshEvery: 25 },
     checkpoint: { every: 1_000_000, keep: 1 },
+    trajectories: { episodesPerStep: TRAJECTORIES },
     resume: false,
     onStep: (record) => {
       const busy = performance.eventLoopUtilization(utilization).utilization;
@@ -184,6 +193,7 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
     peerShare: sum("train/peerMicroBatches") / Math.max(1, sum("train/microBatches")),
     maxStaleness: Math.max(...steady.map((m) => m.metrics.staleness)),
     droppedStaleGroups: marks[marks.length - 1].metrics["buffer/dropped_stale_groups"] ?? 0,
+    recordingShare: sum("time/trajectory_log") / seconds,
   };
 }
 
@@ -286,6 +296,7 @@ export async function run(): Promise<BenchResult> {
     `Both modes: the same engine settings and the same trained samples per step; at most ${MAX_CONCURRENT_EPISODES} episodes at once (sync generates its batch all at once, then trains in the main thread);`,
     `async: learner in a worker thread, up to ${BUFFER_GROUPS_PER_BATCH_GROUP} steps' worth of groups in flight or waiting, episodes keep their KV caches across weight updates, max staleness ${MAX_STALENESS}.`,
     `Learner: GRPO, micro-batches of at most ${MICRO_BATCH_TOKENS.toLocaleString("en-US")} padded tokens; sync: in the main thread, ${GRADIENT_THREADS.sync === 1 ? "single-threaded" : "with a gradient thread"}; async: in a worker thread${GRADIENT_THREADS.async === 2 ? ", data-parallel with a gradient thread (its own policy copy; the two claim micro-batches from one counter, ~4 per thread, and the learner sums the gradients before the one clipped AdamW step)" : ", single-threaded"}.`,
+    `Trajectory recording for the dashboard: ${TRAJECTORIES > 0 ? `${TRAJECTORIES} episodes per step, ${allResults.map((r) => `${r.batch.groups} × ${r.batch.episodes} ${r.mode}: ${(100 * r.recordingShare).toFixed(2)} %`).join(", ")} of the wall time spent recording (main thread)` : "off"} (\`AGENTRL_BENCH_TRAJECTORIES\`).`,
     "Figures over steps 2… (step 1 is warm-up). Trained tokens = generated tokens in the loss; processed = all tokens run through the learner.",
     GRADIENT_THREADS.async === 2
       ? "Bound = what async could reach on two free cores, from sync's own figures: sync step / max(rollout busy, training / 2, (training + rollout busy) / 2)."

@@ -25,6 +25,17 @@ else
   say "Debian packages present"
 fi
 
+# Chromium for the dashboard's browser test (packages/dashboard, driven by playwright-core).
+if ! dpkg -s chromium >/dev/null 2>&1; then
+  if as_root; then
+    say "installing chromium (dashboard browser test)"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } \
+      || say "apt-get failed: the dashboard's browser test will skip"
+  else
+    say "not root: for the dashboard's browser test install by hand: sudo apt-get install chromium"
+  fi
+fi
+
 # --- 2. Node packages and build -----------------------------------------------------
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
   say "npm ci"

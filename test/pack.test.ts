@@ -31,7 +31,7 @@ import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const repositoryRoot = fileURLToPath(new URL("..", import.meta.url));
-const PACKAGES = ["policy", "envs", "rollout", "trainer", "cli"] as const;
+const PACKAGES = ["policy", "envs", "rollout", "trainer", "dashboard", "cli"] as const;
 type PackageName = (typeof PACKAGES)[number];
 /** The marker line that makes the next fenced code block of a README a runnable example. */
 export const EXAMPLE_MARKER = "<!-- example: runnable -->";
@@ -208,7 +208,7 @@ describe("npm pack: tarballs that install and run their README examples", { skip
       for (const target of targets) assert.ok(has.has(target.replace(/^\.\//, "")), `${name}: package.json points at ${target}, which the tarball lacks`);
       if (name === "cli") assert.ok(has.has("dist/main.js") && has.has("bin/agentrl.js"), "the cli tarball needs bin/agentrl.js and dist/main.js");
 
-      const allowed = (path: string) => ["package.json", "README.md", "LICENSE"].includes(path) || path.startsWith("dist/") || (name === "cli" && path.startsWith("bin/"));
+      const allowed = (path: string) => ["package.json", "README.md", "LICENSE"].includes(path) || path.startsWith("dist/") || (name === "cli" && path.startsWith("bin/")) || (name === "dashboard" && path.startsWith("public/"));
       assert.deepEqual(files.filter((path) => !allowed(path)), [], `${name}: unexpected files in the tarball`);
       assert.deepEqual(files.filter((path) => /\.test\.|\/testing\/|\.tsbuildinfo$|\.tgz$/.test(path) || (path.endsWith(".ts") && !path.endsWith(".d.ts"))), [],
         `${name}: tests, test fixtures, sources or build info in the tarball`);

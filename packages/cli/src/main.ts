@@ -11,6 +11,7 @@ import { registerAblationCommand, registerTrainCommand } from "./commands/train.
 import { registerEvalCommand } from "./commands/eval.js";
 import { registerServeCommand } from "./commands/serve.js";
 import { registerBenchCommand } from "./commands/bench.js";
+import { registerDashboardCommand } from "./commands/dashboard.js";
 
 export function buildProgram(): Command {
   const program = new Command("agentrl")
@@ -31,6 +32,7 @@ export function buildProgram(): Command {
   registerEvalCommand(program);
   registerServeCommand(program);
   registerBenchCommand(program);
+  registerDashboardCommand(program);
   return program;
 }
 

@@ -227,6 +227,7 @@ const RunSchema = z
     directory: z.string().min(1).default("runs/default").describe("Run folder: resolved config, checkpoints, metrics.jsonl, TensorBoard events, plots, results."),
     seed: nonNegativeInteger().default(0).describe("Seed of everything random (model init, task draws, sampling)."),
     resume: z.boolean().default(false).describe("Continue from the newest checkpoint of the run folder."),
+    trajectories: nonNegativeInteger().default(8).describe("Episodes recorded per RL step (whole groups) into trajectories.jsonl for the dashboard's trajectory browser; 0 turns recording off."),
   })
   .strict();
 

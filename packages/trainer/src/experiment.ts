@@ -517,6 +517,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
         ...(external ? { external: { baseUrl: external.url, model: external.model, probability: external.probability } } : {}),
       },
       checkpoint: config.checkpoint,
+      trajectories: { episodesPerStep: config.run.trajectories },
       resume: config.run.resume,
       signal: options.signal,
       onStep: (record) => {

@@ -75,3 +75,8 @@ export {
   runExperiment, setAsideEarlierRun, SHIPPED_WARM_START, successTable, warmStartPhase,
   type WarmStartPhaseOptions, writePlots
 } from "./experiment.js";
+export {
+  recordStep, type RecordedEpisode, type RecordedToken, type RecordedTurn,
+  ROTATED_TRAJECTORY_FILE, TRAJECTORY_FILE, TrajectoryLog, type TrajectoryLogOptions,
+  type TrajectoryStepRecord
+} from "./trajectory-log.js";

@@ -10,6 +10,7 @@ import { InProcessEnvironmentClient } from "@agentrl/envs";
 import { latestCheckpoint } from "./checkpoint.js";
 import { FaultInjectingClient, isMasked, type TrajectoryGroup } from "@agentrl/rollout";
 import { DEFAULT_GRPO, prepareBatch } from "./grpo.js";
+import type { TrajectoryStepRecord } from "./trajectory-log.js";
 
 await setBackend("cpu", { log: null });
 process.env.AGENTRL_BACKEND = "cpu"; // the learner thread and every Policy.load use the cpu backend too
@@ -52,7 +53,7 @@ test("async mode: the learner runs in a worker thread and versions advance", asy
   const staleTurnsByStep = new Map<number, number>();
   const onBatch = ({ step, groups }: { step: number; groups: readonly TrajectoryGroup[] }) =>
     staleTurnsByStep.set(step, groups.flatMap((g) => g.trajectories).flatMap((t) => t.turns).filter((turn) => turn.policy === "stale").length);
-  const last = await runTraining(options(model, run, { mode: "async", steps: 3, onStep: (r) => records.push(r.version), onBatch }));
+  const last = await runTraining(options(model, run, { mode: "async", steps: 3, onStep: (r) => records.push(r.version), onBatch, trajectories: { episodesPerStep: 2 } }));
   assert.equal(last?.step, 3);
   assert.deepEqual(records, [1, 2, 3]);
   const metrics = readFileSync(join(run, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
@@ -64,6 +65,15 @@ test("async mode: the learner runs in a worker thread and versions advance", asy
     assert.equal(m["rollout/stale_turns"], staleTurnsByStep.get(m.step), `stale turns of step ${m.step}`);
   }
   assert.ok(existsSync(join(run, "checkpoints", "step-000003", "policy", "model.safetensors")));
+  // The dashboard's record: one line per step, one whole group (2 episodes), per-token versions older than the step.
+  const recorded = readFileSync(join(run, "trajectories.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as TrajectoryStepRecord);
+  assert.deepEqual(recorded.map((r) => [r.step, r.episodes.length, r.batchEpisodes]), [[1, 2, 4], [2, 2, 4], [3, 2, 4]]);
+  for (const record of recorded) {
+    for (const episode of record.episodes) {
+      assert.ok(episode.turns.length > 0 && episode.prompt.includes("Call say"));
+      for (const [, version] of episode.turns.flatMap((turn) => turn.tokens)) assert.ok(version < record.step, `a token of step ${record.step} from version ${version}`);
+    }
+  }
 });
 
 test("10 % of sessions killed: their groups are dropped and counted, the other groups' advantages are unchanged; mismatch metrics and the alarm", async () => {

@@ -43,6 +43,7 @@ import { defaultConfig } from "./config.js";
 import { isSuccess } from "./evaluate.js";
 import { DEFAULT_GRPO } from "./grpo.js";
 import { JsonlWriter, TensorBoardWriter, type Metrics } from "./logging.js";
+import { TrajectoryLog, type TrajectoryLogOptions } from "./trajectory-log.js";
 
 export interface TrainingRunOptions {
   /** Starting weights, Hugging Face layout (ignored when resuming from a checkpoint). */
@@ -100,6 +101,8 @@ export interface TrainingRunOptions {
   resume: boolean;
   /** Called with each step's batch of complete groups just before it is trained on; `step` is the number of the step it makes (as in its record and metrics, from 1). */
   onBatch?: (batch: { step: number; groups: readonly TrajectoryGroup[] }) => void;
+  /** Record a sample of each step's episodes into `trajectories.jsonl` for the dashboard (see trajectory-log.ts). Default off. */
+  trajectories?: TrajectoryLogOptions;
   /** Called after each step with its record; and every `evaluation.every` steps, the evaluation hook. */
   onStep?: (record: StepRecord) => void;
   evaluation?: { every: number; run: (policy: Policy, step: number) => Promise<Metrics> };
@@ -342,6 +345,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
 
   const jsonl = new JsonlWriter(join(options.runDirectory, "metrics.jsonl"));
   const tensorboard = new TensorBoardWriter(join(options.runDirectory, "tensorboard"));
+  const trajectoryLog = options.trajectories?.episodesPerStep ? new TrajectoryLog(options.runDirectory, tokenizer, { advantageEstimator: options.learner.grpo?.advantageEstimator, ...options.trajectories }) : undefined;
   const buffer = new TrajectoryBuffer({ capacityGroups: options.rollout.bufferGroups ?? 2 * options.batchGroups, maxStaleness: options.rollout.maxStaleness });
   buffer.setPolicyVersion(current.version);
   // Which recent groups of each task were informative: kept across the per-step schedulers of sync mode.
@@ -424,6 +428,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       }
       const waited = performance.now();
       options.onBatch?.({ step: state.step + 1, groups });
+      trajectoryLog?.write(state.step + 1, groups);
       // 2. Train on it.
       const update = await learner.update(groups);
       const trained = performance.now();
@@ -453,6 +458,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
         "time/train": (trained - waited) / 1000,
         "time/sync": (synced - trained) / 1000,
         "time/step": seconds,
+        ...(trajectoryLog ? { "time/trajectory_log": trajectoryLog.lastWriteSeconds } : {}),
         "throughput/train_tokens_per_second": update.metrics.processedTokens / Math.max(1e-9, (trained - waited) / 1000),
         "throughput/rollout_tokens_per_second": rolloutSnapshot?.generatedTokensPerSecond ?? 0,
         "rollout/format_errors": rolloutSnapshot?.formatErrors ?? 0,

@@ -18,6 +18,8 @@ import {
   type TaskEvaluation,
 } from "@agentrl/trainer";
 import { progressFactory } from "../progress.js";
+import { DEFAULT_DASHBOARD_PORT } from "@agentrl/dashboard";
+import { openDashboard, parsePort } from "./dashboard.js";
 
 export type { FamilyFactory, Printer };
 export type TrainResult = ExperimentResult;
@@ -69,14 +71,21 @@ export function registerTrainCommand(program: Command): void {
     .option("--set <key=value>", "override a configuration key, e.g. --set rl.steps=20 (repeatable; values are YAML: numbers, booleans, [lists])", (value: string, previous: string[] = []) => [...previous, value])
     .option("--resume", "continue from the newest checkpoint of the run folder")
     .option("--run-dir <dir>", "run folder (overrides run.directory)")
+    .option("--dashboard [port]", `serve the live dashboard of the run at http://127.0.0.1:<port>/ (default ${DEFAULT_DASHBOARD_PORT})`, parsePort)
     .addHelpText(
       "after",
-      "\nExamples:\n  agentrl train                                   # the embedded default run\n  agentrl train --config examples/single-task.yaml --set rl.steps=50\n  agentrl train --config examples/sync-baseline.yaml --run-dir runs/sync\n  agentrl train --run-dir runs/default --resume",
+      "\nExamples:\n  agentrl train                                   # the embedded default run\n  agentrl train --dashboard                       # with the live dashboard at http://127.0.0.1:8265/\n  agentrl train --config examples/single-task.yaml --set rl.steps=50\n  agentrl train --config examples/sync-baseline.yaml --run-dir runs/sync\n  agentrl train --run-dir runs/default --resume",
     )
-    .action(async (flags: { config?: string; set?: string[]; resume?: boolean; runDir?: string }) => {
+    .action(async (flags: { config?: string; set?: string[]; resume?: boolean; runDir?: string; dashboard?: boolean | number }) => {
       const print: Printer = (line) => console.log(line);
       const controller = stopOnSignals(print);
-      await runTrainCommand({ config: flags.config, set: flags.set, resume: flags.resume, runDirectory: flags.runDir, print, signal: controller.signal });
+      const runs = flags.dashboard ? (flags.runDir ?? (await resolveTrainConfig({ config: flags.config, set: flags.set })).run.directory) : undefined;
+      const dashboard = runs ? await openDashboard({ runs, port: typeof flags.dashboard === "number" ? flags.dashboard : DEFAULT_DASHBOARD_PORT, host: "127.0.0.1" }, print) : undefined;
+      try {
+        await runTrainCommand({ config: flags.config, set: flags.set, resume: flags.resume, runDirectory: flags.runDir, print, signal: controller.signal });
+      } finally {
+        await dashboard?.close();
+      }
     });
 }
 
