@@ -46,7 +46,7 @@ import {
   type TaskFamilyOptions,
   type TaskSession,
 } from "@agentrl/envs";
-import { Learner, evaluate, expertSequence, type SupervisedRow } from "@agentrl/trainer";
+import { Learner, availableGradientThreads, evaluate, expertSequence, type SupervisedRow } from "@agentrl/trainer";
 import type { ChatTokenizer } from "@agentrl/rollout";
 import { tokenizerCorpus } from "./corpus.js";
 import { DEFAULT_ARCHITECTURE } from "./config.js";
@@ -558,6 +558,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
     grpo: { klCoefficient: 0, microBatchTokens: settings.microBatchTokens },
     schedule: { learningRate: settings.learningRate, warmupSteps: settings.warmupSteps, schedule: settings.schedule, totalSteps: settings.scheduleSteps, minLearningRateRatio: 0.1 },
     optimizer: { weightDecay: settings.weightDecay, maxGradNorm: 1 },
+    gradientThreads: await availableGradientThreads(), // supervised steps on both cores
   });
   if (scratch) await rm(scratch, { recursive: true, force: true });
   const policy = learner.policy;
@@ -602,7 +603,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
       const batch = await stream.batch(settings.batchSize, progress);
       const dataDone = performance.now();
       dataMs += dataDone - stepStarted;
-      const result = learner.supervised(batch, settings.microBatchTokens);
+      const result = await learner.supervised(batch, settings.microBatchTokens);
       rowTokens += batch.reduce((n, row) => n + row.tokens.length, 0);
       step += 1;
       rows += batch.length;

@@ -16,8 +16,7 @@
  * version −1 (never counted against staleness).
  */
 import { join } from "node:path";
-import { availableParallelism } from "node:os";
-import { Policy, initBackend, type ExportedWeights } from "@agentrl/policy";
+import { Policy, type ExportedWeights } from "@agentrl/policy";
 import {
   ExternalChatModel,
   PolicyPool,
@@ -37,7 +36,7 @@ import type { EnvironmentClient } from "@agentrl/envs";
 import { latestCheckpoint, writeCheckpoint, writeJson } from "./checkpoint.js";
 import { readFile } from "node:fs/promises";
 import { openLearner, type LearnerHandle } from "./learner-thread.js";
-import type { LearnerSettings } from "./learner.js";
+import { availableGradientThreads, type LearnerSettings } from "./learner.js";
 import { isSuccess } from "./evaluate.js";
 import { JsonlWriter, TensorBoardWriter, type Metrics } from "./logging.js";
 
@@ -256,8 +255,7 @@ function externalModel(options: TrainingRunOptions): { model: ExternalChatModel;
  * with 2 cores or more; otherwise 1 (sync mode: the single-threaded baseline).
  */
 async function defaultGradientThreads(mode: TrainingRunOptions["mode"]): Promise<1 | 2> {
-  if (mode !== "async" || availableParallelism() < 2) return 1;
-  return (await initBackend()) === "tensorflow" ? 1 : 2;
+  return mode === "async" ? availableGradientThreads() : 1;
 }
 
 /** Runs the loop to `steps` (or until aborted); returns the last step's record. */
