@@ -17,6 +17,7 @@ const BENCHMARKS: Record<string, string[]> = {
   envs: ["envs", "envs-docker"],
   rollout: ["rollout"],
   pipeline: ["pipeline"],
+  sft: ["sft"],
 };
 
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("-"));
