@@ -18,6 +18,7 @@ const BENCHMARKS: Record<string, string[]> = {
   rollout: ["rollout"],
   pipeline: ["pipeline"],
   sft: ["sft"],
+  copy: ["copy"],
 };
 
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("-"));
