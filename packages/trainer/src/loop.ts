@@ -20,6 +20,7 @@ import { Policy, type ExportedWeights } from "@agentrl/policy";
 import {
   ExternalChatModel,
   PolicyPool,
+  isInformative,
   RolloutScheduler,
   TrajectoryBuffer,
   createPolicyEngine,
@@ -149,21 +150,26 @@ export function stepSeed(seed: number, step: number, stream: number): number {
 /** Per-task reward and success of a batch, its staleness, and its turns from the stale copy and the external model. */
 function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metrics {
   const out: Metrics = {};
-  const byTask = new Map<string, { reward: number; success: number; n: number; turns: number }>();
+  const byTask = new Map<string, { reward: number; success: number; partial: number; n: number; turns: number; groups: number; informative: number }>();
   let staleness = 0;
   let tokens = 0;
   let externalTurns = 0;
   let staleTurns = 0;
   for (const group of groups) {
     if (group.minVersion >= 0) staleness = Math.max(staleness, version - group.minVersion);
+    const counts = byTask.get(group.task) ?? { reward: 0, success: 0, partial: 0, n: 0, turns: 0, groups: 0, informative: 0 };
+    counts.groups += 1;
+    counts.informative += isInformative(group) ? 1 : 0;
+    byTask.set(group.task, counts);
     for (const t of group.trajectories) {
       for (const turn of t.turns) {
         if (turn.policy === "external") externalTurns += 1;
         else if (turn.policy === "stale") staleTurns += 1;
       }
-      const s = byTask.get(t.task) ?? { reward: 0, success: 0, n: 0, turns: 0 };
+      const s = byTask.get(t.task)!;
       s.reward += t.reward;
       s.success += isSuccess(t) ? 1 : 0;
+      s.partial += t.status === "completed" && t.reward > 0 && !isSuccess(t) ? 1 : 0;
       s.turns += t.turns.length;
       s.n += 1;
       byTask.set(t.task, s);
@@ -174,9 +180,13 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
   let success = 0;
   let n = 0;
   for (const [task, s] of byTask) {
+    if (s.n === 0) continue;
     out[`reward/${task}`] = s.reward / s.n;
     out[`success/${task}`] = s.success / s.n;
     out[`turns/${task}`] = s.turns / s.n;
+    // Graded rewards (WebShop's partial matches) and groups GRPO can learn from (unequal rewards).
+    out[`partial/${task}`] = s.partial / s.n;
+    out[`informative/${task}`] = s.informative / s.groups;
     reward += s.reward;
     success += s.success;
     n += s.n;
