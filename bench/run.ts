@@ -21,6 +21,8 @@ const BENCHMARKS: Record<string, string[]> = {
   faults: ["faults"],
   // rollout tokens/s over 1 and 2 inference servers (scale-servers), the 10,000-session controller (scale-controller), the simulated scale-out model (scale-model)
   scale: ["scale-servers", "scale-controller", "scale-model"],
+  sft: ["sft"],
+  copy: ["copy"],
 };
 
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("-"));

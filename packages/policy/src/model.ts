@@ -1,5 +1,5 @@
 /**
- * The whole model in one file: a decoder-only transformer of the Llama / Qwen2 family.
+ * The model: a decoder-only transformer of the Llama / Qwen2 family.
  *
  *   tokens ─► embed_tokens ─► N × [ x + attn(rmsnorm(x)); x + mlp(rmsnorm(x)) ] ─► norm ─► lm_head ─► logits
  *
@@ -8,10 +8,9 @@
  * - MLP: SwiGLU, `down(silu(gate(x)) * up(x))`;
  * - LM head: tied to the embedding or its own matrix.
  *
- * Weights are tf.Variables keyed by their Hugging Face names. Linear weights are stored
- * TRANSPOSED relative to PyTorch ([in, out] instead of [out, in]) so every projection is a
- * plain rank-2 matmul without transpose flags (the fast path on wasm); `hfTensors()` and
- * `loadHfTensors()` convert at the boundary.
+ * This file is the network itself. Around it: weights.ts (the parameters: creation, names,
+ * LoRA, Hugging Face layout; linear weights are stored [in, out]), kv-cache.ts (`KVSequence`),
+ * attention.ts (rotary tables, the training pass's attention as rank-2 matmuls).
  *
  * Three ways to run it:
  * - `forward(inputIds)`: full causal pass over a right-padded batch, differentiable (training);
@@ -32,74 +31,14 @@
 import * as tf from "@tensorflow/tfjs-core";
 import { type ModelConfig, validateConfig } from "./config.js";
 import { warnIfBackendNotInitialised } from "./backend.js";
-import { AttentionRows, kernelHeap, type HeapBlock } from "./kernels/attention.js";
+import { AttentionRows } from "./kernels/attention.js";
+import { KVSequence } from "./kv-cache.js";
+import { causalAttention, causalPlan, rotaryTables, type CausalPlan } from "./attention.js";
+import { ModelWeights, WeightsError, type FusedLayer, type Layer, type Linear, type LoraOptions, type ModelInitOptions, type NamedWeight } from "./weights.js";
 
-/** Something wrong with weights given to the model (missing, extra, mis-shaped). */
-export class WeightsError extends Error {
-  override name = "WeightsError";
-}
-
-/** A tensor in Hugging Face layout, as plain data (float32). */
-export interface NamedWeight {
-  name: string;
-  shape: number[];
-  data: Float32Array;
-}
-
-interface Linear {
-  /** [in, out] */
-  weight: tf.Variable;
-  /** [out] */
-  bias?: tf.Variable;
-  /** LoRA adapter: output += scale · (x·A)·B, A [in, r], B [r, out]. */
-  lora?: { a: tf.Variable; b: tf.Variable; scale: number };
-}
-
-/** Projections LoRA can adapt (HF module names). */
-export type LoraTarget = "q_proj" | "k_proj" | "v_proj" | "o_proj" | "gate_proj" | "up_proj" | "down_proj";
-export const LORA_TARGETS: readonly LoraTarget[] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
-
-export interface LoraOptions {
-  /** Adapter rank r. Default 8. */
-  rank?: number;
-  /** Scale α: the update is (α / r) · A·B. Default 16. */
-  alpha?: number;
-  /** Projections to adapt. Default all seven (attention and MLP). */
-  targets?: readonly LoraTarget[];
-  /** Seed of A's random init (B starts at zero, so the model is unchanged at first). Default 0. */
-  seed?: number;
-}
-
-/** Inference-only concatenations of a layer's weights. */
-interface FusedLayer {
-  /** [d, q + 2·kv] */
-  qkv: tf.Tensor2D;
-  /** [q + 2·kv], in JS memory: the decode path adds it to the read-back rows */
-  qkvBias?: Float32Array;
-  /** [d, 2·m] */
-  gateUp: tf.Tensor2D;
-}
-
-interface Layer {
-  inputNorm: tf.Variable;
-  q: Linear;
-  k: Linear;
-  v: Linear;
-  o: Linear;
-  postNorm: tf.Variable;
-  gate: Linear;
-  up: Linear;
-  down: Linear;
-}
-
-export interface ModelInitOptions {
-  /** Seed of the random initialisation; default 0. */
-  seed?: number;
-  /** Variables take part in gradients; default true. */
-  trainable?: boolean;
-  /** Initial values in the model's own layout (from `cloneVariables()`); shared, not copied. */
-  values?: Map<string, tf.Tensor>;
-}
+export { KVSequence } from "./kv-cache.js";
+export { ATTENTION_CHUNK_POSITIONS } from "./attention.js";
+export { WeightsError, expectedWeightNames, LORA_TARGETS, type LoraTarget, type LoraOptions, type NamedWeight, type ModelInitOptions } from "./weights.js";
 
 let nextModelId = 0;
 
@@ -108,24 +47,12 @@ export const PREFILL_CHUNK_TOKENS = 512;
 
 export class Transformer {
   readonly config: ModelConfig;
-  /** HF name → variable. Linear weights ([…]_proj.weight, lm_head.weight) are stored [in, out]. */
-  readonly variables: Map<string, tf.Variable> = new Map();
-  private readonly embedding: tf.Variable; // [V, d]
-  private readonly layers: Layer[] = [];
-  private readonly finalNorm: tf.Variable; // [d]
-  private readonly lmHead?: tf.Variable; // [d, V], untied only
+  /** The parameters: variables by HF name, LoRA adapters, HF-layout conversion (weights.ts). */
+  private readonly weights: ModelWeights;
   private readonly ropeCos: tf.Tensor2D; // [maxPositions, headDim/2]
   private readonly ropeSin: tf.Tensor2D;
   /** The same tables in JS memory, for the decode path's rotary (applied to read-back rows). */
   private readonly ropeTables: { cos: Float32Array; sin: Float32Array };
-  private headCache?: { source: object; transposed: tf.Tensor2D };
-  private fusedCache?: { ids: (object | undefined)[]; layers: FusedLayer[] };
-  /** HF weight name → its projection. */
-  private readonly linears = new Map<string, Linear>();
-  /** LoRA adapter variables by name (`<base>.lora_A.weight` [in, r], `<base>.lora_B.weight` [r, out]), when enabled. */
-  private lora?: Map<string, tf.Variable>;
-  private readonly baseTrainable: boolean;
-  private readonly id = nextModelId++;
   private disposed = false;
 
   /**
@@ -136,75 +63,23 @@ export class Transformer {
   constructor(config: ModelConfig, weights?: Map<string, tf.Tensor>, options: ModelInitOptions = {}) {
     warnIfBackendNotInitialised();
     this.config = validateConfig(config);
-    const { hiddenSize: d, intermediateSize: m, vocabSize: V, headDim } = config;
-    const qWidth = config.numAttentionHeads * headDim;
-    const kvWidth = config.numKeyValueHeads * headDim;
-    const trainable = options.trainable ?? true;
-    let seed = options.seed ?? 0;
-    const residualStd = 0.02 / Math.sqrt(2 * config.numHiddenLayers);
-    if (weights) checkWeightNames(config, weights);
+    this.weights = new ModelWeights(this.config, `agentrl-model-${nextModelId++}`, weights, options);
+    const { maxPositionEmbeddings: positions, headDim } = this.config;
+    this.ropeTables = rotaryTables(positions, headDim, this.config.ropeTheta);
+    this.ropeCos = tf.tensor2d(this.ropeTables.cos, [positions, headDim / 2]);
+    this.ropeSin = tf.tensor2d(this.ropeTables.sin, [positions, headDim / 2]);
+  }
 
-    const make = (name: string, hfShape: number[], init: "normal" | "residual" | "ones" | "zeros", transposed = false): tf.Variable => {
-      const storedShape = transposed ? [hfShape[1], hfShape[0]] : hfShape;
-      const value = tf.tidy(() => {
-        const own = options.values?.get(name);
-        if (own) {
-          if (own.shape.join() !== storedShape.join()) throw new WeightsError(`${name}: shape [${own.shape}] but model stores [${storedShape}]`);
-          return tf.clone(own);
-        }
-        const given = weights?.get(name);
-        if (given) {
-          if (given.shape.join() !== hfShape.join()) throw new WeightsError(`${name}: shape [${given.shape}] but config needs [${hfShape}]`);
-          const float = given.dtype === "float32" ? given : tf.cast(given, "float32");
-          return transposed ? tf.transpose(float) : tf.clone(float);
-        }
-        seed += 1;
-        if (init === "ones") return tf.ones(storedShape);
-        if (init === "zeros") return tf.zeros(storedShape);
-        return tf.randomNormal(storedShape, 0, init === "residual" ? residualStd : 0.02, "float32", seed);
-      });
-      const variable = tf.variable(value, trainable, `agentrl-model-${this.id}/${name}`);
-      value.dispose();
-      this.variables.set(name, variable);
-      return variable;
-    };
-    const linear = (name: string, inputs: number, outputs: number, bias: boolean, init: "normal" | "residual" = "normal"): Linear => {
-      const projection: Linear = {
-        weight: make(`${name}.weight`, [outputs, inputs], init, true),
-        ...(bias ? { bias: make(`${name}.bias`, [outputs], "zeros") } : {}),
-      };
-      this.linears.set(`${name}.weight`, projection);
-      return projection;
-    };
-    this.baseTrainable = trainable;
+  // ---------------------------------------------------------------- parameters (weights.ts)
 
-    this.embedding = make("model.embed_tokens.weight", [V, d], "normal");
-    for (let i = 0; i < config.numHiddenLayers; i++) {
-      const prefix = `model.layers.${i}`;
-      this.layers.push({
-        inputNorm: make(`${prefix}.input_layernorm.weight`, [d], "ones"),
-        q: linear(`${prefix}.self_attn.q_proj`, d, qWidth, config.attentionBias),
-        k: linear(`${prefix}.self_attn.k_proj`, d, kvWidth, config.attentionBias),
-        v: linear(`${prefix}.self_attn.v_proj`, d, kvWidth, config.attentionBias),
-        o: linear(`${prefix}.self_attn.o_proj`, qWidth, d, false, "residual"),
-        postNorm: make(`${prefix}.post_attention_layernorm.weight`, [d], "ones"),
-        gate: linear(`${prefix}.mlp.gate_proj`, d, m, false),
-        up: linear(`${prefix}.mlp.up_proj`, d, m, false),
-        down: linear(`${prefix}.mlp.down_proj`, m, d, false, "residual"),
-      });
-    }
-    this.finalNorm = make("model.norm.weight", [d], "ones");
-    if (!config.tieWordEmbeddings) this.lmHead = make("lm_head.weight", [V, d], "normal", true);
-    this.ropeTables = rotaryTables(config.maxPositionEmbeddings, headDim, config.ropeTheta);
-    this.ropeCos = tf.tensor2d(this.ropeTables.cos, [config.maxPositionEmbeddings, headDim / 2]);
-    this.ropeSin = tf.tensor2d(this.ropeTables.sin, [config.maxPositionEmbeddings, headDim / 2]);
+  /** HF name → variable. Linear weights ([…]_proj.weight, lm_head.weight) are stored [in, out]. */
+  get variables(): Map<string, tf.Variable> {
+    return this.weights.variables;
   }
 
   /** Number of parameters. */
   get parameterCount(): number {
-    let total = 0;
-    for (const variable of this.variables.values()) total += variable.size;
-    return total;
+    return this.weights.parameterCount;
   }
 
   /** Trainable variables in a fixed order: the LoRA adapters when enabled, else the trainable weights. */
@@ -214,64 +89,48 @@ export class Transformer {
 
   /** Name → trainable variable (LoRA adapters when enabled, else the weights that are trainable). */
   trainableVariableMap(): Map<string, tf.Variable> {
-    if (this.lora) return new Map(this.lora);
-    return new Map([...this.variables].filter(([, v]) => v.trainable));
+    return this.weights.trainableVariableMap();
   }
-
-  // ---------------------------------------------------------------- LoRA
 
   /** True while LoRA adapters are attached (only they train). */
   get loraEnabled(): boolean {
-    return this.lora !== undefined;
+    return this.weights.loraEnabled;
   }
 
-  /**
-   * Attaches LoRA adapters to the chosen projections and freezes every base weight.
-   * A ~ N(0, 1/in), B = 0, so outputs do not change until the adapters train.
-   */
+  /** Attaches LoRA adapters (A random, B = 0: outputs unchanged) and freezes every base weight. */
   enableLora(options: LoraOptions = {}): void {
-    if (this.lora) throw new Error("LoRA is already enabled");
-    const rank = options.rank ?? 8;
-    if (!Number.isInteger(rank) || rank <= 0) throw new RangeError(`LoRA rank must be a positive integer, got ${rank}`);
-    const scale = (options.alpha ?? 16) / rank;
-    const targets = new Set(options.targets ?? LORA_TARGETS);
-    let seed = options.seed ?? 0;
-    this.lora = new Map();
-    for (const [name, linear] of this.linears) {
-      const module = name.split(".").at(-2) as LoraTarget;
-      if (!targets.has(module)) continue;
-      const [inputs, outputs] = linear.weight.shape;
-      const base = name.slice(0, -".weight".length);
-      const a = tf.variable(tf.randomNormal([inputs, rank], 0, 1 / Math.sqrt(inputs), "float32", ++seed), true, `agentrl-model-${this.id}/${base}.lora_A.weight`);
-      const b = tf.variable(tf.zeros([rank, outputs]), true, `agentrl-model-${this.id}/${base}.lora_B.weight`);
-      linear.lora = { a, b, scale };
-      this.lora.set(`${base}.lora_A.weight`, a);
-      this.lora.set(`${base}.lora_B.weight`, b);
-    }
-    for (const variable of this.variables.values()) variable.trainable = false;
+    this.weights.enableLora(options);
   }
 
   /** Folds the adapters into the base weights (W ← W + scale·A·B), removes them and unfreezes the weights. */
   mergeLora(): void {
-    if (!this.lora) return;
-    for (const linear of this.linears.values()) {
-      if (!linear.lora) continue;
-      linear.weight.assign(tf.tidy(() => this.effectiveWeight(linear)));
-      linear.lora.a.dispose();
-      linear.lora.b.dispose();
-      delete linear.lora;
-    }
-    this.lora = undefined;
-    for (const variable of this.variables.values()) variable.trainable = this.baseTrainable;
+    this.weights.mergeLora();
   }
 
-  /** W + scale·A·B ([in, out]), or W. */
-  private effectiveWeight(linear: Linear): tf.Tensor {
-    if (!linear.lora) return tf.clone(linear.weight);
-    return tf.add(linear.weight, tf.mul(tf.matMul(linear.lora.a, linear.lora.b), linear.lora.scale));
+  /** Every weight as a tensor in Hugging Face layout ([out, in] for linears). Caller disposes. */
+  hfTensors(): Map<string, tf.Tensor> {
+    return this.weights.hfTensors();
   }
 
-  // ---------------------------------------------------------------- full forward (training)
+  /** Every weight as plain float32 data in HF layout. */
+  exportHfWeights(): NamedWeight[] {
+    return this.weights.exportHfWeights();
+  }
+
+  /** Overwrites every weight from tensors in HF layout (all names must be present). LoRA adapters are reset (B = 0). */
+  loadHfTensors(tensors: Map<string, tf.Tensor>): void {
+    this.weights.loadHfTensors(tensors);
+  }
+
+  /** Raw variable values (internal layout; adapters merged), sharing storage until reassigned. Caller disposes. */
+  cloneVariables(): Map<string, tf.Tensor> {
+    return this.weights.cloneVariables();
+  }
+
+  /** Assigns raw variable values (internal layout, from cloneVariables). LoRA adapters are reset (B = 0). */
+  assignVariables(values: Map<string, tf.Tensor>): void {
+    this.weights.assignVariables(values);
+  }
 
   /**
    * Causal forward pass. inputIds: int32 [B, T], right-padded (padding only ever follows
@@ -287,7 +146,7 @@ export class Transformer {
 
   /** LM head over final-norm hidden rows [n, d] → logits [n, V]. Differentiable. */
   headLogits(hidden: tf.Tensor2D): tf.Tensor2D {
-    return tf.matMul(hidden, this.headWeight(true));
+    return tf.matMul(hidden, this.weights.headWeight(true));
   }
 
   /** Final-norm hidden states [B·T, d] of a causal pass (no cache). */
@@ -295,15 +154,15 @@ export class Transformer {
     return tf.tidy(() => {
       const [batch, length] = inputIds.shape;
       if (length > this.config.maxPositionEmbeddings) throw new WeightsError(`sequence of ${length} tokens exceeds max_position_embeddings ${this.config.maxPositionEmbeddings}`);
-      let x = tf.gather(this.embedding, tf.reshape(inputIds, [-1])) as tf.Tensor2D;
+      let x = tf.gather(this.weights.embedding, tf.reshape(inputIds, [-1])) as tf.Tensor2D;
       const half = this.config.headDim / 2;
       const rotary = {
         cos: tf.reshape(tf.slice(this.ropeCos, [0, 0], [length, half]), [1, length, 1, half]),
         sin: tf.reshape(tf.slice(this.ropeSin, [0, 0], [length, half]), [1, length, 1, half]),
       };
       const plan = causalPlan(length, this.config.numAttentionHeads / this.config.numKeyValueHeads);
-      for (const layer of this.layers) x = this.trainingBlock(layer, x, batch, length, rotary, plan);
-      return rmsNorm(x, this.finalNorm, this.config.rmsNormEps);
+      for (const layer of this.weights.layers) x = this.trainingBlock(layer, x, batch, length, rotary, plan);
+      return rmsNorm(x, this.weights.finalNorm, this.config.rmsNormEps);
     });
   }
 
@@ -343,47 +202,6 @@ export class Transformer {
     else [gate, up] = [project(normed, layer.gate), project(normed, layer.up)];
     const mlp = project(tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D, layer.down);
     return tf.add(afterAttention, mlp) as tf.Tensor2D;
-  }
-
-  /**
-   * Inference-only fused weights per layer ([Wq|Wk|Wv], [Wgate|Wup]): fewer, wider matmuls
-   * and one rotary pass. Rebuilt when any source weight changes; none while LoRA is on.
-   */
-  private fusedLayers(): FusedLayer[] | undefined {
-    if (this.lora) return undefined;
-    const sources = this.layers.flatMap((l) => [l.q.weight, l.k.weight, l.v.weight, l.q.bias, l.k.bias, l.v.bias, l.gate.weight, l.up.weight]);
-    const ids = sources.map((v) => (v as unknown as { dataId: object } | undefined)?.dataId);
-    if (this.fusedCache && this.fusedCache.ids.every((id, i) => id === ids[i])) return this.fusedCache.layers;
-    this.disposeFused();
-    const layers = this.layers.map((l): FusedLayer => {
-      const bias = l.q.bias && l.k.bias && l.v.bias ? tf.concat([l.q.bias, l.k.bias, l.v.bias]) : undefined;
-      const qkvBias = bias?.dataSync() as Float32Array | undefined;
-      bias?.dispose();
-      return {
-        qkv: tf.concat([l.q.weight, l.k.weight, l.v.weight], 1) as tf.Tensor2D,
-        ...(qkvBias ? { qkvBias } : {}),
-        gateUp: tf.concat([l.gate.weight, l.up.weight], 1) as tf.Tensor2D,
-      };
-    });
-    this.fusedCache = { ids, layers };
-    return layers;
-  }
-
-  private disposeFused(): void {
-    for (const layer of this.fusedCache?.layers ?? []) tf.dispose([layer.qkv, layer.gateUp]);
-    this.fusedCache = undefined;
-  }
-
-  /** LM head [d, V]: the untied matrix, or the embedding transposed (cached outside training). */
-  private headWeight(differentiable: boolean): tf.Tensor2D {
-    if (this.lmHead) return this.lmHead as tf.Tensor2D;
-    if (differentiable) return tf.transpose(this.embedding) as tf.Tensor2D;
-    const source = (this.embedding as unknown as { dataId: object }).dataId;
-    if (this.headCache?.source !== source) {
-      this.headCache?.transposed.dispose();
-      this.headCache = { source, transposed: tf.keep(tf.transpose(this.embedding)) as tf.Tensor2D };
-    }
-    return this.headCache.transposed;
   }
 
   // ---------------------------------------------------------------- inference with a KV cache
@@ -486,11 +304,11 @@ export class Transformer {
     const capacities = owners.map((owner) => owner.capacity);
     const keyOffsets = new Array<number>(rows);
     const valueOffsets = new Array<number>(rows);
-    const fused = this.fusedLayers();
+    const fused = this.weights.fusedLayers();
     const attention = new AttentionRows(rows, heads, kvHeads, headDim, positions, this.ropeTables);
     const logits = tf.tidy(() => {
-      let x = tf.gather(this.embedding, tf.tensor1d(tokens, "int32")) as tf.Tensor2D;
-      this.layers.forEach((layer, i) => {
+      let x = tf.gather(this.weights.embedding, tf.tensor1d(tokens, "int32")) as tf.Tensor2D;
+      this.weights.layers.forEach((layer, i) => {
         const normed = rmsNorm(x, layer.inputNorm, this.config.rmsNormEps);
         // one read-back per layer: rows [q (heads·hd) | k (kvH·hd) | v (kvH·hd)]; biases,
         // rotary, the cache writes and attention then run per row in the kernel module
@@ -504,7 +322,7 @@ export class Transformer {
         x = this.finishBlock(layer, x, tf.tensor2d(context, [rows, qWidth]), fused?.[i]);
       });
       const last = rows === sequences.length ? x : (tf.gather(x, tf.tensor1d(lastRows, "int32")) as tf.Tensor2D);
-      return tf.matMul(rmsNorm(last, this.finalNorm, this.config.rmsNormEps), this.headWeight(false));
+      return tf.matMul(rmsNorm(last, this.weights.finalNorm, this.config.rmsNormEps), this.weights.headWeight(false));
     });
     tokenLists.forEach((list, i) => sequences[i].setLength(sequences[i].length + list.length));
     const all = logits.dataSync() as Float32Array;
@@ -536,78 +354,12 @@ export class Transformer {
 
   // ---------------------------------------------------------------- weights in HF layout
 
-  /** Every weight as a tensor in Hugging Face layout ([out, in] for linears). Caller disposes. */
-  hfTensors(): Map<string, tf.Tensor> {
-    const result = new Map<string, tf.Tensor>();
-    for (const [name, variable] of this.variables) {
-      const linear = this.linears.get(name);
-      result.set(name, tf.tidy(() => (isStoredTransposed(name) ? tf.transpose(linear ? this.effectiveWeight(linear) : variable) : tf.clone(variable))));
-    }
-    return result;
-  }
-
-  /** Every weight as plain float32 data in HF layout. */
-  exportHfWeights(): NamedWeight[] {
-    const out: NamedWeight[] = [];
-    for (const [name, tensor] of this.hfTensors()) {
-      out.push({ name, shape: tensor.shape.slice(), data: tensor.dataSync() as Float32Array });
-      tensor.dispose();
-    }
-    return out;
-  }
-
-  /** Overwrites every weight from tensors in HF layout (all names must be present). LoRA adapters are reset (B = 0). */
-  loadHfTensors(tensors: Map<string, tf.Tensor>): void {
-    this.resetLoraUpdates();
-    checkWeightNames(this.config, tensors);
-    for (const [name, variable] of this.variables) {
-      const given = tensors.get(name)!;
-      const expected = isStoredTransposed(name) ? [variable.shape[1], variable.shape[0]] : variable.shape;
-      if (given.shape.join() !== expected.join()) throw new WeightsError(`${name}: shape [${given.shape}] but model has [${expected}]`);
-      tf.tidy(() => {
-        const float = given.dtype === "float32" ? given : tf.cast(given, "float32");
-        variable.assign(isStoredTransposed(name) ? tf.transpose(float) : float);
-      });
-    }
-  }
-
-  /**
-   * Raw variable values (internal layout), cheap: shares storage until a variable is
-   * reassigned. With LoRA, adapted weights are merged copies. Caller disposes.
-   */
-  cloneVariables(): Map<string, tf.Tensor> {
-    const out = new Map<string, tf.Tensor>();
-    for (const [name, variable] of this.variables) {
-      const linear = this.linears.get(name);
-      out.set(name, linear?.lora ? tf.tidy(() => this.effectiveWeight(linear)) : tf.clone(variable));
-    }
-    return out;
-  }
-
-  /** Zeroes every adapter's B, so the model equals its base weights. */
-  private resetLoraUpdates(): void {
-    for (const linear of this.linears.values()) if (linear.lora) linear.lora.b.assign(tf.zerosLike(linear.lora.b));
-  }
-
-  /** Assigns raw variable values (internal layout, from cloneVariables). LoRA adapters are reset (B = 0). */
-  assignVariables(values: Map<string, tf.Tensor>): void {
-    this.resetLoraUpdates();
-    for (const [name, variable] of this.variables) {
-      const value = values.get(name);
-      if (!value) throw new WeightsError(`missing ${name}`);
-      variable.assign(value);
-    }
-  }
-
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
-    for (const variable of this.variables.values()) variable.dispose();
-    for (const variable of this.lora?.values() ?? []) variable.dispose();
+    this.weights.dispose();
     this.ropeCos.dispose();
     this.ropeSin.dispose();
-    this.headCache?.transposed.dispose();
-    this.disposeFused();
   }
 
   get isDisposed(): boolean {
@@ -635,21 +387,6 @@ function rmsNorm(x: tf.Tensor2D, weight: tf.Tensor, epsilon: number): tf.Tensor2
   return tf.mul(tf.mul(x, tf.rsqrt(tf.add(meanSquare, epsilon))), weight);
 }
 
-/** cos/sin tables [positions, headDim/2] for θ_i = base^(-2i/headDim). */
-function rotaryTables(positions: number, headDim: number, base: number): { cos: Float32Array; sin: Float32Array } {
-  const half = headDim / 2;
-  const cos = new Float32Array(positions * half);
-  const sin = new Float32Array(positions * half);
-  for (let p = 0; p < positions; p++) {
-    for (let i = 0; i < half; i++) {
-      const angle = p / Math.pow(base, (2 * i) / headDim);
-      cos[p * half + i] = Math.cos(angle);
-      sin[p * half + i] = Math.sin(angle);
-    }
-  }
-  return { cos, sin };
-}
-
 /** HF rotate_half rotary embedding of x [B, heads, S, headDim]; cos/sin broadcast to [B, 1, S, headDim/2]. */
 function applyRotary(x: tf.Tensor4D, rotary: { cos: tf.Tensor; sin: tf.Tensor }): tf.Tensor4D {
   const half = x.shape[3] / 2;
@@ -658,228 +395,4 @@ function applyRotary(x: tf.Tensor4D, rotary: { cos: tf.Tensor; sin: tf.Tensor })
     [tf.sub(tf.mul(first, rotary.cos), tf.mul(second, rotary.sin)), tf.add(tf.mul(second, rotary.cos), tf.mul(first, rotary.sin))],
     3,
   ) as tf.Tensor4D;
-}
-
-/** Query positions per attention chunk: a chunk of queries only meets the keys up to its last position. */
-export const ATTENTION_CHUNK_POSITIONS = 128;
-
-/**
- * How `causalAttention` cuts S positions into query chunks, with one additive mask per
- * chunk: chunk [start, end) has rows (position-major, the g query heads of a kv head
- * adjacent) [(end − start)·g, end], −1e9 where a key lies after the row's position.
- */
-interface CausalPlan {
-  chunks: { start: number; end: number; mask: tf.Tensor2D }[];
-}
-
-function causalPlan(steps: number, group: number, chunkPositions = ATTENTION_CHUNK_POSITIONS): CausalPlan {
-  const chunks: CausalPlan["chunks"] = [];
-  for (let start = 0; start < steps; start += chunkPositions) {
-    const end = Math.min(steps, start + chunkPositions);
-    const data = new Float32Array((end - start) * group * end);
-    for (let position = start; position < end; position++) {
-      for (let member = 0; member < group; member++) {
-        const row = ((position - start) * group + member) * end;
-        data.fill(-1e9, row + position + 1, row + end);
-      }
-    }
-    chunks.push({ start, end, mask: tf.tensor2d(data, [(end - start) * group, end]) });
-  }
-  return { chunks };
-}
-
-/**
- * Causal grouped-query attention for training, as rank-2 matmuls only (the fast path of
- * wasm; its batched matmul runs at ~2 GFLOP/s). q [B, S, H, hd] (already scaled by
- * 1/√hd), keys/values [B, S, kvH, hd]. For each (sequence, kv head), the g = H/kvH query
- * heads that share it form one matrix [S·g, hd] (position-major) against keysᵀ [hd, S]; the
- * queries go in chunks of positions so the keys after a chunk's last position are never
- * computed (about half the work at long S). Returns [B·S, H·hd] (query head h uses kv head
- * ⌊h/g⌋, as HF repeat_kv).
- */
-function causalAttention(q: tf.Tensor4D, keys: tf.Tensor4D, values: tf.Tensor4D, plan: CausalPlan): tf.Tensor2D {
-  const [batch, steps, heads, headDim] = q.shape;
-  const kvHeads = keys.shape[2];
-  const group = heads / kvHeads;
-  const blocks = batch * kvHeads;
-  // per-block matrices by splitting rank-2 views along rows (wasm's Unpack is slower)
-  const queries = tf.split(tf.reshape(tf.transpose(tf.reshape(q, [batch, steps, kvHeads, group * headDim]), [0, 2, 1, 3]), [blocks * steps * group, headDim]), blocks, 0);
-  const keysT = tf.split(tf.reshape(tf.transpose(keys, [0, 2, 3, 1]), [blocks * headDim, steps]), blocks, 0);
-  const valueBlocks = tf.split(tf.reshape(tf.transpose(values, [0, 2, 1, 3]), [blocks * steps, headDim]), blocks, 0);
-  const { chunks } = plan;
-  const contexts = queries.map((query, block) => {
-    const queryChunks = chunks.length === 1 ? [query] : tf.split(query, chunks.map((c) => (c.end - c.start) * group), 0);
-    const outputs = queryChunks.map((chunkQueries, i) => {
-      const { end, mask } = chunks[i];
-      const chunkKeys = end === steps ? keysT[block] : tf.slice(keysT[block], [0, 0], [headDim, end]);
-      const chunkValues = end === steps ? valueBlocks[block] : tf.slice(valueBlocks[block], [0, 0], [end, headDim]);
-      const probabilities = tf.softmax(tf.add(tf.matMul(chunkQueries as tf.Tensor2D, chunkKeys as tf.Tensor2D), mask));
-      return tf.matMul(probabilities, chunkValues as tf.Tensor2D);
-    });
-    return outputs.length === 1 ? outputs[0] : tf.concat(outputs, 0);
-  });
-  const stacked = tf.reshape(contexts.length === 1 ? contexts[0] : tf.concat(contexts, 0), [batch, kvHeads, steps, group * headDim]);
-  return tf.reshape(tf.transpose(stacked, [0, 2, 1, 3]), [batch * steps, heads * headDim]);
-}
-
-function isStoredTransposed(name: string): boolean {
-  return name.endsWith("_proj.weight") || name === "lm_head.weight";
-}
-
-/** HF names the config needs, in order. */
-export function expectedWeightNames(config: ModelConfig): string[] {
-  const names = ["model.embed_tokens.weight"];
-  for (let i = 0; i < config.numHiddenLayers; i++) {
-    const p = `model.layers.${i}`;
-    names.push(`${p}.input_layernorm.weight`);
-    for (const proj of ["q", "k", "v"]) {
-      names.push(`${p}.self_attn.${proj}_proj.weight`);
-      if (config.attentionBias) names.push(`${p}.self_attn.${proj}_proj.bias`);
-    }
-    names.push(`${p}.self_attn.o_proj.weight`, `${p}.post_attention_layernorm.weight`);
-    for (const proj of ["gate", "up", "down"]) names.push(`${p}.mlp.${proj}_proj.weight`);
-  }
-  names.push("model.norm.weight");
-  if (!config.tieWordEmbeddings) names.push("lm_head.weight");
-  return names;
-}
-
-function checkWeightNames(config: ModelConfig, weights: Map<string, unknown>): void {
-  const expected = expectedWeightNames(config);
-  const missing = expected.filter((name) => !weights.has(name));
-  if (missing.length > 0) throw new WeightsError(`missing weights: ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ` (+${missing.length - 5} more)` : ""}`);
-  const known = new Set(expected);
-  // A tied model may still ship lm_head.weight (a copy); rotary inv_freq buffers are derived.
-  const extra = [...weights.keys()].filter((name) => !known.has(name) && name !== "lm_head.weight" && !name.endsWith("rotary_emb.inv_freq"));
-  if (extra.length > 0) throw new WeightsError(`unexpected weights: ${extra.slice(0, 5).join(", ")}`);
-}
-
-
-// -------------------------------------------------------------------- KV cache
-
-/** Frees the heap block of a sequence that was garbage-collected without `dispose()`. */
-const unreleasedCaches = new FinalizationRegistry<HeapBlock>((block) => kernelHeap().release(block));
-
-/**
- * One sequence's KV cache, in the kernel heap (kernels/attention.ts: one WebAssembly.Memory
- * shared by all sequences, separate from tfjs's heap). The sequence owns one block laid out
- * per layer as keys [kvHeads, capacity, headDim] then values [kvHeads, capacity, headDim]
- * (the first `length` positions used). Decode steps append one position in place; when
- * full, the capacity doubles (a new block, the used positions copied, the old block back to
- * the heap's free list: amortised O(1)). Attention reads the cache where it is, so sequences
- * join and leave a batch for free. `dispose()` gives the block back (a sequence garbage-
- * collected without it is freed by a FinalizationRegistry, later).
- */
-export class KVSequence {
-  /** @internal Positions the cache holds per kv head. */
-  capacity = 0;
-  /** The heap block (byte offset, size); {0, 0} before the first token. Shared with the finalizer. */
-  private readonly block: HeapBlock = { offset: 0, bytes: 0 };
-  private tokenCount = 0;
-  private disposed = false;
-
-  constructor(private readonly model: Transformer) {}
-
-  /** Tokens in the cache. */
-  get length(): number {
-    return this.tokenCount;
-  }
-
-  get isDisposed(): boolean {
-    return this.disposed;
-  }
-
-  /** Frees this sequence's cache. */
-  dispose(): void {
-    if (this.disposed) return;
-    this.disposed = true;
-    this.freeBlock();
-    this.capacity = 0;
-  }
-
-  private freeBlock(): void {
-    if (this.block.bytes === 0) return;
-    unreleasedCaches.unregister(this);
-    kernelHeap().release({ ...this.block });
-    this.block.offset = 0;
-    this.block.bytes = 0;
-  }
-
-  /** @internal */
-  assertUsable(model: Transformer): void {
-    if (this.disposed) throw new Error("sequence is disposed");
-    if (model !== this.model) throw new Error("sequence belongs to another model");
-  }
-
-  /** @internal Float offset in `kernelHeap().f32` of a layer's keys (kv head 0). */
-  keyOffset(layer: number): number {
-    return cacheOffset(this.model.config, this.block.offset / 4, this.capacity, layer, 0);
-  }
-
-  /** @internal Float offset in `kernelHeap().f32` of a layer's values (kv head 0). */
-  valueOffset(layer: number): number {
-    return cacheOffset(this.model.config, this.block.offset / 4, this.capacity, layer, 1);
-  }
-
-  /**
-   * A new sequence holding a copy of this one's cache (e.g. one prompt prefilled once, then
-   * sampled n times). Copies only the used positions.
-   */
-  fork(): KVSequence {
-    if (this.disposed) throw new Error("sequence is disposed");
-    const copy = new KVSequence(this.model);
-    if (this.tokenCount > 0) {
-      copy.reserve(this.tokenCount);
-      copyPositions(this.model.config, this.block.offset / 4, this.capacity, copy.block.offset / 4, copy.capacity, this.tokenCount);
-      copy.tokenCount = this.tokenCount;
-    }
-    return copy;
-  }
-
-  /**
-   * @internal Makes room for `positions` positions in total: capacity doubles from 64 (and
-   * takes whatever else fits in the power-of-two block).
-   */
-  reserve(positions: number): void {
-    if (positions <= this.capacity) return;
-    const { numHiddenLayers: layers, numKeyValueHeads: kvHeads, headDim } = this.model.config;
-    const bytesPerPosition = 2 * layers * kvHeads * headDim * 4;
-    let wanted = Math.max(64, 2 * this.capacity);
-    while (wanted < positions) wanted *= 2;
-    const heap = kernelHeap();
-    const block = heap.allocate(wanted * bytesPerPosition); // may grow the heap
-    const capacity = Math.floor(block.bytes / bytesPerPosition);
-    if (this.tokenCount > 0) copyPositions(this.model.config, this.block.offset / 4, this.capacity, block.offset / 4, capacity, this.tokenCount);
-    this.freeBlock();
-    this.block.offset = block.offset;
-    this.block.bytes = block.bytes;
-    this.capacity = capacity;
-    unreleasedCaches.register(this, this.block, this);
-  }
-
-  /** @internal */
-  setLength(length: number): void {
-    this.tokenCount = length;
-  }
-}
-
-/** Float offset of a layer's keys (part 0) or values (part 1) in a cache block starting at float `base`. */
-function cacheOffset(config: ModelConfig, base: number, capacity: number, layer: number, part: 0 | 1): number {
-  return base + (2 * layer + part) * config.numKeyValueHeads * capacity * config.headDim;
-}
-
-/** Copies the first `positions` positions of every layer's keys and values between two cache blocks of the heap. */
-function copyPositions(config: ModelConfig, fromBase: number, fromCapacity: number, toBase: number, toCapacity: number, positions: number): void {
-  const { numHiddenLayers: layers, numKeyValueHeads: kvHeads, headDim } = config;
-  const cache = kernelHeap().f32;
-  for (let layer = 0; layer < layers; layer++) {
-    for (const part of [0, 1] as const) {
-      const source = cacheOffset(config, fromBase, fromCapacity, layer, part);
-      const target = cacheOffset(config, toBase, toCapacity, layer, part);
-      for (let head = 0; head < kvHeads; head++) {
-        const start = source + head * fromCapacity * headDim;
-        cache.copyWithin(target + head * toCapacity * headDim, start, start + positions * headDim);
-      }
-    }
-  }
 }

@@ -9,6 +9,7 @@ import type { Trajectory, TrajectoryGroup } from "@agentrl/rollout";
 import { DEFAULT_GRPO, grpoUpdate, prepareBatch, type GradientPeer, type GrpoOptions } from "./grpo.js";
 import { GradientThread } from "./gradient-thread.js";
 import { Learner, type LearnerSettings } from "./learner.js";
+import type { SupervisedRow } from "./sft.js";
 
 await setBackend("cpu", { log: null });
 process.env.AGENTRL_BACKEND = "cpu"; // the gradient thread loads its policy on the cpu backend too
@@ -118,6 +119,55 @@ test("a learner with gradientThreads 2 makes the same updates as with 1, and no 
     }
     assert.deepEqual(new Set(tensors).size, 1, `tensors in this thread after each step: ${tensors}`);
     assert.deepEqual(new Set(workerTensors).size, 1, `tensors in the gradient thread after each step: ${workerTensors}`);
+  } finally {
+    await single.dispose();
+    await parallel.dispose();
+  }
+}));
+
+/** Supervised rows of different lengths; the loss mask holds prompt weights 1 and assistant weights 3 (as `promptLossWeight` writes them). */
+function makeSupervisedRows(vocab: number, count: number, seed: number): SupervisedRow[] {
+  const random = () => (seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
+  return Array.from({ length: count }, () => {
+    const length = 10 + Math.floor(random() * 40);
+    const prompt = 3 + Math.floor(random() * 8);
+    return {
+      task: "sft",
+      tokens: Int32Array.from({ length }, () => Math.floor(random() * vocab)),
+      lossMask: Uint8Array.from({ length }, (_, i) => (i < prompt ? 0 : random() < 0.3 ? 1 : 3)),
+    };
+  });
+}
+
+test("supervised steps with the gradient thread make the same update as one thread, and both threads take micro-batches", withModel(async (directory) => {
+  // a clip that binds (it applies to the summed gradient) and micro-batches small enough to share out
+  const settings: LearnerSettings = { grpo: { klCoefficient: 0, microBatchTokens: 64 }, schedule: { learningRate: 3e-3 }, optimizer: { maxGradNorm: 0.5 } };
+  const single = await Learner.load(directory, { ...settings, gradientThreads: 1 });
+  const parallel = await Learner.load(directory, { ...settings, gradientThreads: 2 });
+  const start = single.policy.exportWeights();
+  try {
+    let peerMicroBatches = 0;
+    const tensors: number[] = [];
+    for (let step = 0; step < 3; step++) {
+      const rows = makeSupervisedRows(single.policy.config.vocabSize, 8, 11 + step);
+      const a = await single.supervised(rows);
+      const b = await parallel.supervised(rows);
+      assert.ok(Math.abs(a.loss - b.loss) <= 1e-5 * Math.max(1, a.loss), `step ${step} loss ${a.loss} vs ${b.loss}`);
+      assert.ok(Math.abs(a.gradNorm - b.gradNorm) <= 1e-5 * Math.max(1, a.gradNorm), `step ${step} gradNorm ${a.gradNorm} vs ${b.gradNorm}`);
+      assert.ok(a.gradNorm > 0.5, `the clip binds (gradNorm ${a.gradNorm})`);
+      assert.equal(b.tokens, a.tokens);
+      assert.equal(a.peerMicroBatches, 0);
+      peerMicroBatches += b.peerMicroBatches;
+      tensors.push(tf.memory().numTensors);
+    }
+    const one = single.policy.exportWeights();
+    const two = parallel.policy.exportWeights();
+    assert.equal(two.version, one.version);
+    const difference = maxAbsDifference(one, two);
+    assert.ok(difference <= 1e-5, `max |w1 − w2| = ${difference}`);
+    assert.ok(difference < maxAbsDifference(one, start) / 100, "the weights moved far more than they differ");
+    assert.ok(peerMicroBatches > 0, "the gradient thread computed micro-batches");
+    assert.equal(new Set(tensors).size, 1, `tensors in this thread after each step: ${tensors}`);
   } finally {
     await single.dispose();
     await parallel.dispose();

@@ -11,11 +11,14 @@
  * its gradients as transferred buffers; the learner adds them to its own and takes the one
  * clipped AdamW step (grpo.ts). Loss normalisation uses the whole batch's counts in both
  * threads, so the update equals the single-thread one up to the order of float additions.
+ * Supervised steps (sft.ts) are shared out the same way, one message per step.
  */
 import type { Worker } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs-core";
 import type { NamedWeight, Transformer } from "@agentrl/policy";
+import type { AccumulatedGradients } from "@agentrl/policy";
 import type { BatchCounts, EpochWork, GradientPeer, GrpoDiagnostics, GrpoOptions, ShardGradients, TrainingRow } from "./grpo.js";
+import type { SupervisedPeer, SupervisedRow, SupervisedWork } from "./sft.js";
 import { WorkerChannel, startWorker } from "./worker.js";
 
 export class GradientThreadError extends Error {
@@ -46,7 +49,24 @@ export interface GradientEpochResult {
   microBatches: number;
 }
 
-export type GradientMessage = GradientEpochMessage | { kind: "memory"; id: number };
+/** What the learner sends for one supervised step: its weights, the step's micro-batches and their loss normaliser. */
+export interface GradientSupervisedMessage {
+  kind: "supervised";
+  id: number;
+  weights: { version: number; tensors: NamedWeight[] };
+  plan: SupervisedRow[][];
+  total: number;
+  claims: SharedArrayBuffer;
+}
+
+/** What the gradient thread answers to a supervised step: its summed gradients and loss. */
+export interface GradientSupervisedResult {
+  gradients: NamedWeight[];
+  loss: number;
+  microBatches: number;
+}
+
+export type GradientMessage = GradientEpochMessage | GradientSupervisedMessage | { kind: "memory"; id: number };
 
 /** The values of the model's trainable variables as flat buffers of their own (safe to transfer). */
 export function trainableValues(model: Transformer): NamedWeight[] {
@@ -83,7 +103,7 @@ export function flattenGradients(gradients: Map<string, tf.Tensor>): NamedWeight
 }
 
 /** The learner's handle on its gradient thread. */
-export class GradientThread implements GradientPeer {
+export class GradientThread implements GradientPeer, SupervisedPeer {
   private readonly channel: WorkerChannel;
 
   private constructor(worker: Worker) {
@@ -112,6 +132,19 @@ export class GradientThread implements GradientPeer {
     const result = await this.channel.call<GradientEpochResult>(message, tensors.map((t) => t.data.buffer as ArrayBuffer));
     const gradients = new Map(result.gradients.map((g) => [g.name, tf.tensor(g.data, g.shape, "float32")]));
     return { gradients, loss: result.loss, diagnostics: result.diagnostics, microBatches: result.microBatches };
+  }
+
+  async supervised(work: SupervisedWork): Promise<AccumulatedGradients> {
+    const tensors = trainableValues(work.policy.model);
+    const message: Omit<GradientSupervisedMessage, "id"> = {
+      kind: "supervised",
+      weights: { version: work.policy.version, tensors },
+      plan: work.plan.map((rows) => rows.map((row) => ({ task: row.task, tokens: row.tokens.slice(), lossMask: row.lossMask.slice() }))),
+      total: work.total,
+      claims: work.claims.buffer as SharedArrayBuffer,
+    };
+    const result = await this.channel.call<GradientSupervisedResult>(message, tensors.map((t) => t.data.buffer as ArrayBuffer));
+    return { gradients: new Map(result.gradients.map((g) => [g.name, tf.tensor(g.data, g.shape, "float32")])), loss: result.loss, microBatches: result.microBatches };
   }
 
   /** tf.memory().numTensors in the gradient thread (tests). */

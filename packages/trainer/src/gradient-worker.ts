@@ -3,7 +3,8 @@ import { parentPort, workerData } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs-core";
 import { Policy } from "@agentrl/policy";
 import { claimFrom, GrpoShard } from "./grpo.js";
-import { assignTrainable, flattenGradients, type GradientEpochResult, type GradientMessage } from "./gradient-thread.js";
+import { supervisedGradients } from "./sft.js";
+import { assignTrainable, flattenGradients, type GradientEpochResult, type GradientMessage, type GradientSupervisedResult } from "./gradient-thread.js";
 import { describeError } from "./worker.js";
 
 const port = parentPort!;
@@ -24,6 +25,15 @@ try {
     try {
       if (message.kind === "memory") {
         port.postMessage({ id: message.id, result: tf.memory().numTensors });
+        return;
+      }
+      if (message.kind === "supervised") {
+        assignTrainable(policy.model, message.weights.tensors);
+        policy.version = message.weights.version;
+        const part = supervisedGradients(policy.model, message.plan, message.total, claimFrom(new Int32Array(message.claims), message.plan.length));
+        const gradients = flattenGradients(part.gradients);
+        const result: GradientSupervisedResult = { gradients, loss: part.loss, microBatches: part.microBatches };
+        port.postMessage({ id: message.id, result }, gradients.map((g) => g.data.buffer as ArrayBuffer));
         return;
       }
       if (message.first) {

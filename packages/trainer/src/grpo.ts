@@ -401,7 +401,7 @@ export interface GradientPeer {
  * every thread can claim about 4 micro-batches (as far as the rows allow; a row is never
  * split), so that the threads finish close together even when one of them runs slower.
  */
-export function microBatchBudget(rows: readonly TrainingRow[], microBatchTokens: number, threads: number): number {
+export function microBatchBudget(rows: readonly { tokens: ArrayLike<number> }[], microBatchTokens: number, threads: number): number {
   if (threads <= 1) return microBatchTokens;
   const tokens = rows.reduce((n, r) => n + r.tokens.length, 0);
   return Math.min(microBatchTokens, Math.max(2, Math.ceil(tokens / (4 * threads))));

@@ -32,11 +32,12 @@ export {
   checkGrpoOptions
 } from "./grpo.js";
 export {
-  expertSequence, type SupervisedRow, supervisedStep, type SupervisedStepResult
+  expertSequence, type SupervisedRow, supervisedStep, type SupervisedStepResult,
+  sharedSupervisedStep, supervisedGradients, type SupervisedPeer, type SupervisedWork
 } from "./sft.js";
 export {
   DEFAULT_OPTIMIZER, DEFAULT_SCHEDULE, Learner, type LearnerOptions, type LearnerSettings,
-  type LearnerUpdate, learningRateAt, type LearningRateSchedule
+  type LearnerUpdate, learningRateAt, type LearningRateSchedule, availableGradientThreads
 } from "./learner.js";
 export {
   dispatchLearnerCall, type LearnerCall, type LearnerHandle, LearnerWorkerError, openLearner,

@@ -6,10 +6,12 @@
  * a second thread computes gradients for a share of each GRPO update's micro-batches
  * (gradient-thread.ts).
  */
+import { availableParallelism } from "node:os";
 import { join } from "node:path";
 import { readFile, writeFile } from "node:fs/promises";
 import {
   Policy,
+  initBackend,
   parseSafetensors,
   serializeSafetensors,
   type AdamW,
@@ -21,7 +23,16 @@ import type { TrajectoryGroup } from "@agentrl/rollout";
 import { defaultConfig } from "./config.js";
 import { checkGrpoOptions, DEFAULT_GRPO, EMPTY_UPDATE_METRICS, grpoUpdate, prepareBatch, type GrpoOptions, type UpdateMetrics } from "./grpo.js";
 import { GradientThread } from "./gradient-thread.js";
-import { supervisedStep, type SupervisedRow, type SupervisedStepResult } from "./sft.js";
+import { sharedSupervisedStep, type SupervisedRow, type SupervisedStepResult } from "./sft.js";
+
+/**
+ * Gradient threads that pay off here: 2 when the backend computes on one core per thread
+ * (wasm, cpu) and the machine has at least 2 cores, else 1.
+ */
+export async function availableGradientThreads(): Promise<1 | 2> {
+  if (availableParallelism() < 2) return 1;
+  return (await initBackend()) === "tensorflow" ? 1 : 2;
+}
 
 export interface LearningRateSchedule {
   /** Peak learning rate. Default 2e-4 (the config schema's `rl.learningRate`). */
@@ -44,7 +55,7 @@ export interface LearnerOptions {
   /**
    * Threads computing the gradients of a GRPO update: 1 (this one), or 2 (this one and a
    * gradient thread with its own copy of the policy, sharing out the micro-batches; the
-   * same update up to float summation order). Supervised steps use this thread only.
+   * same update up to float summation order). Supervised steps are shared out the same way.
    * Default 1; the training loop uses 2 in async mode (on the one-core-per-thread backends,
    * wasm and cpu, with at least 2 cores).
    */
@@ -171,10 +182,11 @@ export class Learner {
     return { weights: this.policy.exportWeights(), metrics: { ...metrics, learningRate, step: this.step, droppedInfrastructureGroups: dropped, advantages: batch.advantageStatistics } };
   }
 
-  /** One supervised step (warm start). */
-  supervised(rows: readonly SupervisedRow[], microBatchTokens?: number): SupervisedStepResult {
+  /** One supervised step (warm start), its micro-batches shared with the gradient thread when there is one. */
+  async supervised(rows: readonly SupervisedRow[], microBatchTokens?: number): Promise<SupervisedStepResult> {
     this.setLearningRate();
-    const result = supervisedStep(this.policy, this.optimizer, rows, microBatchTokens ?? this.options.grpo.microBatchTokens);
+    const peers = this.gradientThread ? [this.gradientThread] : [];
+    const result = await sharedSupervisedStep(this.policy, this.optimizer, rows, microBatchTokens ?? this.options.grpo.microBatchTokens, peers);
     this.step += 1;
     return result;
   }

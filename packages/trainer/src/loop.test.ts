@@ -61,6 +61,8 @@ test("async mode: the learner runs in a worker thread and versions advance", asy
     assert.ok(Number.isFinite(m["train/loss"]) && Number.isFinite(m["train/gradNorm"]));
     assert.ok(m["time/train"] > 0);
     assert.ok("reward/say" in m && "success/say" in m);
+    // the share of the step's groups with unequal rewards, and of episodes with a reward between 0 and 1
+    assert.ok(m["informative/say"] >= 0 && m["informative/say"] <= 1 && m["partial/say"] >= 0 && m["partial/say"] <= 1);
     // the step's own batch, not a running total of the scheduler
     assert.equal(m["rollout/stale_turns"], staleTurnsByStep.get(m.step), `stale turns of step ${m.step}`);
   }

@@ -16,12 +16,12 @@
  * version −1 (never counted against staleness).
  */
 import { join } from "node:path";
-import { availableParallelism } from "node:os";
-import { Policy, initBackend, type ExportedWeights } from "@agentrl/policy";
+import { Policy, type ExportedWeights } from "@agentrl/policy";
 import {
   ExternalChatModel,
   PolicyPool,
   RemoteEngine,
+  isInformative,
   RolloutScheduler,
   TrajectoryBuffer,
   createPolicyEngine,
@@ -38,7 +38,7 @@ import type { EnvironmentClient } from "@agentrl/envs";
 import { latestCheckpoint, trimMetrics, writeCheckpoint, writeJson } from "./checkpoint.js";
 import { readFile } from "node:fs/promises";
 import { openLearner, type LearnerHandle } from "./learner-thread.js";
-import type { LearnerSettings } from "./learner.js";
+import { availableGradientThreads, type LearnerSettings } from "./learner.js";
 import { defaultConfig } from "./config.js";
 import { isSuccess } from "./evaluate.js";
 import { DEFAULT_GRPO } from "./grpo.js";
@@ -171,7 +171,7 @@ const STALENESS_BUCKETS = ["0", "1", "2", "3_or_more"] as const;
  */
 function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metrics {
   const out: Metrics = {};
-  const byTask = new Map<string, { reward: number; success: number; n: number; turns: number }>();
+  const byTask = new Map<string, { reward: number; success: number; partial: number; n: number; turns: number; groups: number; informative: number }>();
   let staleness = 0;
   let tokens = 0;
   let externalTurns = 0;
@@ -181,6 +181,10 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
   const tokensByStaleness = STALENESS_BUCKETS.map(() => 0);
   for (const group of groups) {
     if (group.minVersion >= 0) staleness = Math.max(staleness, version - group.minVersion);
+    const counts = byTask.get(group.task) ?? { reward: 0, success: 0, partial: 0, n: 0, turns: 0, groups: 0, informative: 0 };
+    counts.groups += 1;
+    counts.informative += isInformative(group) ? 1 : 0;
+    byTask.set(group.task, counts);
     for (const t of group.trajectories) {
       retries += t.metrics.infrastructureRetries ?? 0;
       for (let i = 0; i < t.lossMask.length; i++) {
@@ -195,9 +199,10 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
         masked += 1;
         continue;
       }
-      const s = byTask.get(t.task) ?? { reward: 0, success: 0, n: 0, turns: 0 };
+      const s = byTask.get(t.task)!;
       s.reward += t.reward;
       s.success += isSuccess(t) ? 1 : 0;
+      s.partial += t.status === "completed" && t.reward > 0 && !isSuccess(t) ? 1 : 0;
       s.turns += t.turns.length;
       s.n += 1;
       byTask.set(t.task, s);
@@ -207,9 +212,13 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
   let success = 0;
   let n = 0;
   for (const [task, s] of byTask) {
+    if (s.n === 0) continue;
     out[`reward/${task}`] = s.reward / s.n;
     out[`success/${task}`] = s.success / s.n;
     out[`turns/${task}`] = s.turns / s.n;
+    // Graded rewards (WebShop's partial matches) and groups GRPO can learn from (unequal rewards).
+    out[`partial/${task}`] = s.partial / s.n;
+    out[`informative/${task}`] = s.informative / s.groups;
     reward += s.reward;
     success += s.success;
     n += s.n;
@@ -292,8 +301,7 @@ function externalModel(options: TrainingRunOptions): { model: ExternalChatModel;
  * with 2 cores or more; otherwise 1 (sync mode: the single-threaded baseline).
  */
 async function defaultGradientThreads(mode: TrainingRunOptions["mode"]): Promise<1 | 2> {
-  if (mode !== "async" || availableParallelism() < 2) return 1;
-  return (await initBackend()) === "tensorflow" ? 1 : 2;
+  return mode === "async" ? availableGradientThreads() : 1;
 }
 
 /** Runs the loop to `steps` (or until aborted); returns the last step's record. */

@@ -6,12 +6,18 @@
  * it: the templated prompt, then per assistant turn the template's tokens for that turn
  * through its end-of-turn marker (mask 1), then the environment's reply as the difference of
  * the templated conversation before and after it (mask 0).
+ *
+ * A supervised step runs on one thread or, with gradient peers (the learner's gradient
+ * thread, gradient-thread.ts), on two: as in a GRPO update (grpo.ts), both threads claim
+ * micro-batches from one shared counter, each micro-batch's loss is its share of the whole
+ * step's loss (divided by the step's token count), and the peers' gradients are added to this
+ * thread's before the one clipped AdamW step: the same update up to float summation order.
  */
 import * as tf from "@tensorflow/tfjs-core";
-import { tokenLogProbs, trainStep, type AdamW, type Policy } from "@agentrl/policy";
+import { accumulateGradients, addGradient, tokenLogProbs, type AccumulatedGradients, type AdamW, type Policy, type Transformer } from "@agentrl/policy";
 import { externalTurnTokens, replyTokens, type ChatTokenizer } from "@agentrl/rollout";
 import type { Message, ToolSpec } from "@agentrl/envs";
-import { planMicroBatches } from "./grpo.js";
+import { claimFrom, microBatchBudget, planMicroBatches } from "./grpo.js";
 
 export interface SupervisedRow {
   task: string;
@@ -54,29 +60,107 @@ export interface SupervisedStepResult {
   /** Mean negative log-likelihood per assistant token. */
   loss: number;
   gradNorm: number;
+  /** The step's loss-weighted token count (assistant tokens, plus prompt tokens at their weight). */
   tokens: number;
+  /** Micro-batches computed by gradient peers (another thread). */
+  peerMicroBatches: number;
 }
 
-/** One optimizer step of masked next-token loss over `rows`, in micro-batches of at most `microBatchTokens`. */
+/** One supervised step's work for a gradient peer: the micro-batches of `plan` still unclaimed in `claims`, against the policy's current weights. */
+export interface SupervisedWork {
+  policy: Policy;
+  plan: readonly (readonly SupervisedRow[])[];
+  /** The step's loss-weighted token count: every micro-batch's loss is divided by it. */
+  total: number;
+  /** Shared counter of claimed micro-batches (Int32Array of one element on a SharedArrayBuffer). */
+  claims: Int32Array;
+}
+
+/** Another thread computing supervised gradients beside this one; resolves with the sum of its gradients, as tensors of this thread. */
+export interface SupervisedPeer {
+  supervised(work: SupervisedWork): Promise<AccumulatedGradients>;
+}
+
+/** The loss weight of a row's scored positions 1 … L−1 (position 0 is never predicted). */
+function scoredWeight(row: SupervisedRow): number {
+  return row.lossMask.reduce((a, b) => a + b, 0) - row.lossMask[0];
+}
+
+/**
+ * Summed gradients of the micro-batches of `plan` that `claim` hands out (plan indices;
+ * undefined when none is left): masked negative log-likelihood, each micro-batch's sum
+ * divided by `total`. Tensors of a micro-batch live only while it runs.
+ */
+export function supervisedGradients(model: Transformer, plan: readonly (readonly SupervisedRow[])[], total: number, claim: () => number | undefined): AccumulatedGradients {
+  const claimed = function* () {
+    for (let index = claim(); index !== undefined; index = claim()) {
+      const batch = plan[index];
+      const width = Math.max(...batch.map((r) => r.tokens.length));
+      const ids = new Int32Array(batch.length * width);
+      const mask = new Float32Array(batch.length * (width - 1));
+      batch.forEach((row, b) => {
+        ids.set(row.tokens, b * width);
+        for (let t = 1; t < row.tokens.length; t++) mask[b * (width - 1) + t - 1] = row.lossMask[t];
+      });
+      const m = { inputIds: tf.tensor2d(ids, [batch.length, width], "int32"), mask: tf.tensor2d(mask, [batch.length, width - 1]) };
+      try {
+        yield m;
+      } finally {
+        tf.dispose([m.inputIds, m.mask]);
+      }
+    }
+  };
+  return accumulateGradients(model, claimed(), (m) =>
+    tf.tidy(() => tf.div(tf.neg(tf.sum(tf.mul(tokenLogProbs(model, m.inputIds, { mask: m.mask }).logProbs, m.mask))), Math.max(1, total)) as tf.Scalar),
+  );
+}
+
+/** One optimizer step of masked next-token loss over `rows`, in micro-batches of at most `microBatchTokens`, on this thread. */
 export function supervisedStep(policy: Policy, optimizer: AdamW, rows: readonly SupervisedRow[], microBatchTokens = 4096): SupervisedStepResult {
-  const total = rows.reduce((n, r) => n + r.lossMask.reduce((a, b) => a + b, 0) - r.lossMask[0], 0);
-  const micro = planMicroBatches(rows, microBatchTokens).map((batch) => {
-    const width = Math.max(...batch.map((r) => r.tokens.length));
-    const ids = new Int32Array(batch.length * width);
-    const mask = new Float32Array(batch.length * (width - 1));
-    batch.forEach((row, b) => {
-      ids.set(row.tokens, b * width);
-      for (let t = 1; t < row.tokens.length; t++) mask[b * (width - 1) + t - 1] = row.lossMask[t];
-    });
-    return { inputIds: tf.tensor2d(ids, [batch.length, width], "int32"), mask: tf.tensor2d(mask, [batch.length, width - 1]) };
-  });
+  const { plan, total } = planSupervisedStep(rows, microBatchTokens, 1);
+  return applySupervisedStep(policy, optimizer, [supervisedGradients(policy.model, plan, total, claimFrom(new Int32Array(1), plan.length))], total);
+}
+
+/**
+ * The same step with its micro-batches (smaller, so that every thread claims several) shared
+ * out between this thread and `peers` (e.g. the learner's gradient thread); the same update
+ * as `supervisedStep` up to float summation order.
+ */
+export async function sharedSupervisedStep(policy: Policy, optimizer: AdamW, rows: readonly SupervisedRow[], microBatchTokens = 4096, peers: readonly SupervisedPeer[] = []): Promise<SupervisedStepResult> {
+  const { plan, total } = planSupervisedStep(rows, microBatchTokens, 1 + peers.length);
+  const claims = new Int32Array(new SharedArrayBuffer(4));
+  const helping = Promise.allSettled(peers.map((peer) => peer.supervised({ policy, plan, total, claims })));
+  let own: PromiseSettledResult<AccumulatedGradients>;
   try {
-    const result = trainStep(policy.model, optimizer, micro, (m) =>
-      tf.tidy(() => tf.div(tf.neg(tf.sum(tf.mul(tokenLogProbs(policy.model, m.inputIds, { mask: m.mask }).logProbs, m.mask))), Math.max(1, total)) as tf.Scalar),
-    );
+    own = { status: "fulfilled", value: supervisedGradients(policy.model, plan, total, claimFrom(claims, plan.length)) };
+  } catch (reason) {
+    own = { status: "rejected", reason };
+  }
+  // Every thread has finished its share before anything is thrown or applied.
+  const settled = [own, ...(await helping)];
+  const parts = settled.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
+  const failure = settled.find((result): result is PromiseRejectedResult => result.status === "rejected");
+  if (failure) {
+    for (const part of parts) for (const gradient of part.gradients.values()) gradient.dispose();
+    throw failure.reason;
+  }
+  return applySupervisedStep(policy, optimizer, parts, total);
+}
+
+function planSupervisedStep(rows: readonly SupervisedRow[], microBatchTokens: number, threads: number): { plan: SupervisedRow[][]; total: number } {
+  if (rows.length === 0) throw new RangeError("a supervised step needs at least one row");
+  return { plan: planMicroBatches(rows, microBatchBudget(rows, microBatchTokens, threads)), total: rows.reduce((n, r) => n + scoredWeight(r), 0) };
+}
+
+/** Sums the threads' gradients (this thread's first) and takes the one clipped AdamW step. */
+function applySupervisedStep(policy: Policy, optimizer: AdamW, parts: readonly AccumulatedGradients[], total: number): SupervisedStepResult {
+  const gradients = new Map<string, tf.Tensor>();
+  for (const part of parts) for (const [name, gradient] of part.gradients) addGradient(gradients, name, gradient);
+  try {
+    const { gradNorm } = optimizer.applyGradients(gradients);
     policy.bumpVersion();
-    return { loss: result.loss, gradNorm: result.gradNorm, tokens: total };
+    return { loss: parts.reduce((n, part) => n + part.loss, 0), gradNorm, tokens: total, peerMicroBatches: parts.slice(1).reduce((n, part) => n + part.microBatches, 0) };
   } finally {
-    for (const m of micro) tf.dispose([m.inputIds, m.mask]);
+    for (const gradient of gradients.values()) gradient.dispose();
   }
 }

@@ -50,7 +50,7 @@ import type { ChatTokenizer } from "@agentrl/rollout";
 import { tokenizerCorpus } from "./corpus.js";
 import { DEFAULT_ARCHITECTURE } from "./config.js";
 import { evaluate } from "./evaluate.js";
-import { Learner } from "./learner.js";
+import { Learner, availableGradientThreads } from "./learner.js";
 import { expertSequence, type SupervisedRow } from "./sft.js";
 import type { ProgressFactory } from "./progress.js";
 
@@ -585,6 +585,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
     schedule: { learningRate: settings.learningRate, warmupSteps: settings.warmupSteps, schedule: settings.schedule, totalSteps: settings.scheduleSteps, minLearningRateRatio: 0.1 },
     // AdamW ε 1e-8: the recipes were measured with it (the RL default, 1e-4, is for noise-sized GRPO gradients).
     optimizer: { weightDecay: settings.weightDecay, maxGradNorm: 1, epsilon: 1e-8 },
+    gradientThreads: await availableGradientThreads(), // supervised steps on both cores
   });
   if (scratch) await rm(scratch, { recursive: true, force: true });
   const policy = learner.policy;
@@ -631,7 +632,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
       const batch = await stream.batch(settings.batchSize, progress);
       const dataDone = performance.now();
       dataMs += dataDone - stepStarted;
-      const result = learner.supervised(batch, settings.microBatchTokens);
+      const result = await learner.supervised(batch, settings.microBatchTokens);
       rowTokens += batch.reduce((n, row) => n + row.tokens.length, 0);
       step += 1;
       rows += batch.length;

@@ -23,10 +23,12 @@ import { compareDbAnswers, cleanAnswer, hashFromResult } from "./compare.js";
 import { dbDifficulty, initStatements, isModification, loadDbSamples, quoteIdentifier, tableHashQuery, type DbSample } from "./data.js";
 import { parsePythonList, pythonRowsRepr, type PythonValue } from "./python-format.js";
 import { MariaDbServer, type MariaDbServerOptions, type SessionLogin } from "./server.js";
+import { DEFAULT_GENERATED_COUNT, generateDbSamples } from "./generate.js";
 
 export { compareDbAnswers, cleanAnswer } from "./compare.js";
 export { loadDbSamples, dbDifficulty, initStatements, tableHashQuery, type DbSample } from "./data.js";
 export { MariaDbServer } from "./server.js";
+export { generateDbSample, generateDbSamples, GENERATED_OFFSET } from "./generate.js";
 
 export const DB_MAX_TURNS = 15;
 /** Seconds one statement may run (the original's limit). */
@@ -77,8 +79,10 @@ export interface DbFamilyOptions extends TaskFamilyOptions {
   maxSessions?: number;
   /** Seconds one statement of a session may run, enforced by the server. Default 60 (the original's limit). */
   statementSeconds?: number;
-  /** Samples to use instead of reading the data folder (tests). */
+  /** Samples to use instead of reading the data folder and generating (tests). */
   samples?: DbSample[];
+  /** Generated training instances added to AgentBench's (generate.ts; the test split stays AgentBench's dev set). Default 4000; 0 for none. */
+  generatedSize?: number;
 }
 
 export class DbTaskFamily implements CurriculumTaskFamily {
@@ -366,7 +370,7 @@ export class DbWrongExpert implements Expert {
 
 /** The DB task family on the local Docker engine. */
 export async function createTaskFamily(options: DbFamilyOptions = {}): Promise<DbTaskFamily> {
-  const samples = options.samples ?? loadDbSamples(options.dataDir);
+  const samples = options.samples ?? [...loadDbSamples(options.dataDir), ...generateDbSamples(options.generatedSize ?? DEFAULT_GENERATED_COUNT)];
   const runtime = options.runtime ?? (await DockerRuntime.connect());
   return new DbTaskFamily(runtime, { ...options, samples }, options.runtime === undefined);
 }

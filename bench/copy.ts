@@ -1,0 +1,171 @@
+/**
+ * Copy accuracy vs training minutes for a few architectures (choosing the warm start's preset):
+ *   npm run bench -- copy
+ *   AGENTRL_BENCH_COPY_STEPS=300 AGENTRL_BENCH_COPY_PRESETS=shipped,wide npm run bench -- copy
+ *
+ * KG and WebShop fail because the small model cannot copy entity names and product codes
+ * from its prompt. This measures exactly that skill, on the shipped tokenizer
+ * (models/warmstart: task-text BPE, vocabulary 4096), for fresh models of each preset:
+ * - name rows (KG): a question naming an entity, answered `get_neighbors("<name>")`;
+ * - code rows (WebShop): a results page of 8 products (ASIN, title, price), then a title,
+ *   answered with that product's ASIN in lower case, as the clickables spell it.
+ * Names and codes are random (syllables, `B0` + 8 characters), so nothing can be memorised:
+ * only copying scores. Each preset takes `STEPS` supervised steps of `BATCH` rows (loss on
+ * the answer only; AdamW lr 2e-3, cosine; both cores: the learner and its gradient thread),
+ * and every `EVERY` steps its exact-match accuracy on 200 held-out rows is measured
+ * (teacher-forced argmax at every answer token = greedy decoding's exact match), and the
+ * share of answer tokens predicted right.
+ */
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir, loadavg } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import * as tf from "@tensorflow/tfjs-core";
+import { Policy, validateConfig, type ModelConfig } from "@agentrl/policy";
+import { Learner, type SupervisedRow } from "@agentrl/trainer";
+import type { BenchResult } from "./types.js";
+
+const SHIPPED = join(fileURLToPath(new URL("..", import.meta.url)), "models", "warmstart");
+const STEPS = Number(process.env.AGENTRL_BENCH_COPY_STEPS ?? 240);
+const EVERY = Number(process.env.AGENTRL_BENCH_COPY_EVERY ?? 60);
+const BATCH = 16;
+const HELD_OUT = 200;
+
+/** Architectures compared (the shipped one first); vocabulary and context are the shipped tokenizer's. */
+const PRESETS: Record<string, Partial<ModelConfig>> = {
+  shipped: { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32 },
+  deep: { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 6, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32 },
+  wide: { hiddenSize: 192, intermediateSize: 576, numHiddenLayers: 4, numAttentionHeads: 6, numKeyValueHeads: 2, headDim: 32 },
+};
+
+/** mulberry32 */
+function random(seed: number): () => number {
+  let state = seed >>> 0;
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const SYLLABLES = ["ka", "ro", "vin", "tel", "mar", "os", "fen", "lu", "dra", "bel", "ni", "sto", "qua", "rem", "ix", "zo", "har", "pel", "un", "gri"];
+const ALPHANUMERIC = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+const NOUNS = ["Shampoo", "Trail Mix", "Protein Bar", "Desk Lamp", "Headphones", "Yoga Mat", "Tea Kettle", "Backpack"];
+
+interface CopyRow {
+  kind: "name" | "code";
+  prompt: string;
+  answer: string;
+}
+
+function makeRow(next: () => number, kind: "name" | "code"): CopyRow {
+  const pick = <T>(items: readonly T[]) => items[Math.floor(next() * items.length)];
+  const word = () => {
+    const w = Array.from({ length: 2 + Math.floor(next() * 2) }, () => pick(SYLLABLES)).join("");
+    return w[0].toUpperCase() + w.slice(1);
+  };
+  if (kind === "name") {
+    const name = `${word()} ${word()}`;
+    const relation = pick(["was born in", "plays for", "wrote", "founded"]);
+    return { kind, prompt: `Question: what did ${name} found, and who ${relation} it?\nFind the entity first.\n`, answer: `get_neighbors("${name}")` };
+  }
+  const products = Array.from({ length: 8 }, () => ({
+    code: `B0${Array.from({ length: 8 }, () => pick([...ALPHANUMERIC])).join("")}`,
+    title: `${word()} ${pick(NOUNS)}`,
+    price: (5 + next() * 60).toFixed(2),
+  }));
+  const target = pick(products);
+  const page = products.map((p) => `${p.code} [SEP] ${p.title} [SEP] $${p.price}`).join(" [SEP] ");
+  return { kind, prompt: `Back to Search [SEP] Page 1 [SEP] ${page}\nBuy the ${target.title}. Click its code:\n`, answer: `click[${target.code.toLowerCase()}]` };
+}
+
+interface Encoded {
+  row: SupervisedRow;
+  /** Positions of the answer tokens. */
+  answerFrom: number;
+}
+
+function encode(tokenizer: { encode(text: string): number[] }, row: CopyRow): Encoded {
+  const prompt = tokenizer.encode(row.prompt);
+  const answer = tokenizer.encode(row.answer);
+  const tokens = Int32Array.from([...prompt, ...answer]);
+  const lossMask = Uint8Array.from(tokens, (_, i) => (i >= prompt.length ? 1 : 0));
+  return { row: { task: row.kind, tokens, lossMask }, answerFrom: prompt.length };
+}
+
+type Kind = "name" | "code";
+
+/**
+ * Per kind: exact match (every answer token is the argmax given the true prefix) and the
+ * share of answer tokens that are (a finer measure while exact matches are still rare).
+ */
+function accuracy(policy: Policy, rows: readonly Encoded[]): Record<Kind, { exact: number; tokens: number }> {
+  const totals = { name: { rows: 0, exact: 0, tokens: 0, correct: 0 }, code: { rows: 0, exact: 0, tokens: 0, correct: 0 } };
+  for (const { row, answerFrom } of rows) {
+    const predicted = tf.tidy(() => tf.argMax(policy.model.forward(tf.tensor2d(row.tokens, [1, row.tokens.length], "int32")), -1).dataSync() as Int32Array);
+    const total = totals[row.task as Kind];
+    let wrong = 0;
+    for (let t = answerFrom; t < row.tokens.length; t++) if (predicted[t - 1] !== row.tokens[t]) wrong += 1;
+    total.rows += 1;
+    total.exact += wrong === 0 ? 1 : 0;
+    total.tokens += row.tokens.length - answerFrom;
+    total.correct += row.tokens.length - answerFrom - wrong;
+  }
+  const share = (kind: Kind) => ({ exact: totals[kind].exact / Math.max(1, totals[kind].rows), tokens: totals[kind].correct / Math.max(1, totals[kind].tokens) });
+  return { name: share("name"), code: share("code") };
+}
+
+export async function run(): Promise<BenchResult> {
+  const shipped = await Policy.load(SHIPPED, { trainable: false });
+  const tokenizer = shipped.tokenizer!;
+  const base = shipped.config;
+  shipped.dispose();
+  const names = (process.env.AGENTRL_BENCH_COPY_PRESETS ?? Object.keys(PRESETS).join(",")).split(",");
+  const heldOut = Array.from({ length: HELD_OUT }, (_, i) => encode(tokenizer, makeRow(random(1_000_000 + i), i % 2 ? "code" : "name")));
+  const meanTokens = heldOut.reduce((n, e) => n + e.row.tokens.length, 0) / heldOut.length;
+  const lines = [
+    "## Copy accuracy vs training minutes (`bench/copy.ts`)",
+    "",
+    `Fresh models on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups), ${BATCH} a step, loss on the answer; exact match on ${HELD_OUT} held-out rows; learner + gradient thread (2 threads); load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
+    "",
+    "| preset | parameters | step | train min | name copy: exact | tokens | code look-up: exact | tokens |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|",
+  ];
+  for (const name of names) {
+    const config = validateConfig({ ...base, ...PRESETS[name] });
+    const directory = mkdtempSync(join(tmpdir(), "agentrl-bench-copy-"));
+    try {
+      const fresh = Policy.create(config, { tokenizer, seed: 0 });
+      await fresh.save(directory);
+      fresh.dispose();
+      const learner = await Learner.load(directory, {
+        grpo: { klCoefficient: 0, microBatchTokens: 4096 },
+        schedule: { learningRate: 2e-3, warmupSteps: 10, schedule: "cosine", totalSteps: STEPS },
+        gradientThreads: 2,
+      });
+      const next = random(7);
+      let trainMs = 0;
+      try {
+        for (let step = 1; step <= STEPS; step++) {
+          const batch = Array.from({ length: BATCH }, (_, i) => encode(tokenizer, makeRow(next, i % 2 ? "code" : "name")).row);
+          const started = performance.now();
+          await learner.supervised(batch);
+          trainMs += performance.now() - started;
+          if (step % EVERY === 0 || step === STEPS) {
+            const score = accuracy(learner.policy, heldOut);
+            const line = `| ${name} | ${learner.policy.model.parameterCount.toLocaleString("en-US")} | ${step} | ${(trainMs / 60_000).toFixed(1)} | ${(100 * score.name.exact).toFixed(0)} % | ${(100 * score.name.tokens).toFixed(0)} % | ${(100 * score.code.exact).toFixed(0)} % | ${(100 * score.code.tokens).toFixed(0)} % |`;
+            console.log(line);
+            lines.push(line);
+          }
+        }
+      } finally {
+        await learner.dispose();
+      }
+    } finally {
+      rmSync(directory, { recursive: true, force: true });
+    }
+  }
+  return { name: "copy", markdown: lines.join("\n") };
+}

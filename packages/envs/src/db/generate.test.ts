@@ -1,0 +1,85 @@
+/**
+ * Generated DB tasks: deterministic, every kind present, labels consistent with the tables;
+ * and on a real MariaDB container (skipped with the reason when the engine or the image is
+ * missing): the gold-SQL expert solves every kind, the table hash computed here equals the
+ * database's, and a wrong answer scores 0.
+ */
+import { describe, test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import Docker from "dockerode";
+import { playEpisode } from "../play.js";
+import { isDockerAvailable } from "../docker/runtime.js";
+import { IMAGES, imageHash } from "../docker/images.js";
+import { compareDbAnswers } from "./compare.js";
+import { dbDifficulty, isModification } from "./data.js";
+import { GENERATED_OFFSET, generateDbSample, generateDbSamples, generatedTableHash } from "./generate.js";
+import { createTaskFamily, type DbTaskFamily } from "./index.js";
+
+const samples = generateDbSamples(600, 3);
+
+describe("generated DB tasks", () => {
+  test("are deterministic from the seed and differ between seeds", () => {
+    assert.deepEqual(generateDbSample(17, 3), samples[17]);
+    assert.notDeepEqual(generateDbSample(17, 4), samples[17]);
+    assert.deepEqual(samples.map((sample) => sample.index), samples.map((_, k) => GENERATED_OFFSET + k));
+    assert.ok(samples.every((sample) => sample.split === "train"));
+  });
+
+  test("cover inserts, updates, deletes and every SELECT kind, on all three difficulties", () => {
+    const types = new Set(samples.map((sample) => sample.type));
+    for (const type of ["INSERT", "UPDATE", "DELETE", "other", "counting", "ranking", "comparison", "aggregation-SUM", "aggregation-AVG", "aggregation-MAX", "aggregation-MIN"]) assert.ok(types.has(type), type);
+    assert.deepEqual([...new Set(samples.map(dbDifficulty))].sort(), [0, 1, 2]);
+  });
+
+  test("modifications change the table hash; SELECT labels come from the table", () => {
+    for (const sample of samples) {
+      const table = sample.tables[0];
+      assert.match(sample.addDescription, new RegExp(`^The name of this table is ${table.table_name}, and the headers`));
+      if (isModification(sample.type)) {
+        assert.match(String(sample.label[0]), new RegExp(`^${sample.type} `));
+        assert.notEqual(sample.answerMd5, generatedTableHash(table.table_info.rows as string[][]), `${sample.index} changes the table`);
+      } else {
+        assert.ok(sample.label.length > 0);
+        assert.equal(sample.answerMd5, undefined);
+        assert.ok(compareDbAnswers(sample.label, sample.label, sample.type));
+        if (sample.type === "other" && sample.label.length === 1) {
+          const cells = new Set(table.table_info.rows.flat());
+          assert.ok(cells.has(sample.label[0]), `${sample.index}: the answer ${sample.label[0]} is a cell of the table`);
+        }
+      }
+    }
+  });
+});
+
+const engine = await isDockerAvailable();
+const image = engine ? await imageHash(new Docker(), IMAGES.db.tag) : undefined;
+const dockerSkip = !engine ? "no Docker engine answers (bash scripts/start-dockerd.sh)" : image === undefined ? "image agentrl/db missing (agentrl env build)" : false;
+
+describe("generated DB tasks on MariaDB", { skip: dockerSkip }, () => {
+  let family: DbTaskFamily;
+  // three of each type
+  const chosen = [...new Set(samples.map((sample) => sample.type))].flatMap((type) => samples.filter((sample) => sample.type === type).slice(0, 3));
+  before(async () => {
+    family = await createTaskFamily({ samples: chosen });
+  });
+  after(async () => {
+    await family.close();
+  });
+
+  test("the gold-SQL expert solves every generated kind (the hashes computed here are the database's)", async () => {
+    const failed: string[] = [];
+    for (const sample of chosen) {
+      const episode = await playEpisode(family, sample.index, family.expert(sample.index));
+      if (episode.reward !== 1) failed.push(`${sample.type} ${sample.index}: ${sample.sql} → ${JSON.stringify(episode.messages.slice(-3))}`);
+    }
+    assert.deepEqual(failed, []);
+  });
+
+  test("a wrong answer or an unchanged table scores 0", async () => {
+    for (const type of ["INSERT", "DELETE", "counting", "aggregation-AVG"]) {
+      const sample = chosen.find((candidate) => candidate.type === type)!;
+      const episode = await playEpisode(family, sample.index, family.wrongExpert(sample.index));
+      assert.equal(episode.reward, 0, type);
+    }
+  });
+});
