@@ -6,8 +6,9 @@
  * - turns went to both servers, and every generated token's recorded log-prob equals the
  *   trainer's own scoring (tokenLogProbs at the sampling temperature) with the weights of
  *   the version the token records (the initial model, or the checkpoint of that step);
- * - one server is killed (SIGKILL) mid-run: the episodes it held end `task error` with the
- *   incomplete penalty, and the run finishes its steps on the other server.
+ * - one server is killed (SIGKILL) mid-run: the episodes it held end `task error` (an
+ *   infrastructure fault; here not retried and penalised rather than masked, to see them) and
+ *   the run finishes its steps on the other server.
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -70,7 +71,9 @@ test("a training run rolls out on two agentrl serve servers: exact log-probs, ve
       rollout: {
         maxConcurrentEpisodes: 8,
         engine: { temperature: TEMPERATURE },
-        episode: { maxTurns: 3, maxNewTokensPerTurn: 16, maxTokens: 1024, temperature: TEMPERATURE, incompletePenalty: PENALTY },
+        // A dead server is an infrastructure fault: played again and masked by default (loop.test.ts
+        // covers that); here without retries and penalised, so the killed server's episodes stay visible.
+        episode: { maxTurns: 3, maxNewTokensPerTurn: 16, maxTokens: 1024, temperature: TEMPERATURE, incompletePenalty: PENALTY, infrastructureRetries: 0, infrastructureFaults: "penalize" },
         maxStaleness: Infinity,
         servers: { urls, apiKey: API_KEY },
       },
@@ -115,6 +118,7 @@ test("a training run rolls out on two agentrl serve servers: exact log-probs, ve
     assert.ok(failed.length > 0, `some episode ended by the killed server (statuses: ${[...new Set(trajectories.map((t) => t.status))].join(", ")})`);
     for (const t of failed) {
       assert.equal(t.status, "task error");
+      assert.equal(t.endCause, "infrastructure");
       assert.equal(t.reward, PENALTY);
     }
 
