@@ -22,6 +22,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import * as tf from "@tensorflow/tfjs-core";
 import { Policy, validateConfig, type ModelConfig } from "@agentrl/policy";
+import { Random } from "@agentrl/envs";
 import { Learner, type SupervisedRow } from "@agentrl/trainer";
 import type { BenchResult } from "./types.js";
 
@@ -38,16 +39,10 @@ const PRESETS: Record<string, Partial<ModelConfig>> = {
   wide: { hiddenSize: 192, intermediateSize: 576, numHiddenLayers: 4, numAttentionHeads: 6, numKeyValueHeads: 2, headDim: 32 },
 };
 
-/** mulberry32 */
+/** A seeded uniform generator in [0, 1) (envs' mulberry32). */
 function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const generator = new Random(seed);
+  return () => generator.next();
 }
 
 const SYLLABLES = ["ka", "ro", "vin", "tel", "mar", "os", "fen", "lu", "dra", "bel", "ni", "sto", "qua", "rem", "ix", "zo", "har", "pel", "un", "gri"];

@@ -22,6 +22,7 @@
 import { performance } from "node:perf_hooks";
 import Docker from "dockerode";
 import {
+  Random,
   Controller,
   DockerRuntime,
   EnvironmentApiError,
@@ -84,16 +85,10 @@ function answer(value: string): AssistantMessage {
   return { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "answer_action", arguments: JSON.stringify({ answer: value }) } }] };
 }
 
-/** A small seeded generator (mulberry32). */
+/** A seeded uniform generator in [0, 1) (envs' mulberry32). */
 function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const generator = new Random(seed);
+  return () => generator.next();
 }
 
 class Hung extends Error {}

@@ -195,11 +195,11 @@ test("the page in headless Chromium: runs, a chart with points, a live update, a
   }
   const { chromium } = await import("playwright-core");
   const { root, live } = makeRuns();
-  const controller = new Controller({ port: 0 });
+  const controller = new Controller({ port: 0, token: "controller-token" });
   controller.addLocalWorker(new TaskWorker(family, { concurrency: 4 }));
   const controllerUrl = await controller.listen();
   await controller.startSample("alpha", 0); // one live session
-  const server = await startDashboard({ runs: root, port: 0, controllerUrl, pollMs: 250 });
+  const server = await startDashboard({ runs: root, port: 0, controllerUrl, controllerToken: "controller-token", pollMs: 250 });
   const screenshots = process.env.AGENTRL_DASHBOARD_SCREENSHOTS === "1" ? join(REPO, "docs", "images") : mkdtempSync(join(tmpdir(), "agentrl-dashboard-shots-"));
   mkdirSync(screenshots, { recursive: true });
   // A fresh profile (playwright passes it as --user-data-dir).

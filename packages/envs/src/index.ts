@@ -41,6 +41,7 @@ export {
   type EngineHostsOptions, type EngineState, type ImageCopy, MultiEngineTaskFamily, parseDockerHost
 } from "./docker/index.js";
 export * as kg from "./kg/index.js";
+export { hashString, mixSeeds, Random } from "./random.js";
 export * as webshop from "./webshop/index.js";
 export { loadOsSamples, type OsSample } from "./os/data.js";
 export { loadDbSamples, type DbSample } from "./db/data.js";

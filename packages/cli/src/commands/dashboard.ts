@@ -2,7 +2,9 @@
  * `agentrl dashboard`: the live web dashboard of a folder of runs (see packages/dashboard and
  * docs/dashboard.md). `agentrl train --dashboard` starts the same server beside its run.
  */
-import { InvalidArgumentError, type Command } from "commander";
+import type { Command } from "commander";
+import { tokenFromEnvironment } from "@agentrl/envs";
+import { numberOption } from "../options.js";
 import { DEFAULT_DASHBOARD_PORT, startDashboard, type DashboardServer } from "@agentrl/dashboard";
 
 export interface DashboardCommandOptions {
@@ -16,11 +18,7 @@ export interface DashboardCommandOptions {
 }
 
 /** Commander parser of a port number. */
-export function parsePort(value: string): number {
-  const parsed = Number(value);
-  if (!Number.isInteger(parsed) || parsed < 0 || parsed > 65_535) throw new InvalidArgumentError(`--port must be an integer in [0, 65535], got "${value}"`);
-  return parsed;
-}
+export const parsePort = numberOption("--port", { integer: true, minimum: 0, maximum: 65_535 });
 
 /** Starts the dashboard and prints where it is. */
 export async function openDashboard(options: DashboardCommandOptions, print: (line: string) => void = (line) => console.error(line)): Promise<DashboardServer> {
@@ -31,7 +29,7 @@ export async function openDashboard(options: DashboardCommandOptions, print: (li
     host: options.host,
     token,
     controllerUrl: options.controller,
-    controllerToken: options.controllerToken ?? process.env.AGENTRL_TOKEN,
+    controllerToken: options.controllerToken ?? tokenFromEnvironment(),
   });
   print(`agentrl dashboard: ${server.url}${token ? `?token=${token}` : ""} (runs in ${options.runs})`);
   return server;
@@ -46,7 +44,7 @@ export function registerDashboardCommand(program: Command): void {
     .option("--host <address>", "address to bind; anything but loopback needs --token", "127.0.0.1")
     .option("--token <token>", "require this token (?token= or 'Authorization: Bearer'); env AGENTRL_DASHBOARD_TOKEN")
     .option("--controller <url>", "environment controller to show workers and sessions of, e.g. http://127.0.0.1:5020")
-    .option("--controller-token <token>", "bearer token of that controller (env AGENTRL_TOKEN)")
+    .option("--controller-token <token>", "bearer token of that controller (default: env AGENTRL_TOKEN, else the token file env serve wrote)")
     .addHelpText(
       "after",
       "\nExamples:\n  agentrl dashboard                               # every run under runs/, at http://127.0.0.1:8265/\n  agentrl dashboard --runs runs/default --controller http://127.0.0.1:5020\n  agentrl train --dashboard                       # a run with its dashboard beside it",

@@ -39,7 +39,7 @@ test("env worker --docker-host: an OS worker whose engines do not answer fails w
     startEnvWorker({ controller: "http://127.0.0.1:1", task: "os", dockerHost: ["tcp://10.0.0.5:2376"] }, factory, () => undefined),
     /TLS port: give the folder with ca.pem, cert.pem and key.pem/,
   );
-  const worker = await startEnvWorker({ controller: "http://127.0.0.1:1", task: "kg", heartbeat: 60, dockerHost: ["unix:///nonexistent/x.sock"] }, factory, () => undefined);
+  const worker = await startEnvWorker({ controller: "http://127.0.0.1:1", task: "kg", token: "test-token", heartbeat: 60, dockerHost: ["unix:///nonexistent/x.sock"] }, factory, () => undefined);
   assert.deepEqual(created, ["kg"]);
   await worker.close();
 });

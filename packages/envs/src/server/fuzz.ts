@@ -6,6 +6,7 @@
  * 1,000 of them (no answer may be a 5xx); `npm run bench -- controller` sends 10,000.
  */
 import http from "node:http";
+import { Random } from "../random.js";
 
 /** One request to send: where, how, and the raw bytes of its body. */
 export interface FuzzRequest {
@@ -31,18 +32,6 @@ export interface FuzzTargets {
   sessionIds: () => string[];
   /** Largest body the servers accept, in bytes. */
   maxBodyBytes: number;
-}
-
-/** A small seeded generator (mulberry32): the same seed gives the same requests. */
-export function seededRandom(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }
 
 const CONTROLLER_ROUTES: [string, string][] = [
@@ -75,7 +64,8 @@ const WORKER_ROUTES: [string, string][] = [
 
 /** Builds a generator of malformed (and some well-formed) requests. */
 export function createFuzzer(seed: number, targets: FuzzTargets): () => FuzzRequest {
-  const random = seededRandom(seed);
+  const generator = new Random(seed); // the same seed gives the same requests
+  const random = () => generator.next();
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)];
   const chance = (p: number): boolean => random() < p;
   const integer = (max: number): number => Math.floor(random() * max);
