@@ -19,7 +19,7 @@ import { FunctionCallSession, InProcessEnvironmentClient, type AssistantMessage,
 import { Policy, Tokenizer, initBackend, presetConfig, trainByteLevelBpe } from "@agentrl/policy";
 import { ExternalChatModel, PolicyPool, RolloutScheduler, TrajectoryBuffer, createPolicyEngine, formatToolCalls, runEpisode, POLICY_CODES, type Trajectory } from "@agentrl/rollout";
 import { expertSequence, supervisedStep } from "@agentrl/trainer";
-import { startModelServer, type RunningModelServer } from "../packages/cli/src/serve/index.js";
+import { startModelServer, type RunningModelServer } from "@agentrl/rollout";
 import { startServeProcess } from "./serve-process.js";
 
 const API_KEY = "serve-test-key";

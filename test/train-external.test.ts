@@ -22,7 +22,7 @@ import { FunctionCallSession, InProcessEnvironmentClient, type TaskFamily, type 
 import { Policy, QWEN25_CHAT_TEMPLATE, Tokenizer, presetConfig, renderChatTemplate, setBackend, trainByteLevelBpe } from "@agentrl/policy";
 import { POLICY_CODES, NO_VERSION, type TrajectoryGroup } from "@agentrl/rollout";
 import { TrainingOptionsError, prepareBatch, runTraining, type StepRecord, type TrainingRunOptions } from "@agentrl/trainer";
-import { startModelServer, type RunningModelServer } from "../packages/cli/src/serve/index.js";
+import { startModelServer, type RunningModelServer } from "@agentrl/rollout";
 import { resolveTrainConfig } from "../packages/trainer/src/experiment.js";
 import { ConfigError } from "../packages/trainer/src/config.js";
 

@@ -43,3 +43,9 @@ export {
 export {
   RolloutScheduler, type RolloutSchedulerOptions, SchedulerError, type TaskMixEntry
 } from "./scheduler.js";
+export {
+  ApiError, ChatCompletionRequestSchema, type ChatCompletionRequest, ChatServer,
+  type ChatServerOptions, isLoopbackHost, type ListeningAddress, type ModelServerOptions,
+  parseChatCompletionRequest, type RunningModelServer, ServeConfigError, type ServeEngine,
+  startModelServer
+} from "./serve/index.js";

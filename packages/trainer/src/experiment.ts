@@ -236,7 +236,7 @@ async function evaluatePolicy(policy: Policy, request: EvaluationRequest): Promi
       samples: config.evaluation.samples,
       temperature: config.evaluation.temperature,
       concurrency: config.evaluation.concurrency,
-      episode: episodeOptions(config),
+      episode: playKey(episodeOptions(config)),
       seed: config.run.seed,
       signal: request.signal,
       onProgress: (done) => progress?.update(done),
@@ -260,6 +260,16 @@ async function testInstancesDigest(client: Pick<EnvironmentClient, "getIndices">
  * evaluated with it (they share the episode seeds), so then the whole task list and its
  * instances count. Hex SHA-256, 16 characters.
  */
+/**
+ * The episode options that decide how an episode plays. How infrastructure faults are handled
+ * (retries, masking) is left out: it changes no episode that meets no fault, and faults are
+ * not reproducible anyway, so memos made before those options existed stay valid.
+ */
+function playKey(options: EpisodeOptions): EpisodeOptions {
+  const { infrastructureRetries: _retries, infrastructureFaults: _faults, ...play } = options;
+  return play;
+}
+
 export async function evaluationKey(directory: string, request: Pick<EvaluationRequest, "config" | "tasks" | "limit"> & { client: Pick<EnvironmentClient, "getIndices"> }, task: string): Promise<string> {
   const hash = createHash("sha256");
   for (const file of (await readdir(directory)).filter((f) => f === "config.json" || f === "tokenizer.json" || f === "tokenizer_config.json" || f.endsWith(".safetensors")).sort()) {
@@ -275,7 +285,7 @@ export async function evaluationKey(directory: string, request: Pick<EvaluationR
       limit,
       samples: config.evaluation.samples,
       temperature: config.evaluation.temperature,
-      episode: episodeOptions(config),
+      episode: playKey(episodeOptions(config)),
       seed: config.run.seed,
       backend: await initBackend(),
     }),

@@ -5,7 +5,7 @@
  */
 import { type Command } from "commander";
 import { numberOption } from "../options.js";
-import { startModelServer, isLoopbackHost, ServeConfigError, type ModelServerOptions } from "../serve/index.js";
+import { startModelServer, isLoopbackHost, ServeConfigError, type ModelServerOptions } from "@agentrl/rollout";
 
 export interface ServeCommandOptions {
   /** Model directory. */

@@ -15,7 +15,7 @@ import { access } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { SafetensorsError, parseSafetensors, readSafetensorsDirectory, type ExportedWeights, type NamedWeight } from "@agentrl/policy";
-import { POLICY_VERSION_HEADER } from "@agentrl/rollout";
+import { POLICY_VERSION_HEADER } from "../remote.js";
 import { ApiError } from "./schema.js";
 import { readBody } from "./body.js";
 

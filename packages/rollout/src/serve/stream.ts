@@ -11,7 +11,7 @@
  * The server feeds it each slice of a chunked generation (see chunked.ts) as it arrives.
  */
 import { StreamDecoder } from "@agentrl/policy";
-import { TOOL_CALL_OPEN } from "@agentrl/rollout";
+import { TOOL_CALL_OPEN } from "../toolcall.js";
 import { cutAtStop, type ChatPrompt, type ChoiceOutcome, type ServeTokenizer } from "./chat.js";
 
 /** One chunk's `delta` of a choice. */
