@@ -61,7 +61,7 @@ async function measure(threads: 1 | 2, batches: SupervisedRow[][]): Promise<{ se
 
 export async function run(): Promise<BenchResult> {
   const probe = await Learner.load(MODEL, { gradientThreads: 1 });
-  const tokenizer = probe.policy.tokenizer as unknown as ChatTokenizer;
+  const tokenizer: ChatTokenizer = probe.policy.tokenizer!;
   const parameters = probe.policy.model.parameterCount;
   await probe.dispose();
   const pool = await expertRows(tokenizer, Math.ceil(((STEPS + WARMUP) * BATCH) / TASKS.length));

@@ -2,14 +2,14 @@
  * Issue 7, packaging: `npm pack` of each package gives a tarball that installs into an empty
  * folder, where the example of that package's README runs.
  *
- * 1. `npm pack --ignore-scripts` of the five packages (the build must have run: `npm run
+ * 1. `npm pack --ignore-scripts` of every package (the build must have run: `npm run
  *    build`, as CI's setup.sh does; skipped with a reason otherwise). The tarballs are
  *    checked: package.json, README.md and dist/ present; every `main` / `types` / `exports`
  *    / `bin` target inside; nothing but dist/, bin/ (cli), README.md, package.json and
  *    LICENSE; no tests, no sources; every dist file compiled from a source
  *    file that still exists (a stale build would publish deleted modules); every package
  *    imported by dist/ or bin/ declared in `dependencies`.
- * 2. One `npm install` of all five tarballs into an empty folder (`{"type": "module"}`), so
+ * 2. One `npm install` of all the tarballs into an empty folder (`{"type": "module"}`), so
  *    they resolve each other, never the registry; optional dependencies (tfjs-node) and
  *    install scripts left out. Skipped with a reason when npm can reach neither the registry
  *    nor a cache holding the dependencies.
@@ -31,7 +31,7 @@ import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const repositoryRoot = fileURLToPath(new URL("..", import.meta.url));
-const PACKAGES = ["policy", "envs", "rollout", "trainer", "dashboard", "cli"] as const;
+const PACKAGES = ["spec", "policy", "envs", "rollout", "trainer", "dashboard", "cli"] as const;
 type PackageName = (typeof PACKAGES)[number];
 /** The marker line that makes the next fenced code block of a README a runnable example. */
 export const EXAMPLE_MARKER = "<!-- example: runnable -->";
@@ -232,7 +232,7 @@ describe("npm pack: tarballs that install and run their README examples", { skip
     });
   }
 
-  test("the five tarballs install into an empty folder and resolve each other", (t) => {
+  test("the tarballs install into an empty folder and resolve each other", (t) => {
     if (installSkip) return t.skip(installSkip);
     t.diagnostic(`npm install: ${installSeconds.toFixed(1)} s`);
     for (const name of PACKAGES) {

@@ -16,6 +16,7 @@
  * Bound to 127.0.0.1 by default; any other address requires a token, sent as
  * `Authorization: Bearer <token>` or `?token=` (the page passes it on, EventSource cannot set headers).
  */
+import { AgentRLError } from "@agentrl/spec";
 import http from "node:http";
 import { timingSafeEqual } from "node:crypto";
 import { readFile } from "node:fs/promises";
@@ -56,9 +57,7 @@ export interface DashboardOptions {
 export const DEFAULT_DASHBOARD_PORT = 8265;
 
 /** Thrown for options that cannot work (e.g. a public address without a token). */
-export class DashboardConfigError extends Error {
-  override name = "DashboardConfigError";
-}
+export class DashboardConfigError extends AgentRLError {}
 
 export function isLoopbackHost(host: string): boolean {
   return host === "127.0.0.1" || host === "::1" || host === "localhost" || /^127\.\d+\.\d+\.\d+$/.test(host);
@@ -77,7 +76,7 @@ const ASSETS: Record<string, [string, string]> = {
   "/vendor/uPlot.min.css": [join(UPLOT, "uPlot.min.css"), "text/css; charset=utf-8"],
 };
 
-class HttpError extends Error {
+class HttpError extends AgentRLError {
   constructor(readonly status: number, message: string) {
     super(message);
   }

@@ -5,43 +5,13 @@
  * the in-process client, the task families) is written against these.
  */
 
-/** OpenAI-style tool description (JSON schema of the arguments). */
-export interface ToolSpec {
-  type: "function";
-  function: {
-    name: string;
-    description: string;
-    parameters: {
-      type: "object";
-      properties: Record<string, JsonSchema>;
-      required?: string[];
-    };
-  };
-}
+import { AgentRLError, type AssistantMessage, type Message, type ToolSpec } from "@agentrl/spec";
 
-export type JsonSchema = {
-  type?: string | string[];
-  description?: string;
-  items?: JsonSchema;
-  enum?: unknown[];
-  properties?: Record<string, JsonSchema>;
-  required?: string[];
-};
-
-/** One tool call of an assistant turn; `arguments` is a JSON string, as in OpenAI's API. */
-export interface ToolCall {
-  id: string;
-  type: "function";
-  function: { name: string; arguments: string };
-}
-
-export type Message =
-  | { role: "system"; content: string }
-  | { role: "user"; content: string }
-  | { role: "assistant"; content: string | null; tool_calls?: ToolCall[] }
-  | { role: "tool"; tool_call_id: string; content: string; name?: string };
-
-export type AssistantMessage = Extract<Message, { role: "assistant" }>;
+/**
+ * The conversation types (OpenAI-style messages, tool calls, tool specs) are `@agentrl/spec`'s,
+ * the same the policy's chat template takes; re-exported here as part of this package's API.
+ */
+export type { AssistantMessage, JsonSchema, Message, ToolCall, ToolSpec } from "@agentrl/spec";
 
 /** The statuses of the original (`finish = status !== "running"`). */
 export const SAMPLE_STATUSES = [
@@ -117,9 +87,7 @@ export interface CurriculumTaskFamily extends TaskFamily {
 }
 
 /** Errors raised to callers of the environment API (never to the agent). */
-export class EnvironmentError extends Error {
-  override name = "EnvironmentError";
-}
+export class EnvironmentError extends AgentRLError {}
 
 /**
  * How a client (HTTP or in-process) drives sessions on a controller. The rollout engine

@@ -15,6 +15,7 @@
  *   of the wasm heap on every call (a split into n parts copied it n times); wasm's
  *   `Identity` (every tensor saved for a gradient goes through it) shares data instead of copying.
  */
+import { AgentRLError } from "@agentrl/spec";
 import * as tf from "@tensorflow/tfjs-core";
 import "@tensorflow/tfjs-backend-cpu";
 import "./vendor/tfjs-gradients.js"; // tfjs-core's Node build registers no gradients
@@ -31,9 +32,7 @@ export type BackendName = "tensorflow" | "wasm" | "cpu";
 export const BACKEND_NAMES: readonly BackendName[] = ["tensorflow", "wasm", "cpu"];
 
 /** A forced backend could not be loaded. */
-export class BackendUnavailableError extends Error {
-  override name = "BackendUnavailableError";
-}
+export class BackendUnavailableError extends AgentRLError {}
 
 export interface InitBackendOptions {
   /** Force a backend; default: `process.env.AGENTRL_BACKEND`, else the fastest that loads. */

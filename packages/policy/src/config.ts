@@ -2,6 +2,7 @@
  * Model configuration: the Hugging Face `config.json` of `LlamaForCausalLM` and
  * `Qwen2ForCausalLM`, validated with zod and turned into one camel-case `ModelConfig`.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { z } from "zod";
 
 export type Architecture = "LlamaForCausalLM" | "Qwen2ForCausalLM";
@@ -35,9 +36,7 @@ export interface ModelConfig {
 }
 
 /** A config.json that does not describe a model we can run. */
-export class ModelConfigError extends Error {
-  override name = "ModelConfigError";
-}
+export class ModelConfigError extends AgentRLError {}
 
 const positiveInt = z.number().int().positive();
 const tokenId = z.number().int().nonnegative();

@@ -8,6 +8,7 @@
  * Sharded checkpoints: `model-0000N-of-0000M.safetensors` plus `model.safetensors.index.json`
  * (`{ metadata: { total_size }, weight_map: { name: file } }`).
  */
+import { AgentRLError } from "@agentrl/spec";
 import { readFile, writeFile, mkdir, access, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
@@ -16,9 +17,7 @@ import type { NamedWeight } from "./model.js";
 export type SafetensorsDtype = "F32" | "F16" | "BF16";
 
 /** A file that is not valid safetensors, or a dtype we do not read. */
-export class SafetensorsError extends Error {
-  override name = "SafetensorsError";
-}
+export class SafetensorsError extends AgentRLError {}
 
 const BYTES_PER_ELEMENT: Record<SafetensorsDtype, number> = { F32: 4, F16: 2, BF16: 2 };
 

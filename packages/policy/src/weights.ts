@@ -8,13 +8,12 @@
  * so every projection is a plain rank-2 matmul without transpose flags (the fast path on
  * wasm); `hfTensors()` and `loadHfTensors()` convert at the boundary.
  */
+import { AgentRLError } from "@agentrl/spec";
 import * as tf from "@tensorflow/tfjs-core";
 import type { ModelConfig } from "./config.js";
 
 /** Something wrong with weights given to the model (missing, extra, mis-shaped). */
-export class WeightsError extends Error {
-  override name = "WeightsError";
-}
+export class WeightsError extends AgentRLError {}
 
 /** A tensor in Hugging Face layout, as plain data (float32). */
 export interface NamedWeight {

@@ -8,11 +8,10 @@
  * Turns drawn on purpose from the stale pool (cross-policy sampling) or from an external
  * model do not count against it.
  */
+import { AgentRLError } from "@agentrl/spec";
 import type { TrajectoryGroup } from "./types.js";
 
-export class BufferClosedError extends Error {
-  override name = "BufferClosedError";
-}
+export class BufferClosedError extends AgentRLError {}
 
 export interface TrajectoryBufferOptions {
   /** Most groups held at once; a `put` beyond it drops the OLDEST group (counted). Default 64. */

@@ -23,6 +23,7 @@
  * update (they were computed with the old weights; see `keepCachesOnUpdate`) and evicted
  * oldest-first under memory pressure.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { Rng, sampleToken, PolicySnapshot, type ExportedWeights, type KVSequence, type Policy } from "@agentrl/policy";
 
 /** A KV-cache sequence of the model (`@agentrl/policy`'s `KVSequence` fits). */
@@ -173,14 +174,10 @@ export interface GenerationEngine<Weights = unknown> {
 }
 
 /** The prompt does not fit the model's context. */
-export class ContextLimitError extends Error {
-  override name = "ContextLimitError";
-}
+export class ContextLimitError extends AgentRLError {}
 
 /** The engine was closed. */
-export class EngineClosedError extends Error {
-  override name = "EngineClosedError";
-}
+export class EngineClosedError extends AgentRLError {}
 
 export interface EngineStats {
   version: number;

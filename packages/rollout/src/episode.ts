@@ -27,6 +27,7 @@
  * group kept out of the loss) or, with `infrastructureFaults: "penalize"`, penalised as the
  * original did.
  */
+import { AgentRLError } from "@agentrl/spec";
 import type { AssistantMessage, EnvironmentClient, Message, SampleStatus, ToolSpec } from "@agentrl/envs";
 import { ContextLimitError, type GenerationResult } from "./engine.js";
 import type { PolicyPool } from "./pool.js";
@@ -82,12 +83,8 @@ export interface EpisodeDependencies {
   pool: PolicyPool<any>;
 }
 
-export class TurnTimeoutError extends Error {
-  override name = "TurnTimeoutError";
-}
-export class EpisodeTimeoutError extends Error {
-  override name = "EpisodeTimeoutError";
-}
+export class TurnTimeoutError extends AgentRLError {}
+export class EpisodeTimeoutError extends AgentRLError {}
 
 const DEFAULTS = {
   maxTurns: 20,

@@ -2,12 +2,11 @@
  * An external model behind an OpenAI-compatible `POST {baseUrl}/chat/completions`, used
  * as a member of the cross-policy pool (its turns enter the trajectory with loss mask 0).
  */
+import { AgentRLError } from "@agentrl/spec";
 import { z } from "zod";
 import type { AssistantMessage, Message, ToolSpec } from "@agentrl/envs";
 
-export class ExternalModelError extends Error {
-  override name = "ExternalModelError";
-}
+export class ExternalModelError extends AgentRLError {}
 
 export interface ExternalChatModelOptions {
   /** Base URL, e.g. `http://127.0.0.1:8000/v1` (the request goes to `${baseUrl}/chat/completions`). */

@@ -5,6 +5,7 @@
  * `interact` rejects). The rollout sees an infrastructure fault (status `task error`), which it
  * retries and then masks or penalises (see `runEpisode`).
  */
+import { AgentRLError } from "@agentrl/spec";
 import type { AssistantMessage, EnvironmentClient, InteractResult, Split, StartResult } from "@agentrl/envs";
 import { Rng } from "@agentrl/policy";
 
@@ -16,9 +17,7 @@ export interface FaultInjectionOptions {
 }
 
 /** The error of a killed session's interaction. */
-export class InjectedFaultError extends Error {
-  override name = "InjectedFaultError";
-}
+export class InjectedFaultError extends AgentRLError {}
 
 export class FaultInjectingClient implements EnvironmentClient {
   private readonly rng: Rng;

@@ -19,6 +19,7 @@
  * Wire types are exported here (the server in @agentrl/cli imports them; rollout does not
  * depend on cli).
  */
+import { AgentRLError } from "@agentrl/spec";
 import { randomBytes } from "node:crypto";
 import { serializeSafetensors, type ExportedWeights } from "@agentrl/policy";
 import { ContextLimitError, EngineClosedError, type EngineStats, type GenerationEngine, type GenerationRequest, type GenerationResult } from "./engine.js";
@@ -50,8 +51,7 @@ export interface TokenCompletionChoice {
 export const POLICY_VERSION_HEADER = "x-agentrl-policy-version";
 
 /** An inference server failed a request (down, or answered an error). */
-export class InferenceServerError extends Error {
-  override name = "InferenceServerError";
+export class InferenceServerError extends AgentRLError {
   constructor(message: string, readonly server: string, readonly status?: number) {
     super(message);
   }

@@ -13,6 +13,7 @@
  *
  * Every episode ends (see `runEpisode`), so every group completes and reaches the buffer.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { setMaxListeners } from "node:events";
 import PQueue from "p-queue";
 import type { EnvironmentClient, Split } from "@agentrl/envs";
@@ -72,9 +73,7 @@ export interface RolloutSchedulerOptions {
   onGroup?: (group: TrajectoryGroup) => void;
 }
 
-export class SchedulerError extends Error {
-  override name = "SchedulerError";
-}
+export class SchedulerError extends AgentRLError {}
 
 export class RolloutScheduler {
   readonly groupSize: number;

@@ -7,14 +7,13 @@
  *
  * `docs/config.md` is generated from this schema (`scripts/generate-config-docs.ts`).
  */
+import { AgentRLError } from "@agentrl/spec";
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { z } from "zod";
 
 /** A configuration that cannot be read or is invalid; the message names the key and the file. */
-export class ConfigError extends Error {
-  override name = "ConfigError";
-}
+export class ConfigError extends AgentRLError {}
 
 const positiveInteger = () => z.number().int().positive();
 const nonNegativeInteger = () => z.number().int().nonnegative();

@@ -14,7 +14,7 @@
  * product codes short, which is what a tiny model needs to copy them (see
  * docs/warmstart.md).
  */
-import { QWEN25_CHAT_TEMPLATE, renderChatTemplate, type ChatMessage, type ChatToolSpec } from "@agentrl/policy";
+import { QWEN25_CHAT_TEMPLATE, renderChatTemplate } from "@agentrl/policy";
 import { createTaskFamily, loadDbSamples, loadOsSamples, playEpisodes, type CurriculumTaskFamily } from "@agentrl/envs";
 
 /** Extra corpus sources (functions returning documents), appended by `defaultTokenizerCorpus()`. */
@@ -237,7 +237,7 @@ export async function gatherTaskText(options: TaskTextOptions = {}): Promise<str
         const indices = family.indicesAt("train", difficulty).slice(0, perDifficulty);
         const episodes = await playEpisodes(family, indices, (index) => family.expert(index));
         for (const episode of episodes) {
-          documents.push(renderChatTemplate(options.chatTemplate ?? QWEN25_CHAT_TEMPLATE, episode.messages as ChatMessage[], { tools: episode.tools as ChatToolSpec[] }));
+          documents.push(renderChatTemplate(options.chatTemplate ?? QWEN25_CHAT_TEMPLATE, episode.messages, { tools: episode.tools }));
         }
       }
     } finally {

@@ -49,7 +49,7 @@ export function isSuccess(trajectory: Pick<Trajectory, "status" | "environmentRe
 }
 
 export async function evaluate(options: EvaluationOptions): Promise<Record<string, TaskEvaluation>> {
-  const tokenizer = options.policy.tokenizer as unknown as ChatTokenizer | undefined;
+  const tokenizer: ChatTokenizer | undefined = options.policy.tokenizer;
   if (!tokenizer) throw new Error("the policy has no tokenizer");
   const samples = Math.max(1, options.samples ?? 1);
   const engine = createPolicyEngine(options.policy, { temperature: options.temperature ?? 0, seed: options.seed ?? 0, maxBatchSize: options.concurrency ?? 32 });

@@ -13,6 +13,7 @@
  * threads, so the update equals the single-thread one up to the order of float additions.
  * Supervised steps (sft.ts) are shared out the same way, one message per step.
  */
+import { AgentRLError } from "@agentrl/spec";
 import type { Worker } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs-core";
 import type { NamedWeight, Transformer } from "@agentrl/policy";
@@ -21,9 +22,7 @@ import type { BatchCounts, EpochWork, GradientPeer, GrpoDiagnostics, GrpoOptions
 import type { SupervisedPeer, SupervisedRow, SupervisedWork } from "./sft.js";
 import { WorkerChannel, startWorker } from "./worker.js";
 
-export class GradientThreadError extends Error {
-  override name = "GradientThreadError";
-}
+export class GradientThreadError extends AgentRLError {}
 
 /** What the learner sends for one epoch. */
 export interface GradientEpochMessage {

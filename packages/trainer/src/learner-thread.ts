@@ -6,6 +6,7 @@
  * go to the worker by structured clone; new weights come back as versioned flat buffers whose
  * memory is transferred, not copied (never through disk on the hot path).
  */
+import { AgentRLError } from "@agentrl/spec";
 import type { Worker } from "node:worker_threads";
 import type { ExportedWeights } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
@@ -78,9 +79,7 @@ class InThreadLearner extends LearnerCalls {
   }
 }
 
-export class LearnerWorkerError extends Error {
-  override name = "LearnerWorkerError";
-}
+export class LearnerWorkerError extends AgentRLError {}
 
 class WorkerLearner extends LearnerCalls {
   private readonly channel: WorkerChannel;

@@ -17,7 +17,7 @@ import { fileURLToPath } from "node:url";
 import * as tf from "@tensorflow/tfjs-core";
 import { InProcessEnvironmentClient, createTaskFamily, type CurriculumTaskFamily } from "@agentrl/envs";
 import { Policy, initBackend, tokenLogProbs } from "@agentrl/policy";
-import { PolicyPool, RolloutScheduler, TrajectoryBuffer, createPolicyEngine, type ChatTokenizer, type Trajectory, type TrajectoryGroup } from "@agentrl/rollout";
+import { PolicyPool, RolloutScheduler, TrajectoryBuffer, createPolicyEngine, type Trajectory, type TrajectoryGroup } from "@agentrl/rollout";
 import { policyObjective } from "./algorithms.js";
 import { planMicroBatches, prepareBatch, toTensors, withoutUntrainedTail, type TrainingRow } from "./grpo.js";
 import { Learner } from "./learner.js";
@@ -51,7 +51,7 @@ async function playGroups(sampler: Policy, family: CurriculumTaskFamily, groups:
   const buffer = new TrajectoryBuffer({ capacityGroups: groups });
   const scheduler = new RolloutScheduler({
     client,
-    tokenizer: sampler.tokenizer as unknown as ChatTokenizer,
+    tokenizer: sampler.tokenizer!,
     pool,
     buffer,
     tasks: [{ name: family.name, indices: family.indicesAt("train", 0).slice(0, 200) }],

@@ -15,6 +15,7 @@
  * probability; its turns enter the trajectory with loss mask 0 (never trained on) and
  * version −1 (never counted against staleness).
  */
+import { AgentRLError } from "@agentrl/spec";
 import { join } from "node:path";
 import { Policy, type ExportedWeights } from "@agentrl/policy";
 import {
@@ -129,9 +130,7 @@ export interface ExternalPolicyMember extends ExternalChatModelOptions {
 }
 
 /** Thrown before anything loads when the run's options contradict each other. */
-export class TrainingOptionsError extends Error {
-  override name = "TrainingOptionsError";
-}
+export class TrainingOptionsError extends AgentRLError {}
 
 export interface StepRecord {
   step: number;
@@ -326,7 +325,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   });
   // The samplers: the current policy, and a stale copy for cross-policy sampling.
   const current = await Policy.load(options.modelDirectory, { trainable: false });
-  const tokenizer = current.tokenizer as unknown as ChatTokenizer;
+  const tokenizer: ChatTokenizer | undefined = current.tokenizer;
   if (!tokenizer) throw new Error(`no tokenizer.json in ${options.modelDirectory}`);
   const crossPolicy = options.crossPolicy.staleProbability > 0;
   const refreshEvery = options.crossPolicy.refreshEvery ?? defaultConfig().crossPolicy.refreshEvery;

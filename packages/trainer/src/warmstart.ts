@@ -19,6 +19,7 @@
  *
  * Every option has a documented default; `resolveWarmStartOptions` fills them in.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { mkdtemp, mkdir, readFile, rename, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -55,9 +56,7 @@ import { expertSequence, type SupervisedRow } from "./sft.js";
 import type { ProgressFactory } from "./progress.js";
 
 /** A warm start that cannot run (bad option, no family could start). */
-export class WarmStartError extends Error {
-  override name = "WarmStartError";
-}
+export class WarmStartError extends AgentRLError {}
 
 /** Architecture of a fresh model: a preset, optionally with some fields replaced. */
 export interface ArchitectureSpec {
@@ -589,7 +588,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
   });
   if (scratch) await rm(scratch, { recursive: true, force: true });
   const policy = learner.policy;
-  const tokenizer = policy.tokenizer as unknown as ChatTokenizer | undefined;
+  const tokenizer: ChatTokenizer | undefined = policy.tokenizer;
   if (!tokenizer) throw new WarmStartError(`the model in ${modelDirectory} has no tokenizer`);
   // A row must fit the model's positions (evaluation prompts too).
   const maxSequenceTokens = Math.min(settings.maxSequenceTokens, policy.config.maxPositionEmbeddings);

@@ -3,6 +3,7 @@
  * `bench/` folder of a source checkout, the same as `npm run bench`), prints their figures
  * and writes them to `docs/benchmarks.md`.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { dirname, join } from "node:path";
@@ -12,9 +13,7 @@ import type { Command } from "commander";
 /** The benchmarks `bench/run.ts` knows. */
 export const BENCHMARK_NAMES = ["policy", "rollout", "pipeline", "envs"] as const;
 
-export class BenchmarksNotFoundError extends Error {
-  override name = "BenchmarksNotFoundError";
-}
+export class BenchmarksNotFoundError extends AgentRLError {}
 
 /** The source checkout holding `bench/run.ts`, searched upwards from `start`; undefined when there is none. */
 export function findBenchmarkRoot(start: string = dirname(fileURLToPath(import.meta.url))): string | undefined {

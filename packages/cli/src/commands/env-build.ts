@@ -3,12 +3,11 @@
  * rootfs → docker import → docker build), showing progress. Idempotent: an image whose
  * content hash label matches `environments/<name>/` is skipped in well under a second.
  */
+import { AgentRLError } from "@agentrl/spec";
 import type { Command } from "commander";
 import { buildImages, copyImagesToHost, isDockerAvailable, IMAGES, type BuildProgress, type BuildResult } from "@agentrl/envs";
 
-export class EnvBuildError extends Error {
-  override name = "EnvBuildError";
-}
+export class EnvBuildError extends AgentRLError {}
 
 export interface EnvBuildOptions {
   /** Image names (`os`, `db`). Default: all. */

@@ -5,6 +5,7 @@
  * Each command's work is an exported function taking a `createFamily` (the task registry by
  * default), so tests can run it on their own small families.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { InvalidArgumentError, type Command } from "commander";
 import { numberOption } from "../options.js";
 import {
@@ -36,9 +37,7 @@ export type Printer = (line: string) => void;
 const print: Printer = (line) => console.log(line);
 
 /** A clear CLI failure (exit code 1, message without a stack). */
-export class EnvCommandError extends Error {
-  override name = "EnvCommandError";
-}
+export class EnvCommandError extends AgentRLError {}
 
 function splitOption(value: string): Split {
   if (value !== "train" && value !== "test") throw new InvalidArgumentError(`split must be "train" or "test", got "${value}"`);

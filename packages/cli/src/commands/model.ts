@@ -3,6 +3,7 @@
  *
  * The work is in exported functions (`initModel`, `modelInfo`) so tests can call them.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { type Command } from "commander";
 import { numberOption } from "../options.js";
 import { open, readFile, readdir } from "node:fs/promises";
@@ -24,9 +25,7 @@ import {
 import { createPolicy, tokenizerCorpus } from "@agentrl/trainer";
 
 /** A clear CLI failure of a model command. */
-export class ModelCommandError extends Error {
-  override name = "ModelCommandError";
-}
+export class ModelCommandError extends AgentRLError {}
 
 export interface InitModelOptions {
   /** Preset architecture (`test`, `tiny`, `small`). */

@@ -3,13 +3,12 @@
  * from the public THUDM/AgentBench repository (Apache-2.0) and is expected in
  * `../shared/data/agentbench` beside the repository, or wherever `--data DIR` points.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
-export class TaskDataError extends Error {
-  override name = "TaskDataError";
-}
+export class TaskDataError extends AgentRLError {}
 
 const WHERE_FROM =
   "The OS and DB task data come from the public THUDM/AgentBench repository (data/os_interaction, data/dbbench); " +

@@ -2,14 +2,13 @@
  * Docker host URLs (`--docker-host`): a local socket, a remote engine over TCP with TLS, or
  * over SSH, parsed into dockerode options, the `docker` CLI's environment and the engine's slots.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import type Docker from "dockerode";
 
 /** A Docker host URL that cannot be used (bad scheme, missing TLS files). */
-export class DockerHostError extends Error {
-  override name = "DockerHostError";
-}
+export class DockerHostError extends AgentRLError {}
 
 /** One Docker engine's address, parsed from a URL. */
 export interface DockerHostSpec {

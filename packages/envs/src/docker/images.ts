@@ -9,6 +9,7 @@
  * exists, and the rootfs image is cached under a tag made of the package-list hash, so a
  * second run is instant and a Dockerfile-only change skips debootstrap.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from "node:fs";
@@ -17,9 +18,7 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 
-export class ImageBuildError extends Error {
-  override name = "ImageBuildError";
-}
+export class ImageBuildError extends AgentRLError {}
 
 /** One image the project builds: `environments/<name>/` holds its packages.txt and Dockerfile. */
 export interface ImageSpec {

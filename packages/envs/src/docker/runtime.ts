@@ -13,6 +13,7 @@
  * reaper removes only containers whose owner process is provably dead on this host (never by
  * age, never another host's), so concurrent runs on one engine keep theirs.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync, rmSync } from "node:fs";
@@ -21,14 +22,10 @@ import { posix } from "node:path";
 import { PassThrough } from "node:stream";
 import Docker from "dockerode";
 
-export class DockerUnavailableError extends Error {
-  override name = "DockerUnavailableError";
-}
+export class DockerUnavailableError extends AgentRLError {}
 
 /** A container died or an exec failed for reasons outside the agent's command. */
-export class ContainerError extends Error {
-  override name = "ContainerError";
-}
+export class ContainerError extends AgentRLError {}
 
 export const RUN_LABEL = "agentrl.run";
 export const PID_LABEL = "agentrl.pid";

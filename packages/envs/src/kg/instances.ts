@@ -12,6 +12,7 @@
  *   2  intersection of two one-hop sets [3], or a count of 1-2 hops    [2-3]
  *   3  argmax / argmin over 1-2 hops [2-3], or a chain of 3-4 hops     [3-4]
  */
+import { AgentRLError } from "@agentrl/spec";
 import type { Split } from "../types.js";
 import {
   answerStrings,
@@ -54,9 +55,7 @@ export interface KgInstance {
   answerType: string;
 }
 
-export class InstanceIndexError extends Error {
-  override name = "InstanceIndexError";
-}
+export class InstanceIndexError extends AgentRLError {}
 
 /** Index of the k-th instance of a split at a difficulty (the layout of ../instance-index.ts). */
 export const encodeIndex: (difficulty: number, split: Split, k: number) => number = encodeInstanceIndex;

@@ -7,6 +7,7 @@
  *   (COUNT <a>)                                       the number of entities in a set
  *   (ARGMAX <a> film.film.runtime)                    the members of a with the largest value
  */
+import { AgentRLError } from "@agentrl/spec";
 import { ATTRIBUTE_INFO, NUMBER_TYPE, RELATIONS, TYPE_NOUNS, type EntityType } from "./schema.js";
 import type { KnowledgeGraph } from "./world.js";
 
@@ -23,9 +24,7 @@ export type Denotation =
   | { kind: "entities"; type: string; members: number[] }
   | { kind: "number"; type: typeof NUMBER_TYPE; value: number };
 
-export class LogicalFormError extends Error {
-  override name = "LogicalFormError";
-}
+export class LogicalFormError extends AgentRLError {}
 
 /** The type of what `form` denotes (`type.int` for counts). */
 export function typeOf(form: LogicalForm, world: KnowledgeGraph): string {

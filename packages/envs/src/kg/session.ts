@@ -9,6 +9,7 @@
  *   count                           Observation: variable #3, which is a number
  *   any failure                     Error processing tool call: <reason>
  */
+import { AgentRLError } from "@agentrl/spec";
 import { FunctionCallSession, type Outcome, type ToolReply } from "../session.js";
 import type { Message } from "../types.js";
 import { answerStrings, type Denotation } from "./logical-form.js";
@@ -19,9 +20,7 @@ import { NUMBER_TYPE, RELATIONS } from "./schema.js";
 import type { KnowledgeGraph } from "./world.js";
 
 /** A tool misuse; its message goes back to the agent, the episode goes on. */
-export class KgToolError extends Error {
-  override name = "KgToolError";
-}
+export class KgToolError extends AgentRLError {}
 
 /** What a tool argument resolved to. */
 type Operand = { kind: "entity"; entity: number } | { kind: "variable"; id: number; value: Denotation };

@@ -11,6 +11,7 @@
  * for the example solution; all must exit 0. `finish_action` grades with the answer "None",
  * as the original passed Python's `str(None)`.
  */
+import { AgentRLError } from "@agentrl/spec";
 import type { TaskFamilyOptions } from "../types.js";
 import { FunctionCallSession, type ToolReply } from "../session.js";
 import type { AssistantMessage, CurriculumTaskFamily, Expert, Message, Split, StartResult, ToolSpec } from "../types.js";
@@ -324,9 +325,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
 }
 
 /** The sample's own setup failed (not the machinery). */
-class SampleSetupError extends Error {
-  override name = "SampleSetupError";
-}
+class SampleSetupError extends AgentRLError {}
 
 /** Runs the sample's init scripts and starts its background program. */
 async function prepareContainer(runtime: DockerRuntime, containerId: string, sample: OsSample): Promise<void> {

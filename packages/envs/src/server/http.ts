@@ -291,9 +291,7 @@ export interface JsonRequestOptions {
 }
 
 /** Connection-level failures (the peer is gone), as opposed to HTTP error answers. */
-export class ConnectionError extends EnvironmentApiError {
-  override name = "ConnectionError";
-}
+export class ConnectionError extends EnvironmentApiError {}
 
 /**
  * Sends JSON requests over keep-alive sockets. A request that fails on a reused socket the

@@ -27,7 +27,6 @@ import { EnvironmentError } from "../types.js";
 
 /** An error with the HTTP status it maps to (4xx: the caller's fault, 5xx: the server's). */
 export class EnvironmentApiError extends EnvironmentError {
-  override name = "EnvironmentApiError";
   constructor(
     /** HTTP status code, e.g. 400, 401, 404, 406, 409, 413, 500, 502. */
     readonly status: number,
@@ -38,9 +37,7 @@ export class EnvironmentApiError extends EnvironmentError {
 }
 
 /** A server set up wrongly (e.g. bound beyond loopback without a token); raised at start-up. */
-export class ServerConfigError extends EnvironmentError {
-  override name = "ServerConfigError";
-}
+export class ServerConfigError extends EnvironmentError {}
 
 /** The header that carries the session id, as in the original. */
 export const SESSION_HEADER = "session_id";

@@ -17,6 +17,7 @@
  *      does not show them all), or it is on page 2 or later ("Next >").
  * Every instance is checked to be solvable in the 20-turn limit with the full score.
  */
+import { AgentRLError } from "@agentrl/spec";
 import type { Split } from "../types.js";
 import { type Catalogue, type Product } from "./catalogue.js";
 import { attributesShown, optionsAvailable, titleFits, type ShoppingList } from "./judge.js";
@@ -66,9 +67,7 @@ export interface WebShopInstance {
   plan: Plan;
 }
 
-export class InstanceError extends Error {
-  override name = "InstanceError";
-}
+export class InstanceError extends AgentRLError {}
 
 /** Splits an index into its parts; throws `InstanceError` for an index outside the layout. */
 export function decodeIndex(index: number): { difficulty: number; split: Split; k: number } {

@@ -1,41 +1,20 @@
 /**
  * Chat messages and chat templates.
  *
- * The message and tool types mirror OpenAI's chat format (and `Message` / `ToolSpec` in
- * `@agentrl/envs`, which the policy package must not import): they are structurally
- * compatible, so an envs `Message[]` can be passed where a `ChatMessage[]` is expected.
+ * The messages and tools are `@agentrl/spec`'s OpenAI-style types, the same `@agentrl/envs`
+ * speaks, so a conversation from an environment renders as it is.
  *
  * Templates are Jinja (Hugging Face `chat_template`), rendered by `@huggingface/jinja`.
  */
 import { Template } from "@huggingface/jinja";
+import { AgentRLError, type AssistantMessage, type ChatToolSpec, type Message, type ToolCall } from "@agentrl/spec";
 
-/** One tool call of an assistant turn; `arguments` is a JSON string, as in OpenAI's API. */
-export interface ChatToolCall {
-  id: string;
-  type: "function";
-  function: { name: string; arguments: string };
-}
-
-/** One message of a conversation (OpenAI chat format). */
-export type ChatMessage =
-  | { role: "system"; content: string }
-  | { role: "user"; content: string }
-  | { role: "assistant"; content: string | null; tool_calls?: ChatToolCall[] }
-  | { role: "tool"; tool_call_id: string; content: string; name?: string };
-
-/**
- * An OpenAI-style tool description. Only the shape the templates read is fixed; any
- * other field (e.g. a full JSON schema in `parameters`) is passed through to `tojson`.
- */
-export interface ChatToolSpec {
-  type: "function";
-  function: {
-    name: string;
-    description?: string;
-    parameters?: object;
-    [key: string]: unknown;
-  };
-}
+/** One message of a conversation: `@agentrl/spec`'s {@link Message}, by the name this package has always used. */
+export type ChatMessage = Message;
+/** One tool call of an assistant turn: `@agentrl/spec`'s {@link ToolCall}. */
+export type ChatToolCall = ToolCall;
+/** A tool description as the templates read it (only the name is required); `@agentrl/spec`'s. */
+export type { ChatToolSpec };
 
 /** Options of {@link renderChatTemplate}. */
 export interface ChatTemplateOptions {
@@ -48,9 +27,7 @@ export interface ChatTemplateOptions {
 }
 
 /** A template that failed to parse or render. */
-export class ChatTemplateError extends Error {
-  override name = "ChatTemplateError";
-}
+export class ChatTemplateError extends AgentRLError {}
 
 /** The opening of the system turn when tools are given: the system message's content, else Qwen's default line. */
 const SYSTEM_WITH_TOOLS = `{%- if tools %}
@@ -213,7 +190,7 @@ export function toJsonLikePython(value: unknown): string {
  * each tool call as `<tool_call>\n{"name": ..., "arguments": ...}\n</tool_call>`, joined by
  * newlines. Use it to turn structured (e.g. expert) messages into training text.
  */
-export function qwen25AssistantText(message: Extract<ChatMessage, { role: "assistant" }>): string {
+export function qwen25AssistantText(message: AssistantMessage): string {
   let text = message.content ?? "";
   for (const call of message.tool_calls ?? []) {
     const argumentsJson = toJsonLikePython(parseToolCallArguments(call.function.arguments));

@@ -3,6 +3,7 @@
  * `eos_token_id` of `generation_config.json`. Validated with zod where we read fields;
  * every other field passes through untouched (so a saved file loads back identically).
  */
+import { AgentRLError } from "@agentrl/spec";
 import { z } from "zod";
 
 /** One entry of `added_tokens` in `tokenizer.json` (Hugging Face `AddedToken`). */
@@ -56,9 +57,7 @@ export const GenerationConfigSchema = z.looseObject({
 export type GenerationConfig = z.infer<typeof GenerationConfigSchema>;
 
 /** A tokenizer file that is missing, not JSON, or not of the expected shape. */
-export class TokenizerFileError extends Error {
-  override name = "TokenizerFileError";
-}
+export class TokenizerFileError extends AgentRLError {}
 
 /** Validates `value` against `schema`, naming `what` in the error. */
 export function parseTokenizerFile<Schema extends z.ZodType>(schema: Schema, value: unknown, what: string): z.infer<Schema> {

@@ -8,6 +8,7 @@
  *   const decoder = tokenizer.createStreamDecoder();       // while sampling:
  *   const text = decoder.push(nextId);                     //   complete UTF-8 text only
  */
+import { AgentRLError } from "@agentrl/spec";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { HuggingFaceTokenizerClass, type HuggingFaceTokenizer } from "./huggingface.js";
@@ -26,9 +27,7 @@ import {
 import { StreamDecoder } from "./stream-decoder.js";
 
 /** Misuse of a tokenizer: unknown ids, a missing chat template or eos token. */
-export class TokenizerError extends Error {
-  override name = "TokenizerError";
-}
+export class TokenizerError extends AgentRLError {}
 
 /** Options of {@link Tokenizer.encode}. */
 export interface EncodeOptions {

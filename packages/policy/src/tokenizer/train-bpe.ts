@@ -13,6 +13,7 @@
  * The result is a `tokenizer.json` in the exact Hugging Face schema (loads in
  * `@huggingface/tokenizers` and Python `tokenizers`) and a Qwen2.5-like `tokenizer_config.json`.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { HuggingFaceSplitPreTokenizerClass } from "./huggingface.js";
 import { QWEN25_CHAT_TEMPLATE } from "./chat-template.js";
 import type { AddedTokenJson } from "./files.js";
@@ -77,9 +78,7 @@ export interface TrainedTokenizerFiles {
 }
 
 /** Invalid training options. */
-export class BpeTrainingError extends Error {
-  override name = "BpeTrainingError";
-}
+export class BpeTrainingError extends AgentRLError {}
 
 /**
  * GPT-2's reversible map from bytes to printable characters: printable Latin-1 bytes map

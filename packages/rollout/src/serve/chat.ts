@@ -136,7 +136,7 @@ export function stopTokenIdsFor(tokenizer: ServeTokenizer, stops: readonly strin
 
 /** The assistant's answer of one choice. */
 export interface ChoiceOutcome {
-  message: { role: "assistant"; content: string | null; tool_calls?: ToolCall[] };
+  message: AssistantMessage;
   finishReason: FinishReason;
   /** The generated text after the forced opening, cut at a stop string (special tokens dropped). */
   text: string;

@@ -6,6 +6,7 @@
  * (non-zero penalties, `logit_bias`, JSON response formats, image content) are refused
  * with a 400 rather than silently ignored.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { z } from "zod";
 
 /** Text content: a string, or an array of `{type: "text", text}` parts (joined). */
@@ -129,8 +130,7 @@ export type ToolChoice = NonNullable<ChatCompletionRequest["tool_choice"]>;
 export type ApiErrorType = "invalid_request_error" | "authentication_error" | "not_found_error" | "server_error" | "service_unavailable";
 
 /** A failure answered with `{error: {message, type, param, code}}` and an HTTP status. */
-export class ApiError extends Error {
-  override name = "ApiError";
+export class ApiError extends AgentRLError {
   constructor(
     readonly status: number,
     message: string,

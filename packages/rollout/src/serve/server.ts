@@ -14,6 +14,7 @@
  * request, 401 missing or wrong key, 404 unknown route or model, 413 body too large, 503
  * shutting down, 409 an older policy version, 500 otherwise. Built on `node:http`.
  */
+import { AgentRLError } from "@agentrl/spec";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import type { AddressInfo } from "node:net";
@@ -78,9 +79,7 @@ export interface ListeningAddress {
 }
 
 /** A server configuration that is refused (e.g. a public address without an API key). */
-export class ServeConfigError extends Error {
-  override name = "ServeConfigError";
-}
+export class ServeConfigError extends AgentRLError {}
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "::1", "localhost", "::ffff:127.0.0.1"]);
 
