@@ -198,13 +198,11 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
         masked += 1;
         continue;
       }
-      const s = byTask.get(t.task)!;
-      s.reward += t.reward;
-      s.success += isSuccess(t) ? 1 : 0;
-      s.partial += t.status === "completed" && t.reward > 0 && !isSuccess(t) ? 1 : 0;
-      s.turns += t.turns.length;
-      s.n += 1;
-      byTask.set(t.task, s);
+      counts.reward += t.reward;
+      counts.success += isSuccess(t) ? 1 : 0;
+      counts.partial += t.status === "completed" && t.reward > 0 && !isSuccess(t) ? 1 : 0;
+      counts.turns += t.turns.length;
+      counts.n += 1;
     }
   }
   let reward = 0;

@@ -192,6 +192,21 @@ export interface WarmStartSummary {
  * Named recipes (`agentrl sft --preset NAME`). `default` is the measured recipe that produced
  * the shipped `models/warmstart` (see docs/warmstart.md).
  */
+/** What both recipes share: one cosine schedule over difficulty 0 with a progressive curriculum, light prompt loss, F16 output, a small final evaluation. */
+const RECIPE_BASE = {
+  schedule: "cosine",
+  difficulties: [0],
+  curriculum: "progressive",
+  promptLossWeight: 0.05,
+  maxSequenceTokens: 1400,
+  microBatchTokens: 2048,
+  evalLimit: 20,
+  evalDifficulties: [0],
+  evalEvery: 0,
+  evalMaxNewTokens: 64,
+  saveDtype: "F16",
+} as const satisfies Partial<WarmStartOptions>;
+
 export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "createProgress">> = {
   // docs/warmstart.md, runs F, G, H, I, K and L (~100 min on one core): the compact chat template (tools as one-line signatures) makes
   // KG rows 3x shorter, so all three in-process families fit one budget. Step-based, so the
@@ -204,18 +219,8 @@ export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "
     batchSize: 6,
     learningRate: 3e-3,
     warmupSteps: 10,
-    schedule: "cosine",
-    difficulties: [0],
-    curriculum: "progressive",
-    promptLossWeight: 0.05,
-    maxSequenceTokens: 1400,
-    microBatchTokens: 2048,
-    evalLimit: 20,
-    evalDifficulties: [0],
-    evalEvery: 0,
+    ...RECIPE_BASE,
     evalMaxTurns: 6,
-    evalMaxNewTokens: 64,
-    saveDtype: "F16",
     then: [
       // Run G: the same three tasks, 300 more steps of 8 rows.
       { steps: 300, scheduleSteps: 300, batchSize: 8, learningRate: 2e-3, warmupSteps: 10 },
@@ -243,18 +248,8 @@ export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "
     batchSize: 4,
     learningRate: 3e-3,
     warmupSteps: 5,
-    schedule: "cosine",
-    difficulties: [0],
-    curriculum: "progressive",
-    promptLossWeight: 0.05,
-    maxSequenceTokens: 1400,
-    microBatchTokens: 2048,
-    evalLimit: 20,
-    evalDifficulties: [0],
-    evalEvery: 0,
+    ...RECIPE_BASE,
     evalMaxTurns: 4,
-    evalMaxNewTokens: 64,
-    saveDtype: "F16",
   },
 };
 
