@@ -81,6 +81,9 @@ test("options: defaults and validation", () => {
   assert.deepEqual(resolved.evalDifficulties, [0, 1]);
   assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", steps: 0 }), WarmStartError);
   assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", tasks: [] }), /no tasks/);
+  assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", tasks: ["kg"], taskWeights: { os: 2 } }), /not among the tasks/);
+  assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", tasks: ["kg"], taskWeights: { kg: 1.5 } }), /positive integer/);
+  assert.deepEqual(resolveWarmStartOptions({ out: "/tmp/x", tasks: ["kg", "os"], taskWeights: { os: 3 } }).taskWeights, { os: 3 });
 });
 
 test("runWarmStart: a fresh test-preset model trains a few steps, lowers its loss, is evaluated before and after, and is saved", async () => {

@@ -79,6 +79,12 @@ export interface WarmStartOptions {
   architecture?: ArchitectureSpec;
   /** Task families to train and evaluate on. Default `["kg", "webshop", "alfworld"]`. */
   tasks?: string[];
+  /**
+   * Rows a family gets per turn of the round-robin over `tasks` (positive integers), e.g.
+   * `{ os: 3, db: 2 }`: of every 3 + 2 + (one per other family) rows, 3 are OS and 2 DB.
+   * Default 1 each.
+   */
+  taskWeights?: Record<string, number>;
   /** Supervised steps (also the length of the learning-rate schedule). Default 300. */
   steps?: number;
   /** Wall-clock budget in minutes; training stops at whichever of `steps` / `minutes` comes first. Default: none. */
@@ -262,6 +268,7 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
     model: options.model ?? null,
     architecture: options.architecture ?? { preset: "tiny" },
     tasks: options.tasks ?? ["kg", "webshop", "alfworld"],
+    taskWeights: options.taskWeights ?? {},
     steps: options.steps ?? 300,
     minutes: options.minutes ?? null,
     batchSize: options.batchSize ?? 8,
@@ -289,6 +296,10 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
   };
   if (resolved.tasks.length === 0) throw new WarmStartError("no tasks given");
   if (difficulties.length === 0) throw new WarmStartError("no difficulties given");
+  for (const [name, weight] of Object.entries(resolved.taskWeights)) {
+    if (!resolved.tasks.includes(name)) throw new WarmStartError(`taskWeights names ${name}, which is not among the tasks (${resolved.tasks.join(", ")})`);
+    if (!Number.isInteger(weight) || weight <= 0) throw new WarmStartError(`taskWeights.${name} must be a positive integer, got ${weight}`);
+  }
   for (const [name, value] of [["steps", resolved.steps], ["batchSize", resolved.batchSize], ["maxSequenceTokens", resolved.maxSequenceTokens]] as const) {
     if (!Number.isInteger(value) || value <= 0) throw new WarmStartError(`${name} must be a positive integer, got ${value}`);
   }
@@ -392,17 +403,20 @@ export function openDifficulties(difficulties: readonly number[], curriculum: "u
   return difficulties.slice(0, open);
 }
 
-/** An endless stream of fresh expert rows over the families (round-robin), with a curriculum. */
+/** An endless stream of fresh expert rows over the families (weighted round-robin), with a curriculum. */
 class ExpertStream {
   private readonly random: Rng;
+  /** One turn of the round-robin: each family `weight` times in a row. */
+  private readonly turn: CurriculumTaskFamily[];
   private next = 0;
 
   constructor(
-    private readonly families: CurriculumTaskFamily[],
+    families: CurriculumTaskFamily[],
     private readonly tokenizer: ChatTokenizer,
-    private readonly options: { difficulties: number[]; curriculum: "uniform" | "progressive"; maxSequenceTokens: number; promptLossWeight: number; seed: number },
+    private readonly options: { difficulties: number[]; curriculum: "uniform" | "progressive"; maxSequenceTokens: number; promptLossWeight: number; seed: number; taskWeights: Record<string, number> },
   ) {
     this.random = new Rng(options.seed + 7919);
+    this.turn = families.flatMap((family) => Array<CurriculumTaskFamily>(options.taskWeights[family.name] ?? 1).fill(family));
   }
 
   /**
@@ -417,7 +431,7 @@ class ExpertStream {
     while (rows.length < count) {
       const draws: Array<Promise<SupervisedRow | undefined>> = [];
       for (let k = rows.length; k < count; k++) {
-        const family = this.families[this.next++ % this.families.length];
+        const family = this.turn[this.next++ % this.turn.length];
         const indices = family.indicesAt("train", open[this.random.nextInt(open.length)]);
         draws.push(indices.length ? expertRow(family, indices[this.random.nextInt(indices.length)], this.tokenizer) : Promise.resolve(undefined));
       }
@@ -591,7 +605,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
   if (families.length === 0) throw new WarmStartError(`none of the tasks ${settings.tasks.join(", ")} could start`);
   log(`warm start: ${policy.model.parameterCount.toLocaleString("en-US")} parameters, vocabulary ${policy.config.vocabSize}, tasks ${families.map((f) => f.name).join(", ")}, difficulties ${settings.difficulties.join(",")}`);
 
-  const stream = new ExpertStream(families, tokenizer, { difficulties: settings.difficulties, curriculum: settings.curriculum, maxSequenceTokens, promptLossWeight: settings.promptLossWeight, seed: settings.seed });
+  const stream = new ExpertStream(families, tokenizer, { difficulties: settings.difficulties, curriculum: settings.curriculum, maxSequenceTokens, promptLossWeight: settings.promptLossWeight, seed: settings.seed, taskWeights: settings.taskWeights });
   const evaluations: WarmStartEvaluation[] = [];
   let trainingMs = 0;
   const runEvaluation = async (step: number): Promise<void> => {

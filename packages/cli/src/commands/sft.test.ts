@@ -14,4 +14,7 @@ test("sft: the preset's recipe, overridden by the flags given", () => {
   assert.equal(flagged.then, undefined, "--steps makes one stage of that length");
   assert.equal(sftOptions({ out: "/tmp/o", preset: "default", progress: false, minutes: 3 }).then, undefined, "--minutes too");
   assert.throws(() => sftOptions({ out: "/tmp/o", preset: "nope", progress: false }), /unknown preset "nope"/);
+  const weighted = sftOptions({ out: "/tmp/o", preset: "default", progress: false, tasks: ["kg", "os:3", "db:2"] });
+  assert.deepEqual(weighted.tasks, ["kg", "os", "db"]);
+  assert.deepEqual(weighted.taskWeights, { os: 3, db: 2 }, "name:weight gives the family that many rows per turn");
 });

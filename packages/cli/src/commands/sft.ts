@@ -31,7 +31,16 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (!recipe) throw new WarmStartError(`unknown preset "${flags.preset}" (${Object.keys(WARM_START_RECIPES).join(", ")})`);
   const options: WarmStartOptions = { ...recipe, out: flags.out, progress: flags.progress };
   if (flags.model !== undefined) options.model = flags.model;
-  if (flags.tasks !== undefined) options.tasks = flags.tasks;
+  if (flags.tasks !== undefined) {
+    // `os:3` = the family with 3 rows per round-robin turn (taskWeights).
+    const weights: Record<string, number> = {};
+    options.tasks = flags.tasks.map((entry) => {
+      const [name, weight] = entry.split(":");
+      if (weight !== undefined) weights[name] = Number(weight);
+      return name;
+    });
+    options.taskWeights = weights;
+  }
   if (flags.steps !== undefined) options.steps = options.scheduleSteps = flags.steps;
   if (flags.minutes !== undefined) options.minutes = flags.minutes;
   if (flags.batchSize !== undefined) options.batchSize = flags.batchSize;
@@ -55,7 +64,7 @@ export function registerSftCommand(program: Command): void {
     .requiredOption("--out <dir>", "output directory (model in Hugging Face layout + warmstart.json)")
     .option("--model <dir>", "model to start from (default: a fresh model of the preset's architecture, tokenizer trained on task text)")
     .option("--preset <name>", `recipe: ${Object.keys(WARM_START_RECIPES).join(", ")} (flags override its values)`, "default")
-    .option("--tasks <list>", "comma-separated task families, e.g. kg,webshop,alfworld (default: the preset's)", listOption)
+    .option("--tasks <list>", "comma-separated task families, each with an optional integer weight (rows per round-robin turn), e.g. kg,webshop,alfworld,os:3 (default: the preset's)", listOption)
     .option("--steps <n>", "supervised steps (default: the preset's; given, it is the whole run: a preset's later stages are dropped)", numberOption("--steps", { integer: true, minimum: 1 }))
     .option("--minutes <m>", "wall-clock training budget; stops at whichever of steps/minutes comes first", numberOption("--minutes", { minimum: 0, exclusiveMinimum: true }))
     .option("--batch-size <n>", "expert episodes per step", numberOption("--batch-size", { integer: true, minimum: 1 }))
