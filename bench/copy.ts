@@ -2,13 +2,16 @@
  * Copy accuracy vs training minutes for a few architectures (choosing the warm start's preset):
  *   npm run bench -- copy
  *   AGENTRL_BENCH_COPY_STEPS=300 AGENTRL_BENCH_COPY_PRESETS=shipped,wide npm run bench -- copy
+ *   AGENTRL_BENCH_COPY_CODE_CASE=shown npm run bench -- copy      (click the code as the page spells it)
  *
  * KG and WebShop fail because the small model cannot copy entity names and product codes
  * from its prompt. This measures exactly that skill, on the shipped tokenizer
  * (models/warmstart: task-text BPE, vocabulary 4096), for fresh models of each preset:
  * - name rows (KG): a question naming an entity, answered `get_neighbors("<name>")`;
  * - code rows (WebShop): a results page of 8 products (ASIN, title, price), then a title,
- *   answered with that product's ASIN in lower case, as the clickables spell it.
+ *   answered with that product's ASIN in lower case, as the clickables spell it (and as the
+ *   expert clicks), or with AGENTRL_BENCH_COPY_CODE_CASE=shown as the page spells it (upper
+ *   case: a plain copy of the token before the title; the shop matches clicks case-insensitively).
  * Names and codes are random (syllables, `B0` + 8 characters), so nothing can be memorised:
  * only copying scores. Each preset takes `STEPS` supervised steps of `BATCH` rows (loss on
  * the answer only; AdamW lr 2e-3, cosine; both cores: the learner and its gradient thread),
@@ -31,6 +34,7 @@ const STEPS = Number(process.env.AGENTRL_BENCH_COPY_STEPS ?? 240);
 const EVERY = Number(process.env.AGENTRL_BENCH_COPY_EVERY ?? 60);
 const BATCH = 16;
 const HELD_OUT = 200;
+const CODE_CASE = process.env.AGENTRL_BENCH_COPY_CODE_CASE === "shown" ? "shown" : "lower";
 
 /** Architectures compared (the shipped one first); vocabulary and context are the shipped tokenizer's. */
 const PRESETS: Record<string, Partial<ModelConfig>> = {
@@ -73,7 +77,7 @@ function makeRow(next: () => number, kind: "name" | "code"): CopyRow {
   }));
   const target = pick(products);
   const page = products.map((p) => `${p.code} [SEP] ${p.title} [SEP] $${p.price}`).join(" [SEP] ");
-  return { kind, prompt: `Back to Search [SEP] Page 1 [SEP] ${page}\nBuy the ${target.title}. Click its code:\n`, answer: `click[${target.code.toLowerCase()}]` };
+  return { kind, prompt: `Back to Search [SEP] Page 1 [SEP] ${page}\nBuy the ${target.title}. Click its code:\n`, answer: `click[${CODE_CASE === "shown" ? target.code : target.code.toLowerCase()}]` };
 }
 
 interface Encoded {
@@ -123,7 +127,7 @@ export async function run(): Promise<BenchResult> {
   const lines = [
     "## Copy accuracy vs training minutes (`bench/copy.ts`)",
     "",
-    `Fresh models on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups), ${BATCH} a step, loss on the answer; exact match on ${HELD_OUT} held-out rows; learner + gradient thread (2 threads); load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
+    `Fresh models on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}), ${BATCH} a step, loss on the answer; exact match on ${HELD_OUT} held-out rows; learner + gradient thread (2 threads); load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
     "",
     "| preset | parameters | step | train min | name copy: exact | tokens | code look-up: exact | tokens |",
     "|---|---:|---:|---:|---:|---:|---:|---:|",

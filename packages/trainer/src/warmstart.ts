@@ -187,7 +187,7 @@ export interface WarmStartSummary {
   trainedTokens: number;
   /** Tokens of all rows (prompts and replies included: what the forward pass costs). */
   sequenceTokens: number;
-  /** Seconds spent playing expert episodes and building rows (part of the training minutes). */
+  /** Seconds training waited for expert episodes and rows (part of the training minutes; the next batch plays while a step trains). */
   expertSeconds: number;
   /** Mean loss per assistant token over windows of steps: [step, minutes, loss, learning rate]. */
   lossCurve: [number, number, number, number][];
@@ -633,11 +633,21 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
   let windowSteps = 0;
   let step = 0;
   const budgetMs = settings.minutes === null ? Infinity : settings.minutes * 60_000;
+  // The next step's expert episodes play while this step trains (Docker families spend most of
+  // an episode waiting for a container). Batches are drawn in the same order as without the
+  // overlap, so a step-based run trains on the same rows.
+  const draw = (at: number) => {
+    const batch = stream.batch(settings.batchSize, Math.max(at / settings.steps, trainingMs / budgetMs));
+    batch.catch(() => {}); // awaited below; a failure surfaces there
+    return batch;
+  };
+  let next: Promise<SupervisedRow[]> | undefined;
   try {
+    next = draw(0);
     while (step < settings.steps && trainingMs < budgetMs && !options.signal?.aborted) {
       const stepStarted = performance.now();
-      const progress = Math.max(step / settings.steps, trainingMs / budgetMs);
-      const batch = await stream.batch(settings.batchSize, progress);
+      const batch = await next!;
+      next = step + 1 < settings.steps ? draw(step + 1) : undefined;
       const dataDone = performance.now();
       dataMs += dataDone - stepStarted;
       const result = await learner.supervised(batch, settings.microBatchTokens);
@@ -651,7 +661,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
       bar?.update(step, `loss ${result.loss.toFixed(3)}`);
       if (step % settings.logEvery === 0 || step === settings.steps) {
         lossCurve.push([step, trainingMs / 60_000, windowLoss / windowSteps, learner.optimizer.learningRate]);
-        if (!bar) log(`step ${step}/${settings.steps} ${(trainingMs / 60_000).toFixed(1)} min loss ${(windowLoss / windowSteps).toFixed(3)} lr ${learner.optimizer.learningRate.toExponential(2)} (${((100 * dataMs) / trainingMs).toFixed(0)}% playing experts, ${((rowTokens * 1000) / (trainingMs - dataMs)).toFixed(0)} tokens/s)`);
+        if (!bar) log(`step ${step}/${settings.steps} ${(trainingMs / 60_000).toFixed(1)} min loss ${(windowLoss / windowSteps).toFixed(3)} lr ${learner.optimizer.learningRate.toExponential(2)} (${((100 * dataMs) / trainingMs).toFixed(0)}% waiting for experts, ${((rowTokens * 1000) / (trainingMs - dataMs)).toFixed(0)} tokens/s)`);
         windowLoss = 0;
         windowSteps = 0;
       }
@@ -686,6 +696,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
     return summary;
   } finally {
     bar?.stop();
+    await next?.catch(() => {}); // an unused prefetch finishes before its families close
     await learner.dispose();
     await Promise.all(families.map((family) => family.close?.()));
   }
