@@ -65,10 +65,10 @@ export {
 } from "./corpus.js";
 export {
   type ArchitectureSpec, checkStagesRunnable, collectExpertRows, createPolicy, DOCKER_FAMILIES,
-  evaluateByDifficulty, type ExpertRowOptions, formatEvaluation, initWarmStartModel,
+  evaluateByDifficulty, type ExpertRowOptions, formatEvaluation, fromStage, initWarmStartModel,
   openDifficulties, openFamilies, resolveWarmStartOptions, runWarmStart, WARM_START_RECIPES,
   WarmStartError, type WarmStartEvaluation, type WarmStartOptions, type WarmStartStage,
-  type WarmStartSummary, withPromptLoss
+  type WarmStartSummary, warmStartStages, withPromptLoss
 } from "./warmstart.js";
 export {
   evaluationKey, type ExperimentOptions, type ExperimentResult, type FamilyFactory,

@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
 import { hasAgentBenchData } from "@agentrl/envs";
 import { agentBenchProblemTexts, gatherTaskText } from "./corpus.js";
-import { WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, openDifficulties, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
+import { WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, fromStage, openDifficulties, warmStartStages, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
 
 test("task text holds the families' rendered prompts, tools, expert calls and observations", async () => {
   const documents = await gatherTaskText({ tasks: ["kg", "alfworld"], episodesPerDifficulty: 2, dataDir: "/nonexistent" });
@@ -84,6 +84,27 @@ test("options: defaults and validation", () => {
   assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", tasks: ["kg"], taskWeights: { os: 2 } }), /not among the tasks/);
   assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", tasks: ["kg"], taskWeights: { kg: 1.5 } }), /positive integer/);
   assert.deepEqual(resolveWarmStartOptions({ out: "/tmp/x", tasks: ["kg", "os"], taskWeights: { os: 3 } }).taskWeights, { os: 3 });
+  assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", tasks: ["kg"], taskDifficulties: { db: [0] } }), /taskDifficulties names db, which is not among the tasks/);
+  assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", tasks: ["db"], taskDifficulties: { db: [] } }), /non-empty list/);
+  assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", tasks: ["db"], taskDifficulties: { db: [0.5] } }), /non-empty list/);
+  assert.deepEqual(resolveWarmStartOptions({ out: "/tmp/x", tasks: ["kg", "db"], taskDifficulties: { db: [0, 2] } }).taskDifficulties, { db: [0, 2] });
+});
+
+test("warmStartStages merges each stage into the one before; fromStage starts a recipe part-way from a given model", () => {
+  const recipe = { out: "/tmp/ws", steps: 2, learningRate: 1e-3, tasks: ["kg"], then: [{ steps: 3 }, { tasks: ["alfworld"], learningRate: 1e-4 }] };
+  const stages = warmStartStages(recipe);
+  assert.deepEqual(stages.map((s) => [s.steps, s.learningRate, s.tasks, s.model]), [
+    [2, 1e-3, ["kg"], undefined],
+    [3, 1e-3, ["kg"], "/tmp/ws"],
+    [3, 1e-4, ["alfworld"], "/tmp/ws"],
+  ]);
+  const resumed = fromStage(recipe, 2, "/models/stage-1");
+  assert.equal(resumed.model, "/models/stage-1", "stage 2 starts from the given model");
+  assert.deepEqual([resumed.steps, resumed.learningRate, resumed.tasks], [3, 1e-3, ["kg"]]);
+  assert.deepEqual(warmStartStages(resumed).slice(1).map((s) => [s.steps, s.learningRate, s.tasks, s.model]), [[3, 1e-4, ["alfworld"], "/tmp/ws"]], "the later stages follow unchanged");
+  assert.equal(fromStage(recipe, 3, "/m").then, undefined, "the last stage alone");
+  assert.throws(() => fromStage(recipe, 4, "/m"), /stage 4 does not exist: the recipe has 3 stage/);
+  assert.throws(() => fromStage(recipe, 0, "/m"), WarmStartError);
 });
 
 test("runWarmStart: a fresh test-preset model trains a few steps, lowers its loss, is evaluated before and after, and is saved", async () => {
@@ -139,6 +160,31 @@ const TWO_STEP_ALFWORLD: Omit<WarmStartOptions, "out"> = {
   evalLimit: 0,
   progress: false,
 };
+
+test("taskDifficulties: a family trains and is evaluated on its own levels, the others on `difficulties`", async () => {
+  const out = await mkdtemp(join(tmpdir(), "warmstart-levels-"));
+  try {
+    const lines: string[] = [];
+    const summary = await runWarmStart({
+      out,
+      ...TWO_STEP_ALFWORLD,
+      tasks: ["alfworld", "kg"],
+      taskDifficulties: { kg: [1, 2] },
+      curriculum: "uniform",
+      steps: 2,
+      batchSize: 2,
+      evalLimit: 1,
+      evalMaxTurns: 1,
+      evalMaxNewTokens: 4,
+      log: (line) => lines.push(line),
+    });
+    assert.deepEqual(Object.keys(summary.evaluations[0].results.alfworld), ["0"]);
+    assert.deepEqual(Object.keys(summary.evaluations[0].results.kg).sort(), ["1", "2"]);
+    assert.ok(lines.some((line) => line.includes("difficulties 0 (kg 1,2)")), lines.join("\n"));
+  } finally {
+    await rm(out, { recursive: true, force: true });
+  }
+});
 
 test("runWarmStart with `then`: later stages continue from the previous stage's model in the same folder", async () => {
   const out = await mkdtemp(join(tmpdir(), "warmstart-stages-"));
@@ -197,5 +243,5 @@ test("checkStagesRunnable: without Docker, the first stage that trains os or db 
   await assert.doesNotReject(checkStagesRunnable([{ tasks: ["kg", "alfworld"] }, { tasks: ["webshop"] }], async () => false));
   const osStage = stages.findIndex((stage) => stage.tasks?.includes("os"));
   assert.ok(osStage > 0, "the default recipe has an OS stage after the first");
-  await assert.rejects(checkStagesRunnable(stages, async () => false), (error: unknown) => error instanceof WarmStartError && error.message.startsWith(`stage ${osStage + 1} of ${stages.length} trains os, which needs a Docker engine`));
+  await assert.rejects(checkStagesRunnable(stages, async () => false), (error: unknown) => error instanceof WarmStartError && error.message.startsWith(`stage ${osStage + 1} of ${stages.length} trains ${stages[osStage].tasks!.filter((task) => task === "os" || task === "db").join(", ")}, which needs a Docker engine`));
 });

@@ -104,6 +104,12 @@ export interface WarmStartOptions {
   /** Difficulties trained on. Default `[0, 1]`. */
   difficulties?: number[];
   /**
+   * A family's own difficulties, replacing `difficulties` (and `evalDifficulties`) for it,
+   * e.g. `{ db: [0, 1, 2] }` to train and evaluate DB's INSERT, UPDATE and SELECT levels while
+   * the others stay at `difficulties`. Default none.
+   */
+  taskDifficulties?: Record<string, number[]>;
+  /**
    * How training rows pick a difficulty: `uniform` over `difficulties`, or `progressive`
    * (the k-th of n difficulties joins at progress k/n, then all joined ones are uniform).
    * Default `progressive`.
@@ -214,7 +220,7 @@ const RECIPE_BASE = {
 } as const satisfies Partial<WarmStartOptions>;
 
 export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "createProgress">> = {
-  // docs/warmstart.md, runs F, G, H, I, K and L (~100 min on one core): the compact chat template (tools as one-line signatures) makes
+  // docs/warmstart.md, runs F, G, H and M (~2 h on 2 cores): the compact chat template (tools as one-line signatures) makes
   // KG rows 3x shorter, so all three in-process families fit one budget. Step-based, so the
   // same command gives the same model anywhere.
   default: {
@@ -233,15 +239,12 @@ export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "
       // Run H: KG and WebShop only, 1,600 steps: copying entity names and product codes from the
       // prompt is learned late (KG 0 % at 400 steps, 80 % at 1,600); ALFWorld is forgotten.
       { tasks: ["kg", "webshop"], steps: 1600, scheduleSteps: 1600, evalEvery: 400, evalLimit: 10 },
-      // Run I: 20 gentle steps of all three bring ALFWorld back to a partial level (~75-80 %)
-      // and keep KG (~80 %) and WebShop (~50 %): every family has groups with mixed rewards for RL.
-      { tasks: ["kg", "webshop", "alfworld"], steps: 20, scheduleSteps: 20, learningRate: 3e-4, evalEvery: 0, evalLimit: 50 },
-      // Run K (needs Docker): OS alone, 300 steps of 6 rows (~20 min): OS 0 → 12 % greedy;
-      // KG, WebShop and ALFWorld are forgotten (0 %).
-      { tasks: ["os"], steps: 300, scheduleSteps: 300, batchSize: 6, learningRate: 1e-3, evalLimit: 200 },
-      // Run L: 40 gentle steps of all four bring KG, WebShop and ALFWorld back part of the way
-      // (~34 / 10 / 32 %) and keep OS (~12 %): a warm start where RL has room on every family.
-      { tasks: ["kg", "webshop", "alfworld", "os"], steps: 40, scheduleSteps: 40, batchSize: 8, learningRate: 3e-4, evalLimit: 50 },
+      // Run M (needs Docker; session 10): all five families, OS 3 and DB 2 rows of every 8
+      // (DB adds the generated tasks), 450 steps at a gentler 7e-4: ALFWorld comes back, KG and
+      // WebShop keep their copying, OS and DB are learned beside them. Replaces runs I, K and L
+      // (OS alone, then a short mix), which forgot KG and WebShop on purpose to leave RL room.
+      // DB trains and is evaluated on all three of its levels (INSERT, UPDATE/DELETE, SELECT kinds).
+      { tasks: ["kg", "webshop", "alfworld", "os", "db"], taskWeights: { os: 3, db: 2 }, taskDifficulties: { db: [0, 1, 2] }, steps: 450, scheduleSteps: 450, learningRate: 7e-4, evalEvery: 0, evalLimit: 50 },
     ],
   },
   // The recipe of the first shipped checkpoint (docs/warmstart.md, runs C/D): ALFWorld only,
@@ -278,6 +281,7 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
     scheduleSteps: options.scheduleSteps ?? options.steps ?? 300,
     weightDecay: options.weightDecay ?? 0,
     difficulties,
+    taskDifficulties: options.taskDifficulties ?? {},
     curriculum: options.curriculum ?? "progressive",
     promptLossWeight: options.promptLossWeight ?? 0,
     maxSequenceTokens: options.maxSequenceTokens ?? 2048,
@@ -299,6 +303,10 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
   for (const [name, weight] of Object.entries(resolved.taskWeights)) {
     if (!resolved.tasks.includes(name)) throw new WarmStartError(`taskWeights names ${name}, which is not among the tasks (${resolved.tasks.join(", ")})`);
     if (!Number.isInteger(weight) || weight <= 0) throw new WarmStartError(`taskWeights.${name} must be a positive integer, got ${weight}`);
+  }
+  for (const [name, levels] of Object.entries(resolved.taskDifficulties)) {
+    if (!resolved.tasks.includes(name)) throw new WarmStartError(`taskDifficulties names ${name}, which is not among the tasks (${resolved.tasks.join(", ")})`);
+    if (levels.length === 0 || !levels.every((d) => Number.isInteger(d) && d >= 0)) throw new WarmStartError(`taskDifficulties.${name} must be a non-empty list of difficulties (integers >= 0), got ${JSON.stringify(levels)}`);
   }
   for (const [name, value] of [["steps", resolved.steps], ["batchSize", resolved.batchSize], ["maxSequenceTokens", resolved.maxSequenceTokens]] as const) {
     if (!Number.isInteger(value) || value <= 0) throw new WarmStartError(`${name} must be a positive integer, got ${value}`);
@@ -413,7 +421,7 @@ class ExpertStream {
   constructor(
     families: CurriculumTaskFamily[],
     private readonly tokenizer: ChatTokenizer,
-    private readonly options: { difficulties: number[]; curriculum: "uniform" | "progressive"; maxSequenceTokens: number; promptLossWeight: number; seed: number; taskWeights: Record<string, number> },
+    private readonly options: { difficulties: number[]; taskDifficulties: Record<string, number[]>; curriculum: "uniform" | "progressive"; maxSequenceTokens: number; promptLossWeight: number; seed: number; taskWeights: Record<string, number> },
   ) {
     this.random = new Rng(options.seed + 7919);
     this.turn = families.flatMap((family) => Array<CurriculumTaskFamily>(options.taskWeights[family.name] ?? 1).fill(family));
@@ -425,13 +433,13 @@ class ExpertStream {
    * drawn; a failed or too long one is replaced by a new draw.
    */
   async batch(count: number, progress: number): Promise<SupervisedRow[]> {
-    const open = openDifficulties(this.options.difficulties, this.options.curriculum, progress);
     const rows: SupervisedRow[] = [];
     let failures = 0;
     while (rows.length < count) {
       const draws: Array<Promise<SupervisedRow | undefined>> = [];
       for (let k = rows.length; k < count; k++) {
         const family = this.turn[this.next++ % this.turn.length];
+        const open = openDifficulties(this.options.taskDifficulties[family.name] ?? this.options.difficulties, this.options.curriculum, progress);
         const indices = family.indicesAt("train", open[this.random.nextInt(open.length)]);
         draws.push(indices.length ? expertRow(family, indices[this.random.nextInt(indices.length)], this.tokenizer) : Promise.resolve(undefined));
       }
@@ -465,9 +473,11 @@ class DifficultyView implements TaskFamily {
 export async function evaluateByDifficulty(
   policy: Policy,
   families: CurriculumTaskFamily[],
-  options: { difficulties: number[]; limit: number; maxTurns: number; maxNewTokens: number; onProgress?: (done: number, total: number) => void },
+  options: { difficulties: number[]; taskDifficulties?: Record<string, number[]>; limit: number; maxTurns: number; maxNewTokens: number; onProgress?: (done: number, total: number) => void },
 ): Promise<WarmStartEvaluation["results"]> {
-  const views = families.flatMap((family) => options.difficulties.filter((d) => family.difficulties.includes(d)).map((d) => new DifficultyView(family, d)));
+  const views = families.flatMap((family) =>
+    (options.taskDifficulties?.[family.name] ?? options.difficulties).filter((d) => family.difficulties.includes(d)).map((d) => new DifficultyView(family, d)),
+  );
   const client = new InProcessEnvironmentClient(views, { concurrency: 64 });
   try {
     const evaluations = await evaluate({
@@ -560,13 +570,33 @@ export async function checkStagesRunnable(stages: ReadonlyArray<{ tasks?: string
   throw new WarmStartError(`stage ${first + 1} of ${stages.length} trains ${needs}, which needs a Docker engine, and none answers: start one (bash scripts/start-dockerd.sh) or give --tasks without ${needs}`);
 }
 
+/**
+ * The stages of a staged warm start, each with its whole options: the previous stage's with
+ * its own replacing them, continuing from the previous stage's model in `out`.
+ */
+export function warmStartStages(options: WarmStartOptions): WarmStartOptions[] {
+  const { then, ...first } = options;
+  const stages: WarmStartOptions[] = [first];
+  for (const stage of [then ?? []].flat()) stages.push({ ...stages[stages.length - 1], ...stage, model: options.out });
+  return stages;
+}
+
+/**
+ * The same run started at stage `from` (1-based) from the model in `model` (a folder holding
+ * what stage `from - 1` made, e.g. a stage's saved output): the later stages follow as usual.
+ */
+export function fromStage(options: WarmStartOptions, from: number, model: string): WarmStartOptions {
+  const stages = warmStartStages(options);
+  if (!Number.isInteger(from) || from < 1 || from > stages.length) throw new WarmStartError(`stage ${from} does not exist: the recipe has ${stages.length} stage(s)`);
+  const [start, ...rest] = stages.slice(from - 1);
+  return { ...start, model, then: rest.length ? rest.map(({ out: _out, model: _model, log: _log, signal: _signal, createProgress: _createProgress, then: _then, ...stage }) => stage) : undefined };
+}
+
 /** Runs the supervised warm start; see the top of this file. */
 export async function runWarmStart(options: WarmStartOptions): Promise<WarmStartSummary> {
   if (options.then) {
-    // Each stage is the previous one's options with its own replacing them, from the previous model.
-    const { then, ...first } = options;
-    const stages: WarmStartOptions[] = [first];
-    for (const stage of [then].flat()) stages.push({ ...stages[stages.length - 1], ...stage, model: options.out });
+    const first: WarmStartOptions = { ...options, then: undefined };
+    const stages = warmStartStages(options);
     await checkStagesRunnable(stages);
     let summary = await runWarmStart(first);
     for (let k = 1; k < stages.length; k++) {
@@ -603,15 +633,15 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
   const maxSequenceTokens = Math.min(settings.maxSequenceTokens, policy.config.maxPositionEmbeddings);
   const families = await openFamilies(settings.tasks, { ...settings.familyOptions, seed: settings.seed }, log);
   if (families.length === 0) throw new WarmStartError(`none of the tasks ${settings.tasks.join(", ")} could start`);
-  log(`warm start: ${policy.model.parameterCount.toLocaleString("en-US")} parameters, vocabulary ${policy.config.vocabSize}, tasks ${families.map((f) => f.name).join(", ")}, difficulties ${settings.difficulties.join(",")}`);
+  log(`warm start: ${policy.model.parameterCount.toLocaleString("en-US")} parameters, vocabulary ${policy.config.vocabSize}, tasks ${families.map((f) => f.name).join(", ")}, difficulties ${settings.difficulties.join(",")}${Object.entries(settings.taskDifficulties).map(([task, levels]) => ` (${task} ${levels.join(",")})`).join("")}`);
 
-  const stream = new ExpertStream(families, tokenizer, { difficulties: settings.difficulties, curriculum: settings.curriculum, maxSequenceTokens, promptLossWeight: settings.promptLossWeight, seed: settings.seed, taskWeights: settings.taskWeights });
+  const stream = new ExpertStream(families, tokenizer, { difficulties: settings.difficulties, taskDifficulties: settings.taskDifficulties, curriculum: settings.curriculum, maxSequenceTokens, promptLossWeight: settings.promptLossWeight, seed: settings.seed, taskWeights: settings.taskWeights });
   const evaluations: WarmStartEvaluation[] = [];
   let trainingMs = 0;
   const runEvaluation = async (step: number): Promise<void> => {
     if (settings.evalLimit <= 0) return;
     const evaluationStarted = performance.now();
-    const results = await evaluateByDifficulty(policy, families, { difficulties: settings.evalDifficulties, limit: settings.evalLimit, maxTurns: settings.evalMaxTurns, maxNewTokens: settings.evalMaxNewTokens });
+    const results = await evaluateByDifficulty(policy, families, { difficulties: settings.evalDifficulties, taskDifficulties: settings.taskDifficulties, limit: settings.evalLimit, maxTurns: settings.evalMaxTurns, maxNewTokens: settings.evalMaxNewTokens });
     const evaluation = { step, minutes: trainingMs / 60_000, results, seconds: (performance.now() - evaluationStarted) / 1000 };
     evaluations.push(evaluation);
     log(`eval step ${step} (${evaluation.minutes.toFixed(1)} min): ${formatEvaluation(results)} [${evaluation.seconds.toFixed(0)} s]`);

@@ -5,7 +5,7 @@
  */
 import { type Command } from "commander";
 import { listOption, numberOption } from "../options.js";
-import { WARM_START_RECIPES, WarmStartError, runWarmStart, type WarmStartOptions } from "@agentrl/trainer";
+import { WARM_START_RECIPES, WarmStartError, fromStage, runWarmStart, type WarmStartOptions } from "@agentrl/trainer";
 import { progressFactory } from "../progress.js";
 
 export interface SftCommandOptions {
@@ -22,13 +22,21 @@ export interface SftCommandOptions {
   evalLimit?: number;
   evalEvery?: number;
   seed?: number;
+  fromStage?: number;
   progress: boolean;
 }
 
 /** The warm-start options of a command line: the preset's, overridden by the flags given. */
 export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
-  const recipe = WARM_START_RECIPES[flags.preset];
-  if (!recipe) throw new WarmStartError(`unknown preset "${flags.preset}" (${Object.keys(WARM_START_RECIPES).join(", ")})`);
+  const preset = WARM_START_RECIPES[flags.preset];
+  if (!preset) throw new WarmStartError(`unknown preset "${flags.preset}" (${Object.keys(WARM_START_RECIPES).join(", ")})`);
+  let recipe: Omit<WarmStartOptions, "out"> = preset;
+  if (flags.fromStage !== undefined) {
+    // Resume a staged recipe: stage k starts from --model (what stage k - 1 made), the later stages follow.
+    if (flags.fromStage > 1 && flags.model === undefined) throw new WarmStartError("--from-stage needs --model: the folder holding what the stage before made");
+    recipe = fromStage({ ...preset, out: flags.out }, flags.fromStage, flags.model ?? "");
+    if (flags.model === undefined) delete recipe.model;
+  }
   const options: WarmStartOptions = { ...recipe, out: flags.out, progress: flags.progress };
   if (flags.model !== undefined) options.model = flags.model;
   if (flags.tasks !== undefined) {
@@ -74,15 +82,17 @@ export function registerSftCommand(program: Command): void {
     .option("--eval-limit <n>", "test instances per task and difficulty in each evaluation (0 = none)", numberOption("--eval-limit", { integer: true, minimum: 0 }))
     .option("--eval-every <n>", "also evaluate every n steps", numberOption("--eval-every", { integer: true, minimum: 0 }))
     .option("--seed <n>", "seed of the weights, worlds and episode stream", numberOption("--seed", { integer: true, minimum: 0 }))
+    .option("--from-stage <k>", "start a staged preset at its stage k (1-based) from --model, e.g. a saved earlier stage; the later stages follow", numberOption("--from-stage", { integer: true, minimum: 1 }))
     .option("--no-progress", "log lines instead of a progress bar")
     .addHelpText(
       "after",
       [
         "",
         "Examples:",
-        "  agentrl sft --preset default --out models/warmstart          # the shipped checkpoint's recipe (6 stages, ~100 min; OS stages need Docker)",
+        "  agentrl sft --preset default --out models/warmstart          # the shipped checkpoint's recipe (4 stages; the last needs Docker)",
         "  agentrl sft --out /tmp/ws --tasks kg,alfworld --minutes 5 --eval-limit 10",
         "  agentrl sft --model models/warmstart --out /tmp/ws2 --steps 100 --learning-rate 3e-4 --difficulties 0,1,2",
+        "  agentrl sft --preset default --from-stage 4 --model models/warmstart-copy --out models/warmstart   # the last stage only",
         "",
       ].join("\n"),
     )
