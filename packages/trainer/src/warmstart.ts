@@ -205,7 +205,7 @@ export interface WarmStartSummary {
  * the shipped `models/warmstart` (see docs/warmstart.md).
  */
 /** What both recipes share: one cosine schedule over difficulty 0 with a progressive curriculum, light prompt loss, F16 output, a small final evaluation. */
-const RECIPE_BASE = {
+const RECIPE_BASE: Partial<WarmStartOptions> = {
   schedule: "cosine",
   difficulties: [0],
   curriculum: "progressive",
@@ -217,7 +217,7 @@ const RECIPE_BASE = {
   evalEvery: 0,
   evalMaxNewTokens: 64,
   saveDtype: "F16",
-} as const satisfies Partial<WarmStartOptions>;
+};
 
 export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "createProgress">> = {
   // docs/warmstart.md, runs F, G, H and M (~2 h on 2 cores): the compact chat template (tools as one-line signatures) makes

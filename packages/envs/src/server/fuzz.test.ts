@@ -130,10 +130,10 @@ describe("controller hardening", () => {
     const capped = new Controller({ port: 0, maxConnections: 4 });
     const cappedUrl = await capped.listen();
     const port = Number(new URL(cappedUrl).port);
-    const sockets = await Promise.all(Array.from({ length: 4 }, () => new Promise<net.Socket>((resolve) => { const socket = net.connect(port, "127.0.0.1", () => resolve(socket)); })));
+    const sockets = await Promise.all(Array.from({ length: 4 }, () => new Promise<net.Socket>((resolve) => { const socket: net.Socket = net.connect(port, "127.0.0.1", () => resolve(socket)); })));
     try {
       const refused = await new Promise<string>((resolve) => {
-        const socket = net.connect(port, "127.0.0.1", () => socket.write(`GET /api/list_workers HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${capped.token}\r\n\r\n`));
+        const socket: net.Socket = net.connect(port, "127.0.0.1", () => socket.write(`GET /api/list_workers HTTP/1.1\r\nhost: x\r\nauthorization: Bearer ${capped.token}\r\n\r\n`));
         let text = "";
         socket.on("data", (data: Buffer) => (text += data));
         socket.on("close", () => resolve(text));
