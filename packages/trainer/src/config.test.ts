@@ -19,7 +19,7 @@ describe("configuration", () => {
   test("the defaults are the embedded default run: five families, async GRPO with task normalization and cross-policy sampling", () => {
     const config = defaultConfig();
     assert.deepEqual(config.tasks.map((t) => t.name), ["alfworld", "db", "kg", "os", "webshop"]);
-    assert.ok(config.tasks.every((t) => t.difficulty === 0));
+    assert.deepEqual(Object.fromEntries(config.tasks.map((t) => [t.name, t.difficulty])), { alfworld: 0, db: [0, 1, 2], kg: 0, os: 0, webshop: 0 }, "DB on all its levels (all 60 test samples)");
     assert.deepEqual(Object.fromEntries(config.tasks.map((t) => [t.name, t.weight])), { alfworld: 1, db: 1, kg: 1.5, os: 2.5, webshop: 1 }, "OS and KG get more groups (docs/warmstart.md)");
     assert.equal(config.rl.mode, "async");
     assert.equal(config.rl.taskAdvantageNormalization, true);

@@ -45,6 +45,13 @@ export const DEFAULT_TASK_NAMES = ["alfworld", "db", "kg", "os", "webshop"] as c
  */
 export const DEFAULT_TASK_WEIGHTS: Partial<Record<(typeof DEFAULT_TASK_NAMES)[number], number>> = { kg: 1.5, os: 2.5 };
 
+/**
+ * Difficulties of the default mix (others 0). DB trains and is evaluated on all three of its
+ * levels (INSERT, UPDATE/DELETE, SELECT kinds: all 60 AgentBench dev samples), which the
+ * shipped warm start trains on; the other families' level 0 holds 200+ test instances.
+ */
+export const DEFAULT_TASK_DIFFICULTIES: Partial<Record<(typeof DEFAULT_TASK_NAMES)[number], number[]>> = { db: [0, 1, 2] };
+
 /** Architecture of the shipped warm start (`agentrl sft --preset default`) and of the default run's fresh model. */
 export const DEFAULT_ARCHITECTURE = { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32, maxPositionEmbeddings: 2048 } as const;
 
@@ -236,8 +243,8 @@ export const TrainConfigSchema = z
     tasks: z
       .array(TaskConfigSchema)
       .min(1)
-      .default(DEFAULT_TASK_NAMES.map((name) => TaskConfigSchema.parse({ name, weight: DEFAULT_TASK_WEIGHTS[name] ?? 1 })))
-      .describe("The task mix. Default: the five families at difficulty 0, weight 1 each but kg 1.5 and os 2.5 (os and db only when a Docker engine answers)."),
+      .default(DEFAULT_TASK_NAMES.map((name) => TaskConfigSchema.parse({ name, weight: DEFAULT_TASK_WEIGHTS[name] ?? 1, difficulty: DEFAULT_TASK_DIFFICULTIES[name] ?? 0 })))
+      .describe("The task mix. Default: the five families at difficulty 0 (db at 0, 1 and 2: all its test samples), weight 1 each but kg 1.5 and os 2.5 (os and db only when a Docker engine answers)."),
     warmStart: WarmStartSchema.prefault({}).describe("Supervised warm start on expert episodes."),
     rl: RlSchema.prefault({}).describe("GRPO: batch, schedule and loss."),
     crossPolicy: CrossPolicySchema.prefault({}).describe("Cross-policy sampling: turns from a stale copy of the policy (or an external model)."),

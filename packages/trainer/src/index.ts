@@ -51,7 +51,7 @@ export {
   type TrainingRunOptions
 } from "./loop.js";
 export {
-  ConfigError, configToYaml, DEFAULT_ARCHITECTURE, DEFAULT_TASK_NAMES, DEFAULT_TASK_WEIGHTS,
+  ConfigError, configToYaml, DEFAULT_ARCHITECTURE, DEFAULT_TASK_DIFFICULTIES, DEFAULT_TASK_NAMES, DEFAULT_TASK_WEIGHTS,
   defaultConfig, formatKey, loadConfig, type LoadConfigOptions, type Override, parseOverride,
   setPath, type TaskConfig, TaskConfigSchema, taskDifficulties, type TrainConfig,
   TrainConfigSchema, validateConfig
