@@ -43,7 +43,7 @@ export interface LearningRateSchedule {
   schedule: "constant" | "cosine";
   /** Floor of the cosine schedule as a fraction of the peak. Default 0.1. */
   minLearningRateRatio: number;
-  /** Steps of the whole run (for the cosine schedule). Default: `runTraining`'s `steps`; for a learner alone 180 (`rl.steps`). */
+  /** Steps of the whole run (for the cosine schedule). Default: `runTraining`'s `steps`; for a learner alone `rl.steps`. */
   totalSteps: number;
 }
 
