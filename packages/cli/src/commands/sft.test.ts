@@ -18,3 +18,16 @@ test("sft: the preset's recipe, overridden by the flags given", () => {
   assert.deepEqual(weighted.tasks, ["kg", "os", "db"]);
   assert.deepEqual(weighted.taskWeights, { os: 3, db: 2 }, "name:weight gives the family that many rows per turn");
 });
+
+test("sft --from-stage: a staged preset starts at stage k from --model; the later stages follow", () => {
+  const last = sftOptions({ out: "/tmp/o", preset: "default", progress: false, fromStage: 4, model: "/models/run-h" });
+  assert.equal(last.model, "/models/run-h");
+  assert.deepEqual(last.tasks, ["kg", "webshop", "alfworld", "os"], "the preset's fourth stage");
+  assert.equal(last.then, undefined, "the last stage alone");
+  assert.equal(last.out, "/tmp/o");
+  const third = sftOptions({ out: "/tmp/o", preset: "default", progress: false, fromStage: 3, model: "/models/run-g" });
+  assert.deepEqual([third.tasks, third.steps], [["kg", "webshop"], 1600]);
+  assert.equal([third.then ?? []].flat().length, 1, "stage 4 follows");
+  assert.throws(() => sftOptions({ out: "/tmp/o", preset: "default", progress: false, fromStage: 2 }), /--from-stage needs --model/);
+  assert.throws(() => sftOptions({ out: "/tmp/o", preset: "default", progress: false, fromStage: 9, model: "/m" }), /stage 9 does not exist/);
+});
