@@ -145,6 +145,9 @@ const RlSchema = z
       .describe("Factor on negative advantages (after normalization): below 1 a failed episode's tokens are pushed down less than a successful one's are pulled up; 0 learns from successes only. 1 is plain GRPO."),
     ppoEpochs: positiveInteger().default(1).describe("Optimizer steps over the same batch."),
     skipUniformGroups: z.boolean().default(true).describe("Drop groups whose rewards are all equal before the loss: their advantages are 0, so they only cost compute (DAPO's dynamic-sampling filter)."),
+    dynamicSamplingGroups: nonNegativeInteger()
+      .default(0)
+      .describe("DAPO's dynamic sampling (async mode): a step may draw up to this many more groups to replace the groups of its batch whose rewards are all equal, so that it trains on `batchGroups` informative ones. The batch's success metrics count every group drawn; `rollout/dynamic_sampling_dropped_groups` counts the replaced ones. 0 turns it off."),
     microBatchTokens: positiveInteger().default(1024).describe("Padded tokens per micro-batch (gradients accumulate across micro-batches). On wasm the heap is capped at 4 GiB: a 1,024-token row of the tiny model needs about 2 GiB."),
     gradientThreads: z
       .union([z.literal(1), z.literal(2), z.literal("auto")])

@@ -498,6 +498,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
       mode: config.rl.mode,
       steps: config.rl.steps,
       batchGroups: config.rl.batchGroups,
+      dynamicSamplingGroups: config.rl.dynamicSamplingGroups,
       groupSize: config.rl.groupSize,
       seed: config.run.seed,
       learner: {

@@ -59,6 +59,12 @@ export interface TrainingRunOptions {
   steps: number;
   /** Complete groups per step. */
   batchGroups: number;
+  /**
+   * DAPO's dynamic sampling (async mode): a step draws up to this many further groups to
+   * replace the groups of its batch whose rewards are all equal (they carry no GRPO signal).
+   * The batch's success and reward metrics still count every group drawn. Default 0 (off).
+   */
+  dynamicSamplingGroups?: number;
   /** Episodes per task instance (GRPO's n). */
   groupSize: number;
   seed: number;
@@ -168,6 +174,29 @@ const STALENESS_BUCKETS = ["0", "1", "2", "3_or_more"] as const;
  * ones, ended by an infrastructure fault, are counted apart), its staleness (the largest, and
  * the share of trained tokens per staleness), and its turns from the stale copy and the external model.
  */
+/**
+ * DAPO's dynamic sampling: keeps the informative groups of `first` (unequal rewards) and takes
+ * further groups from the buffer, one at a time and at most `extra`, until `want` are
+ * informative; each group taken is also pushed onto `drawn`. When none is informative, the
+ * batch is `first` as it was (the loss skips uniform groups).
+ */
+export async function informativeBatch(
+  buffer: Pick<TrajectoryBuffer, "take">,
+  first: TrajectoryGroup[],
+  want: number,
+  extra: number,
+  signal?: AbortSignal,
+  drawn: TrajectoryGroup[] = [],
+): Promise<TrajectoryGroup[]> {
+  const kept = first.filter(isInformative);
+  for (let k = 0; k < extra && kept.length < want; k++) {
+    const [group] = await buffer.take(1, { signal });
+    drawn.push(group);
+    if (isInformative(group)) kept.push(group);
+  }
+  return kept.length > 0 ? kept : first;
+}
+
 function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metrics {
   const out: Metrics = {};
   const byTask = new Map<string, { reward: number; success: number; partial: number; n: number; turns: number; groups: number; informative: number }>();
@@ -415,6 +444,8 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       const began = performance.now();
       // 1. Wait for a batch of complete groups.
       let groups: TrajectoryGroup[];
+      /** With dynamic sampling: every group drawn this step (the batch's metrics count them all). */
+      let drawn: TrajectoryGroup[] | undefined;
       if (options.mode === "sync") {
         sampling = makeSampling(state.step);
         await sampling.scheduler.start();
@@ -425,6 +456,10 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       } else {
         try {
           groups = await buffer.take(options.batchGroups, { signal: options.signal });
+          if ((options.dynamicSamplingGroups ?? 0) > 0) {
+            drawn = [...groups];
+            groups = await informativeBatch(buffer, groups, options.batchGroups, options.dynamicSamplingGroups!, options.signal, drawn);
+          }
         } catch (error) {
           if (options.signal?.aborted) break;
           throw error;
@@ -456,7 +491,8 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       const seconds = (synced - began) / 1000;
       const { advantages, ...updateMetrics } = update.metrics;
       const metrics: Metrics = {
-        ...batchMetrics(groups, version - 1),
+        ...batchMetrics(drawn ?? groups, version - 1),
+        ...(drawn ? { "rollout/dynamic_sampling_dropped_groups": drawn.length - groups.length } : {}),
         ...Object.fromEntries(Object.entries(updateMetrics).map(([k, v]) => [`train/${k}`, v])),
         ...Object.fromEntries(Object.entries(advantages).flatMap(([task, a]) => [[`advantage_mean/${task}`, a.mean], [`advantage_std/${task}`, a.std]])),
         "time/wait": (waited - began) / 1000,
