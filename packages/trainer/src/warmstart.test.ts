@@ -7,7 +7,7 @@ import { join } from "node:path";
 import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
 import { hasAgentBenchData } from "@agentrl/envs";
 import { agentBenchProblemTexts, gatherTaskText } from "./corpus.js";
-import { WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, fromStage, openDifficulties, warmStartStages, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
+import { DOCKER_FAMILIES, WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, fromStage, openDifficulties, warmStartStages, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
 
 test("task text holds the families' rendered prompts, tools, expert calls and observations", async () => {
   const documents = await gatherTaskText({ tasks: ["kg", "alfworld"], episodesPerDifficulty: 2, dataDir: "/nonexistent" });
@@ -105,49 +105,58 @@ test("warmStartStages merges each stage into the one before; fromStage starts a 
   assert.equal(fromStage(recipe, 3, "/m").then, undefined, "the last stage alone");
   assert.throws(() => fromStage(recipe, 4, "/m"), /stage 4 does not exist: the recipe has 3 stage/);
   assert.throws(() => fromStage(recipe, 0, "/m"), WarmStartError);
+  assert.throws(() => fromStage(recipe, 2), /stage 2 continues a model/);
+  assert.equal(fromStage(recipe, 1).model, undefined, "stage 1 without a model starts fresh");
 });
 
 test("runWarmStart: a fresh test-preset model trains a few steps, lowers its loss, is evaluated before and after, and is saved", async () => {
-  const out = await mkdtemp(join(tmpdir(), "warmstart-test-"));
+  await inTemporaryFolder("warmstart-test-", async (out) => {
+  const lines: string[] = [];
+  const summary = await runWarmStart({
+    out,
+    architecture: { preset: "test", vocabSize: 600, overrides: { maxPositionEmbeddings: 2048 } },
+    corpusEpisodesPerDifficulty: 2,
+    tasks: ["alfworld"],
+    steps: 8,
+    batchSize: 1,
+    learningRate: 1e-2,
+    warmupSteps: 0,
+    schedule: "constant",
+    difficulties: [0],
+    evalLimit: 2,
+    evalMaxTurns: 2,
+    evalMaxNewTokens: 8,
+    logEvery: 2,
+    progress: false,
+    log: (line) => lines.push(line),
+  });
+  assert.equal(summary.steps, 8);
+  assert.equal(summary.rows, 8);
+  assert.equal(summary.evaluations.length, 2, "start and end");
+  assert.deepEqual(summary.evaluations.map((e) => e.step), [0, 8]);
+  assert.equal(summary.evaluations[1].results.alfworld["0"].instances, 2);
+  const losses = summary.lossCurve.map(([, , loss]) => loss);
+  assert.ok(losses.every(Number.isFinite));
+  assert.ok(losses.at(-1)! < losses[0], `loss fell: ${losses.join(", ")}`);
+  const written = JSON.parse(await readFile(join(out, "warmstart.json"), "utf8")) as WarmStartSummary;
+  assert.equal(written.steps, 8);
+  assert.ok(lines.some((line) => line.startsWith("eval step 8")), lines.join("\n"));
+  const loaded = await Policy.load(out);
+  assert.equal(loaded.config.hiddenSize, 32);
+  assert.ok(loaded.tokenizer, "the tokenizer is saved with the model");
+  loaded.dispose();
+  });
+});
+
+/** Runs `body` with a fresh temporary folder, removed afterwards. */
+async function inTemporaryFolder(prefix: string, body: (out: string) => Promise<void>): Promise<void> {
+  const out = await mkdtemp(join(tmpdir(), prefix));
   try {
-    const lines: string[] = [];
-    const summary = await runWarmStart({
-      out,
-      architecture: { preset: "test", vocabSize: 600, overrides: { maxPositionEmbeddings: 2048 } },
-      corpusEpisodesPerDifficulty: 2,
-      tasks: ["alfworld"],
-      steps: 8,
-      batchSize: 1,
-      learningRate: 1e-2,
-      warmupSteps: 0,
-      schedule: "constant",
-      difficulties: [0],
-      evalLimit: 2,
-      evalMaxTurns: 2,
-      evalMaxNewTokens: 8,
-      logEvery: 2,
-      progress: false,
-      log: (line) => lines.push(line),
-    });
-    assert.equal(summary.steps, 8);
-    assert.equal(summary.rows, 8);
-    assert.equal(summary.evaluations.length, 2, "start and end");
-    assert.deepEqual(summary.evaluations.map((e) => e.step), [0, 8]);
-    assert.equal(summary.evaluations[1].results.alfworld["0"].instances, 2);
-    const losses = summary.lossCurve.map(([, , loss]) => loss);
-    assert.ok(losses.every(Number.isFinite));
-    assert.ok(losses.at(-1)! < losses[0], `loss fell: ${losses.join(", ")}`);
-    const written = JSON.parse(await readFile(join(out, "warmstart.json"), "utf8")) as WarmStartSummary;
-    assert.equal(written.steps, 8);
-    assert.ok(lines.some((line) => line.startsWith("eval step 8")), lines.join("\n"));
-    const loaded = await Policy.load(out);
-    assert.equal(loaded.config.hiddenSize, 32);
-    assert.ok(loaded.tokenizer, "the tokenizer is saved with the model");
-    loaded.dispose();
+    await body(out);
   } finally {
     await rm(out, { recursive: true, force: true });
   }
-});
+}
 
 /** A first stage of two steps on ALFWorld with a fresh test-size model (compact template), no evaluations. */
 const TWO_STEP_ALFWORLD: Omit<WarmStartOptions, "out"> = {
@@ -162,78 +171,69 @@ const TWO_STEP_ALFWORLD: Omit<WarmStartOptions, "out"> = {
 };
 
 test("taskDifficulties: a family trains and is evaluated on its own levels, the others on `difficulties`", async () => {
-  const out = await mkdtemp(join(tmpdir(), "warmstart-levels-"));
-  try {
-    const lines: string[] = [];
-    const summary = await runWarmStart({
-      out,
-      ...TWO_STEP_ALFWORLD,
-      tasks: ["alfworld", "kg"],
-      taskDifficulties: { kg: [1, 2] },
-      curriculum: "uniform",
-      steps: 2,
-      batchSize: 2,
-      evalLimit: 1,
-      evalMaxTurns: 1,
-      evalMaxNewTokens: 4,
-      log: (line) => lines.push(line),
-    });
-    assert.deepEqual(Object.keys(summary.evaluations[0].results.alfworld), ["0"]);
-    assert.deepEqual(Object.keys(summary.evaluations[0].results.kg).sort(), ["1", "2"]);
-    assert.ok(lines.some((line) => line.includes("difficulties 0 (kg 1,2)")), lines.join("\n"));
-  } finally {
-    await rm(out, { recursive: true, force: true });
-  }
+  await inTemporaryFolder("warmstart-levels-", async (out) => {
+  const lines: string[] = [];
+  const summary = await runWarmStart({
+    out,
+    ...TWO_STEP_ALFWORLD,
+    tasks: ["alfworld", "kg"],
+    taskDifficulties: { kg: [1, 2] },
+    curriculum: "uniform",
+    steps: 2,
+    batchSize: 2,
+    evalLimit: 1,
+    evalMaxTurns: 1,
+    evalMaxNewTokens: 4,
+    log: (line) => lines.push(line),
+  });
+  assert.deepEqual(Object.keys(summary.evaluations[0].results.alfworld), ["0"]);
+  assert.deepEqual(Object.keys(summary.evaluations[0].results.kg).sort(), ["1", "2"]);
+  assert.ok(lines.some((line) => line.includes("difficulties 0 (kg 1,2)")), lines.join("\n"));
+  });
 });
 
 test("runWarmStart with `then`: later stages continue from the previous stage's model in the same folder", async () => {
-  const out = await mkdtemp(join(tmpdir(), "warmstart-stages-"));
-  try {
-    const lines: string[] = [];
-    const summary = await runWarmStart({
-      out,
-      ...TWO_STEP_ALFWORLD,
-      log: (line) => lines.push(line),
-      then: [{ steps: 3, learningRate: 1e-3 }, { steps: 1 }],
-    });
-    const first = JSON.parse(await readFile(join(out, "warmstart-stage-1.json"), "utf8")) as WarmStartSummary;
-    assert.equal(first.steps, 2);
-    assert.equal(first.options.model, null, "stage 1 starts from a fresh model");
-    const second = JSON.parse(await readFile(join(out, "warmstart-stage-2.json"), "utf8")) as WarmStartSummary;
-    assert.equal(second.steps, 3);
-    assert.equal(second.options.model, out, "stage 2 starts from stage 1's model");
-    assert.equal(second.options.learningRate, 1e-3);
-    assert.equal(summary.steps, 1);
-    assert.equal(summary.options.learningRate, 1e-3, "stage 3 keeps what stage 2 changed");
-    assert.ok(lines.some((line) => line.includes("stage 3 of 3")), lines.join("\n"));
-    const loaded = await Policy.load(out);
-    assert.match(String(loaded.tokenizer!.tokenizerConfig.chat_template), /Call a tool with/, "the compact template is saved with the model");
-    loaded.dispose();
-  } finally {
-    await rm(out, { recursive: true, force: true });
-  }
+  await inTemporaryFolder("warmstart-stages-", async (out) => {
+  const lines: string[] = [];
+  const summary = await runWarmStart({
+    out,
+    ...TWO_STEP_ALFWORLD,
+    log: (line) => lines.push(line),
+    then: [{ steps: 3, learningRate: 1e-3 }, { steps: 1 }],
+  });
+  const first = JSON.parse(await readFile(join(out, "warmstart-stage-1.json"), "utf8")) as WarmStartSummary;
+  assert.equal(first.steps, 2);
+  assert.equal(first.options.model, null, "stage 1 starts from a fresh model");
+  const second = JSON.parse(await readFile(join(out, "warmstart-stage-2.json"), "utf8")) as WarmStartSummary;
+  assert.equal(second.steps, 3);
+  assert.equal(second.options.model, out, "stage 2 starts from stage 1's model");
+  assert.equal(second.options.learningRate, 1e-3);
+  assert.equal(summary.steps, 1);
+  assert.equal(summary.options.learningRate, 1e-3, "stage 3 keeps what stage 2 changed");
+  assert.ok(lines.some((line) => line.includes("stage 3 of 3")), lines.join("\n"));
+  const loaded = await Policy.load(out);
+  assert.match(String(loaded.tokenizer!.tokenizerConfig.chat_template), /Call a tool with/, "the compact template is saved with the model");
+  loaded.dispose();
+  });
 });
 
 test("runWarmStart with `then` stopped before a later stage: the folder keeps the finished stage's model and warmstart.json", async () => {
-  const out = await mkdtemp(join(tmpdir(), "warmstart-stopped-"));
-  try {
-    const controller = new AbortController();
-    controller.abort();
-    const summary = await runWarmStart({
-      out,
-      ...TWO_STEP_ALFWORLD,
-      log: () => {},
-      signal: controller.signal,
-      then: [{ steps: 3 }],
-    });
-    const saved = JSON.parse(await readFile(join(out, "warmstart.json"), "utf8")) as WarmStartSummary;
-    assert.equal(saved.options.steps, 2, "the first stage's summary stays as warmstart.json");
-    assert.equal(summary.options.steps, 2);
-    assert.ok(!existsSync(join(out, "warmstart-stage-1.json")), "no stage was moved aside");
-    assert.ok(existsSync(join(out, "model.safetensors")));
-  } finally {
-    await rm(out, { recursive: true, force: true });
-  }
+  await inTemporaryFolder("warmstart-stopped-", async (out) => {
+  const controller = new AbortController();
+  controller.abort();
+  const summary = await runWarmStart({
+    out,
+    ...TWO_STEP_ALFWORLD,
+    log: () => {},
+    signal: controller.signal,
+    then: [{ steps: 3 }],
+  });
+  const saved = JSON.parse(await readFile(join(out, "warmstart.json"), "utf8")) as WarmStartSummary;
+  assert.equal(saved.options.steps, 2, "the first stage's summary stays as warmstart.json");
+  assert.equal(summary.options.steps, 2);
+  assert.ok(!existsSync(join(out, "warmstart-stage-1.json")), "no stage was moved aside");
+  assert.ok(existsSync(join(out, "model.safetensors")));
+  });
 });
 
 test("checkStagesRunnable: without Docker, the first stage that trains os or db is named before anything runs", async () => {
@@ -243,5 +243,5 @@ test("checkStagesRunnable: without Docker, the first stage that trains os or db 
   await assert.doesNotReject(checkStagesRunnable([{ tasks: ["kg", "alfworld"] }, { tasks: ["webshop"] }], async () => false));
   const osStage = stages.findIndex((stage) => stage.tasks?.includes("os"));
   assert.ok(osStage > 0, "the default recipe has an OS stage after the first");
-  await assert.rejects(checkStagesRunnable(stages, async () => false), (error: unknown) => error instanceof WarmStartError && error.message.startsWith(`stage ${osStage + 1} of ${stages.length} trains ${stages[osStage].tasks!.filter((task) => task === "os" || task === "db").join(", ")}, which needs a Docker engine`));
+  await assert.rejects(checkStagesRunnable(stages, async () => false), (error: unknown) => error instanceof WarmStartError && error.message.startsWith(`stage ${osStage + 1} of ${stages.length} trains ${stages[osStage].tasks!.filter((task) => DOCKER_FAMILIES.has(task)).join(", ")}, which needs a Docker engine`));
 });

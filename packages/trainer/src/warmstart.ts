@@ -584,22 +584,23 @@ export function warmStartStages(options: WarmStartOptions): WarmStartOptions[] {
 
 /**
  * The same run started at stage `from` (1-based) from the model in `model` (a folder holding
- * what stage `from - 1` made, e.g. a stage's saved output): the later stages follow as usual.
+ * what stage `from - 1` made, e.g. a stage's saved output; required after stage 1): the later
+ * stages follow as usual.
  */
-export function fromStage(options: WarmStartOptions, from: number, model: string): WarmStartOptions {
+export function fromStage(options: WarmStartOptions, from: number, model?: string): WarmStartOptions {
   const stages = warmStartStages(options);
   if (!Number.isInteger(from) || from < 1 || from > stages.length) throw new WarmStartError(`stage ${from} does not exist: the recipe has ${stages.length} stage(s)`);
+  if (from > 1 && model === undefined) throw new WarmStartError(`stage ${from} continues a model: give the folder holding what stage ${from - 1} made`);
   const [start, ...rest] = stages.slice(from - 1);
-  return { ...start, model, then: rest.length ? rest.map(({ out: _out, model: _model, log: _log, signal: _signal, createProgress: _createProgress, then: _then, ...stage }) => stage) : undefined };
+  return { ...start, ...(model === undefined ? {} : { model }), then: rest.length ? rest.map(({ out: _out, model: _model, log: _log, signal: _signal, createProgress: _createProgress, then: _then, ...stage }) => stage) : undefined };
 }
 
 /** Runs the supervised warm start; see the top of this file. */
 export async function runWarmStart(options: WarmStartOptions): Promise<WarmStartSummary> {
   if (options.then) {
-    const first: WarmStartOptions = { ...options, then: undefined };
     const stages = warmStartStages(options);
     await checkStagesRunnable(stages);
-    let summary = await runWarmStart(first);
+    let summary = await runWarmStart(stages[0]);
     for (let k = 1; k < stages.length; k++) {
       // Stopped: the folder keeps the last finished stage's model and its warmstart.json.
       if (options.signal?.aborted) return summary;

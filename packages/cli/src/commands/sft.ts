@@ -34,8 +34,7 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (flags.fromStage !== undefined) {
     // Resume a staged recipe: stage k starts from --model (what stage k - 1 made), the later stages follow.
     if (flags.fromStage > 1 && flags.model === undefined) throw new WarmStartError("--from-stage needs --model: the folder holding what the stage before made");
-    recipe = fromStage({ ...preset, out: flags.out }, flags.fromStage, flags.model ?? "");
-    if (flags.model === undefined) delete recipe.model;
+    recipe = fromStage({ ...preset, out: flags.out }, flags.fromStage, flags.model);
   }
   const options: WarmStartOptions = { ...recipe, out: flags.out, progress: flags.progress };
   if (flags.model !== undefined) options.model = flags.model;
