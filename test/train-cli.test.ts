@@ -159,6 +159,35 @@ describe("agentrl train / eval (CLI end to end)", () => {
     assert.ok(results.sampled?.final?.alfworld, "the sampled evaluation of the final model");
   });
 
+  test("ablation with --variant and --seeds: one run per arm and seed, mean ± sd cells; --resume reads finished runs back", async () => {
+    const out = join(folder, "results-seeds.md");
+    const parent = join(folder, "ablation-seeds");
+    const args = ["ablation", "--config", configFile, "--run-dir", parent, "--out", out, "--set", "rl.steps=1", "--set", "evaluation.every=0", "--set", "evaluation.sampled=false"];
+    const arms = ["--variant", "base:", "--variant", "greedy-rollout: rl.temperature=0.5 crossPolicy.staleProbability=0", "--seeds", "3,4", "--title", "Two arms"];
+    const run = await agentrl([...args, ...arms], 600_000);
+    assert.equal(run.code, 0, run.stderr + run.stdout);
+    const text = readFileSync(out, "utf8");
+    assert.match(text, /^# Two arms$/m);
+    assert.match(text, /seeds 3, 4: mean ± sample sd/);
+    assert.match(text, /greedy-rollout \(`rl\.temperature=0\.5` `crossPolicy\.staleProbability=0`\)/);
+    assert.match(text, /^\| task \| after warm start \| base \| greedy-rollout \|$/m);
+    // Two seeds: every cell is mean ± sd (± 0.0 when the seeds agree).
+    assert.match(text, /^\| alfworld \| \d+\.\d ± \d+\.\d% \| \d+\.\d ± \d+\.\d% \| \d+\.\d ± \d+\.\d% \|$/m);
+    for (const folderName of ["base-3", "base-4", "greedy-rollout-3", "greedy-rollout-4"]) assert.ok(existsSync(join(parent, folderName, "results.json")), folderName);
+    const config = (name: string) => readFileSync(join(parent, name, "config.yaml"), "utf8");
+    assert.match(config("greedy-rollout-4"), /seed: 4/);
+    assert.match(config("greedy-rollout-4"), /temperature: 0\.5/);
+    assert.match(config("base-3"), /seed: 3/);
+    const stepsBefore = metricSteps(join(parent, "base-3"));
+    const again = await agentrl([...args, ...arms, "--resume"], 600_000);
+    assert.equal(again.code, 0, again.stderr + again.stdout);
+    assert.deepEqual(metricSteps(join(parent, "base-3")), stepsBefore, "a finished run is not trained again");
+    assert.equal(readFileSync(out, "utf8"), text);
+    const bad = await agentrl(["ablation", "--variant", "no colon here"]);
+    assert.equal(bad.code, 1);
+    assert.match(bad.stderr, /--variant must be "NAME: key=value \.\.\."/);
+  });
+
   test("eval on the saved model prints success per task, and valid JSON with --json", async () => {
     const model = join(runDirectory, "checkpoints", "step-000003", "policy");
     if (!existsSync(model)) return assert.fail("the train test did not leave a model");

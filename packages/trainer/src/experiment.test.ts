@@ -67,6 +67,29 @@ test("successTable: one column per measured point, percentages and the mean", ()
   ].join("\n"));
 });
 
+test("successTable: a column of several seeds shows mean ± sample sd per task, and of each seed's mean", () => {
+  const result = (task: string, success: number): TaskEvaluation => ({ task, instances: 4, episodes: 4, success, passAtK: success, meanReward: success, meanTurns: 2 });
+  // kg over seeds 0.2, 0.4, 0.6: mean 40, sd √((0.04+0+0.04)/2) = 0.2 → 20.0.
+  // webshop 0.5, 0.5, 0.8: mean 60, sd √((0.01+0.01+0.04)/2) = √0.03 = 0.1732 → 17.3.
+  // Seed means 0.35, 0.45, 0.7: mean 50, sd √((0.0225+0.0025+0.04)/2) = √0.0325 = 0.1803 → 18.0.
+  const table = successTable([
+    ["warm", { kg: result("kg", 0.1), webshop: result("webshop", 0.3) }],
+    ["three seeds", [
+      { kg: result("kg", 0.2), webshop: result("webshop", 0.5) },
+      { kg: result("kg", 0.4), webshop: result("webshop", 0.5) },
+      { kg: result("kg", 0.6), webshop: result("webshop", 0.8) },
+    ]],
+    ["no runs", []],
+  ]);
+  assert.equal(table, [
+    "| task | warm | three seeds |",
+    "|---|---:|---:|",
+    "| kg | 10.0% | 40.0 ± 20.0% |",
+    "| webshop | 30.0% | 60.0 ± 17.3% |",
+    "| **mean** | 20.0% | 50.0 ± 18.0% |",
+  ].join("\n"));
+});
+
 test("evaluationKey: per task; the same model files, test instances and settings give the same key; a changed weight file, instance or setting another", async () => {
   const directory = await mkdtemp(join(tmpdir(), "agentrl-evalkey-"));
   try {

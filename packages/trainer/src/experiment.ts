@@ -563,20 +563,41 @@ function pickKeys<T extends object, K extends keyof T>(source: T, keys: readonly
 
 // ── 7. the table ────────────────────────────────────────────────────────────
 
-/** A markdown table of test success per task, one column per measured point. */
-export function successTable(columns: [string, Record<string, TaskEvaluation> | undefined][]): string {
-  const present = columns.filter((c): c is [string, Record<string, TaskEvaluation>] => c[1] !== undefined);
-  const tasks = [...new Set(present.flatMap(([, r]) => Object.keys(r)))].sort();
-  const cell = (r: Record<string, TaskEvaluation>, task: string) => (r[task] ? `${(100 * r[task].success).toFixed(1)}%` : "—");
-  const mean = (r: Record<string, TaskEvaluation>) => {
-    const values = tasks.filter((t) => r[t]).map((t) => r[t].success);
-    return values.length ? `${((100 * values.reduce((a, b) => a + b, 0)) / values.length).toFixed(1)}%` : "—";
+/** One column of {@link successTable}: one run's results, or the same point of several seeds' runs. */
+export type SuccessColumn = [string, Record<string, TaskEvaluation> | readonly Record<string, TaskEvaluation>[] | undefined];
+
+/** Mean and sample standard deviation (n − 1; 0 for one value) of `values`, in percent. */
+function meanAndSpread(values: readonly number[]): string {
+  const mean = values.reduce((a, b) => a + b, 0) / values.length;
+  if (values.length === 1) return `${(100 * mean).toFixed(1)}%`;
+  const sd = Math.sqrt(values.reduce((a, b) => a + (b - mean) ** 2, 0) / (values.length - 1));
+  return `${(100 * mean).toFixed(1)} ± ${(100 * sd).toFixed(1)}%`;
+}
+
+/**
+ * A markdown table of test success per task, one column per measured point. A column of
+ * several seeds' results shows `mean ± sd` over the seeds (sample standard deviation); its
+ * mean row is the mean ± sd of each seed's mean over tasks.
+ */
+export function successTable(columns: readonly SuccessColumn[]): string {
+  const present = columns
+    .filter((c): c is [string, NonNullable<SuccessColumn[1]>] => c[1] !== undefined)
+    .map(([name, r]): [string, readonly Record<string, TaskEvaluation>[]] => [name, Array.isArray(r) ? r : [r as Record<string, TaskEvaluation>]])
+    .filter(([, runs]) => runs.length > 0);
+  const tasks = [...new Set(present.flatMap(([, runs]) => runs.flatMap((r) => Object.keys(r))))].sort();
+  const cell = (runs: readonly Record<string, TaskEvaluation>[], task: string) => {
+    const values = runs.filter((r) => r[task]).map((r) => r[task].success);
+    return values.length ? meanAndSpread(values) : "—";
+  };
+  const mean = (runs: readonly Record<string, TaskEvaluation>[]) => {
+    const perRun = runs.map((r) => tasks.filter((t) => r[t]).map((t) => r[t].success)).filter((v) => v.length > 0);
+    return perRun.length ? meanAndSpread(perRun.map((v) => v.reduce((a, b) => a + b, 0) / v.length)) : "—";
   };
   return [
     `| task | ${present.map(([name]) => name).join(" | ")} |`,
     `|---|${present.map(() => "---:").join("|")}|`,
-    ...tasks.map((task) => `| ${task} | ${present.map(([, r]) => cell(r, task)).join(" | ")} |`),
-    `| **mean** | ${present.map(([, r]) => mean(r)).join(" | ")} |`,
+    ...tasks.map((task) => `| ${task} | ${present.map(([, runs]) => cell(runs, task)).join(" | ")} |`),
+    `| **mean** | ${present.map(([, runs]) => mean(runs)).join(" | ")} |`,
   ].join("\n");
 }
 

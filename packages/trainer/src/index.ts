@@ -73,7 +73,7 @@ export {
 export {
   evaluationKey, type ExperimentOptions, type ExperimentResult, type FamilyFactory,
   type OpenedTasks, openTasks, type Printer, type ResolveConfigOptions, resolveTrainConfig,
-  runExperiment, setAsideEarlierRun, SHIPPED_WARM_START, successTable, warmStartPhase,
+  runExperiment, setAsideEarlierRun, SHIPPED_WARM_START, successTable, warmStartPhase, type SuccessColumn,
   type WarmStartPhaseOptions, writePlots
 } from "./experiment.js";
 export {

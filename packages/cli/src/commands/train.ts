@@ -7,16 +7,18 @@
 import { existsSync } from "node:fs";
 import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import type { Command } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
 import {
   resolveTrainConfig,
   runExperiment,
   successTable,
   type ExperimentResult,
+  type SuccessColumn,
   type FamilyFactory,
   type Printer,
   type TaskEvaluation,
 } from "@agentrl/trainer";
+import { listOption, numberOption } from "../options.js";
 import { progressFactory } from "../progress.js";
 import { DEFAULT_DASHBOARD_PORT } from "@agentrl/dashboard";
 import { openDashboard, parsePort } from "./dashboard.js";
@@ -91,13 +93,33 @@ export function registerTrainCommand(program: Command): void {
 
 // ── ablation ────────────────────────────────────────────────────────────────
 
-/** The four variants of the ablation: task advantage normalization × cross-policy sampling. */
-export const ABLATION_VARIANTS = [
-  { name: "full", label: "TAN + cross-policy", set: [] as string[] },
+/** One arm of an ablation: a folder name, a column label and the `--set` overrides that make it. */
+export interface AblationVariant {
+  name: string;
+  label: string;
+  set: readonly string[];
+}
+
+/** The four variants of the default ablation: task advantage normalization × cross-policy sampling. */
+export const ABLATION_VARIANTS: readonly AblationVariant[] = [
+  { name: "full", label: "TAN + cross-policy", set: [] },
   { name: "no-tan", label: "cross-policy only", set: ["rl.taskAdvantageNormalization=false"] },
   { name: "no-cross", label: "TAN only", set: ["crossPolicy.staleProbability=0"] },
   { name: "neither", label: "neither", set: ["rl.taskAdvantageNormalization=false", "crossPolicy.staleProbability=0"] },
-] as const;
+];
+
+/**
+ * `--variant "NAME: key=value key=value"` → an {@link AblationVariant} labelled NAME (the
+ * overrides are separated by spaces; none makes the base configuration an arm of its own).
+ */
+export function parseVariant(text: string): AblationVariant {
+  const match = /^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*:(.*)$/s.exec(text);
+  if (!match) throw new InvalidArgumentError(`--variant must be "NAME: key=value ...", NAME of letters, digits, '.', '_' or '-' (it names the run folder), got "${text}"`);
+  const set = match[2].trim().split(/\s+/).filter((item) => item !== "");
+  const bad = set.find((item) => !/^[^=\s]+=/.test(item));
+  if (bad) throw new InvalidArgumentError(`--variant ${match[1]}: "${bad}" is not key=value`);
+  return { name: match[1], label: match[1], set };
+}
 
 /** In an ablation's markdown, the text from this line on is kept when the ablation runs again. */
 export const ABLATION_NOTES_MARKER = "<!-- notes: kept when the ablation is run again -->";
@@ -105,63 +127,93 @@ export const ABLATION_NOTES_MARKER = "<!-- notes: kept when the ablation is run 
 export interface AblationOptions extends Omit<TrainCommandOptions, "runDirectory"> {
   /** Markdown file the side-by-side table goes to. Default `docs/results.md`. */
   out?: string;
-  /** Parent folder of the four runs (each in `<folder>/<variant>`). Default: `run.directory` of the config. */
+  /** Parent folder of the runs (each in `<folder>/<variant>`, or `<folder>/<variant>-<seed>` with `seeds`). Default: `run.directory` of the config. */
   runDirectory?: string;
+  /** The arms. Default {@link ABLATION_VARIANTS}. */
+  variants?: readonly AblationVariant[];
+  /** Train every arm once per seed (`run.seed`); the tables show mean ± sd over the seeds. Default: the configuration's seed, once. */
+  seeds?: readonly number[];
+  /** The markdown's heading. Default: the TAN × cross-policy ablation's. */
+  title?: string;
 }
 
 /**
- * Trains the same budget four times (with and without task advantage normalization, with and
- * without cross-policy sampling) from ONE warm start, then writes the final test success
- * per task of the four runs side by side into `out`.
+ * Trains the same budget once per variant (default: with and without task advantage
+ * normalization, with and without cross-policy sampling) and seed, from ONE warm start per
+ * seed, then writes the final test success per task of the variants side by side into `out`
+ * (with several seeds: mean ± sd over them). With `resume`, finished runs are read back, not
+ * trained again.
  */
 export async function runAblation(options: AblationOptions = {}): Promise<Record<string, TrainResult>> {
   const print = options.print ?? ((line: string) => console.log(line));
   const base = await resolveTrainConfig({ config: options.config, set: options.set });
   const parent = options.runDirectory ?? base.run.directory;
+  const variants = options.variants ?? ABLATION_VARIANTS;
+  const names = variants.map((v) => v.name);
+  const repeated = names.find((name, i) => names.indexOf(name) !== i);
+  if (repeated) throw new InvalidArgumentError(`ablation: variant "${repeated}" is given twice`);
+  const seeds = options.seeds ?? [base.run.seed];
+  const folderOf = (variant: AblationVariant, seed: number) => join(parent, options.seeds ? `${variant.name}-${seed}` : variant.name);
   const results: Record<string, TrainResult> = {};
-  let warmCheckpoint: string | undefined;
-  for (const variant of ABLATION_VARIANTS) {
-    if (options.signal?.aborted) break;
-    print(`\n=== ablation: ${variant.label} (${variant.name}) ===`);
-    const set = [...(options.set ?? []), ...variant.set];
-    const firstRun = Object.values(results)[0];
-    if (firstRun) {
-      // Later variants share the first one's warm start and its measurement.
-      set.push("evaluation.beforeWarmStart=false");
-      if (warmCheckpoint) set.push(`warmStart.checkpoint=${JSON.stringify(warmCheckpoint)}`);
-      for (const name of ["warmstart.json", "warmstart-sampled.json"]) {
-        const measured = join(firstRun.runDirectory, "evaluations", name);
-        if (!existsSync(measured)) continue;
-        await mkdir(join(parent, variant.name, "evaluations"), { recursive: true });
-        await copyFile(measured, join(parent, variant.name, "evaluations", name));
+  const bySeed = new Map<number, Record<string, TrainResult>>();
+  for (const seed of seeds) {
+    let warmCheckpoint: string | undefined;
+    let first: TrainResult | undefined;
+    const ofSeed: Record<string, TrainResult> = {};
+    bySeed.set(seed, ofSeed);
+    for (const variant of variants) {
+      if (options.signal?.aborted) break;
+      const folder = folderOf(variant, seed);
+      print(`\n=== ablation: ${variant.label}${options.seeds ? `, seed ${seed}` : ""} (${folder}) ===`);
+      const set = [...(options.set ?? []), ...(options.seeds ? [`run.seed=${seed}`] : []), ...variant.set];
+      if (first) {
+        // Later variants share the first one's warm start and its measurement.
+        set.push("evaluation.beforeWarmStart=false");
+        if (warmCheckpoint) set.push(`warmStart.checkpoint=${JSON.stringify(warmCheckpoint)}`);
+        for (const name of ["warmstart.json", "warmstart-sampled.json"]) {
+          const measured = join(first.runDirectory, "evaluations", name);
+          if (!existsSync(measured)) continue;
+          await mkdir(join(folder, "evaluations"), { recursive: true });
+          await copyFile(measured, join(folder, "evaluations", name));
+        }
       }
+      const result = await runTrainCommand({ ...options, set, runDirectory: folder, print });
+      ofSeed[variant.name] = result;
+      results[options.seeds ? `${variant.name}-${seed}` : variant.name] = result;
+      first ??= result;
+      const own = join(folder, "warmstart", "model");
+      if (!warmCheckpoint && base.warmStart.enabled && existsSync(join(own, "config.json"))) warmCheckpoint = own;
     }
-    const result = await runTrainCommand({ ...options, set, runDirectory: join(parent, variant.name), print });
-    results[variant.name] = result;
-    const own = join(parent, variant.name, "warmstart", "model");
-    if (!warmCheckpoint && base.warmStart.enabled && existsSync(join(own, "config.json"))) warmCheckpoint = own;
   }
-  const first = Object.values(results)[0];
+  const runs = [...bySeed.values()];
+  const column = (label: string, pick: (run: Record<string, TrainResult>) => Record<string, TaskEvaluation> | undefined): SuccessColumn => [
+    label,
+    runs.map(pick).filter((r): r is Record<string, TaskEvaluation> => r !== undefined),
+  ];
+  const firstOf = (run: Record<string, TrainResult>) => run[variants[0].name];
   const table = successTable([
-    ["after warm start", first?.tables.warmStart],
-    ...ABLATION_VARIANTS.filter((v) => results[v.name]).map((v): [string, Record<string, TaskEvaluation> | undefined] => [v.label, results[v.name].tables.final]),
+    column("after warm start", (run) => firstOf(run)?.tables.warmStart),
+    ...variants.map((v) => column(v.label, (run) => run[v.name]?.tables.final)),
   ]);
-  const sampledTable = first?.sampledTables
+  const sampled = runs.some((run) => firstOf(run)?.sampledTables);
+  const sampledTable = sampled
     ? successTable([
-        ["after warm start", first.sampledTables.warmStart],
-        ...ABLATION_VARIANTS.filter((v) => results[v.name]).map((v): [string, Record<string, TaskEvaluation> | undefined] => [v.label, results[v.name].sampledTables?.final]),
+        column("after warm start", (run) => firstOf(run)?.sampledTables?.warmStart),
+        ...variants.map((v) => column(v.label, (run) => run[v.name]?.sampledTables?.final)),
       ])
     : undefined;
   const out = options.out ?? "docs/results.md";
   // Notes written by hand below the marker survive a re-run.
   const previous = existsSync(out) ? await readFile(out, "utf8") : "";
   const notes = previous.includes(ABLATION_NOTES_MARKER) ? previous.slice(previous.indexOf(ABLATION_NOTES_MARKER)) : `${ABLATION_NOTES_MARKER}\n`;
+  const command = ["agentrl ablation", options.config ? `--config ${options.config}` : "", ...(options.set ?? []).map((item) => `--set ${item}`), options.seeds ? `--seeds ${seeds.join(",")}` : ""].filter(Boolean).join(" ");
   const text = [
-    "# Ablation: task advantage normalization (TAN) and cross-policy sampling",
+    `# ${options.title ?? "Ablation: task advantage normalization (TAN) and cross-policy sampling"}`,
     "",
-    `Generated by \`agentrl ablation${options.config ? ` --config ${options.config}` : ""}\` on ${new Date().toISOString().slice(0, 10)}: four runs of the same budget`,
-    `(${base.rl.steps} RL steps of ${base.rl.batchGroups} groups × ${base.rl.groupSize} episodes, ${base.rl.mode} mode, seed ${base.run.seed}) from one warm start.`,
-    `Test success per task after RL (${base.evaluation.finalLimit} test instances per task, ${base.evaluation.samples} sample(s), temperature ${base.evaluation.temperature}). Runs: \`${parent}/<variant>\`.`,
+    `Generated by \`${command}\` on ${new Date().toISOString().slice(0, 10)}: ${variants.length} variants of the same budget`,
+    `(${base.rl.steps} RL steps of ${base.rl.batchGroups} groups × ${base.rl.groupSize} episodes, ${base.rl.mode} mode, ${options.seeds ? `seeds ${seeds.join(", ")}: mean ± sample sd over them` : `seed ${base.run.seed}`}) from one warm start${options.seeds ? " per seed" : ""}.`,
+    `Variants: ${variants.map((v) => `${v.label} (${v.set.length ? v.set.map((s) => `\`${s}\``).join(" ") : "the configuration as is"})`).join("; ")}.`,
+    `Test success per task after RL (${base.evaluation.finalLimit} test instances per task, ${base.evaluation.samples} sample(s), temperature ${base.evaluation.temperature}). Runs: \`${parent}/<variant>${options.seeds ? "-<seed>" : ""}\`.`,
     "",
     table,
     "",
@@ -181,15 +233,18 @@ export function registerAblationCommand(program: Command): void {
     .option("-c, --config <file>", "base YAML configuration (e.g. examples/ablation.yaml)")
     .option("--set <key=value>", "override a configuration key (repeatable)", (value: string, previous: string[] = []) => [...previous, value])
     .option("--run-dir <dir>", "parent folder of the four runs (default: run.directory)")
-    .option("--resume", "continue each run from its newest checkpoint")
+    .option("--variant <spec>", 'an arm "NAME: key=value ..." instead of the four TAN × cross-policy variants (repeatable)', (value: string, previous: AblationVariant[] = []) => [...previous, parseVariant(value)])
+    .option("--seeds <list>", "train every variant once per seed (comma-separated); the tables show mean ± sd", (value: string) => listOption(value).map(numberOption("--seeds", { integer: true, minimum: 0 })))
+    .option("--title <text>", "heading of the markdown")
+    .option("--resume", "continue each run from its newest checkpoint (finished runs are read back)")
     .option("-o, --out <file>", "markdown output", "docs/results.md")
     .addHelpText(
       "after",
-      "\nExamples:\n  agentrl ablation --config examples/ablation.yaml\n  agentrl ablation --config examples/ablation.yaml --set run.seed=1 --run-dir runs/ablation-seed1 --out /tmp/results-seed1.md",
+      "\nExamples:\n  agentrl ablation --config examples/ablation.yaml\n  agentrl ablation --config examples/ablation.yaml --seeds 1,2,3 --out /tmp/results-3-seeds.md\n  agentrl ablation --config examples/off-policy.yaml --variant \"ppo-clip:\" --variant \"tis-token: rl.policyLoss=tis_token\" --seeds 1,2,3",
     )
-    .action(async (flags: { config?: string; set?: string[]; runDir?: string; resume?: boolean; out: string }) => {
+    .action(async (flags: { config?: string; set?: string[]; runDir?: string; variant?: AblationVariant[]; seeds?: number[]; title?: string; resume?: boolean; out: string }) => {
       const print: Printer = (line) => console.log(line);
       const controller = stopOnSignals(print);
-      await runAblation({ config: flags.config, set: flags.set, runDirectory: flags.runDir, resume: flags.resume, out: flags.out, print, signal: controller.signal });
+      await runAblation({ config: flags.config, set: flags.set, runDirectory: flags.runDir, variants: flags.variant, seeds: flags.seeds, title: flags.title, resume: flags.resume, out: flags.out, print, signal: controller.signal });
     });
 }
