@@ -234,7 +234,8 @@ const CheckpointSchema = z
 const RunSchema = z
   .object({
     directory: z.string().min(1).default("runs/default").describe("Run folder: resolved config, checkpoints, metrics.jsonl, TensorBoard events, plots, results."),
-    seed: nonNegativeInteger().default(0).describe("Seed of everything random (model init, task draws, sampling)."),
+    seed: nonNegativeInteger().default(0).describe("Seed of the training's randomness (fresh model's weights, task draws, sampling, cross-policy choices): seeds of an ablation vary this on the same task worlds."),
+    worldSeed: nonNegativeInteger().default(0).describe("Seed of the task worlds (WebShop's catalogue, KG's graph, ALFWorld's houses, the generated OS and DB tasks), hence of their train/test instances and the fresh tokenizer's corpus. The shipped warm start was trained on world 0; on another world it meets products and entities it never saw (WebShop 0 %, KG 60 % on world 1, docs/warmstart.md)."),
     resume: z.boolean().default(false).describe("Continue from the newest checkpoint of the run folder."),
     trajectories: nonNegativeInteger().default(8).describe("Episodes recorded per RL step (whole groups) into trajectories.jsonl for the dashboard's trajectory browser; 0 turns recording off."),
   })

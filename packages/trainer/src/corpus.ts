@@ -205,7 +205,7 @@ export interface TaskTextOptions {
   tasks?: readonly string[];
   /** Expert episodes per difficulty of each family (train split). Default 40. */
   episodesPerDifficulty?: number;
-  /** Seed of the generated worlds (the same seed as training). Default 0. */
+  /** Seed of the generated worlds (the training's `worldSeed`). Default 0. */
   seed?: number;
   /** AgentBench data folder for the OS and DB problem texts. Default `../shared/data/agentbench` when it exists; skipped when absent. */
   dataDir?: string;

@@ -51,6 +51,16 @@ test("openTasks: a difficulty the family does not have is a ConfigError naming t
   await assert.rejects(openTasks(config, () => {}, async (name) => fakeFamily(name)), /task "kg" has no difficulty 7 \(its difficulties: 0, 1, 2\)/);
 });
 
+test("openTasks: the worlds come from run.worldSeed, not run.seed (seeds of an ablation train on the same worlds)", async () => {
+  const seeds: (number | undefined)[] = [];
+  const factory = async (name: string, options?: { seed?: number }) => (seeds.push(options?.seed), fakeFamily(name));
+  for (const run of [{ seed: 3 }, { seed: 3, worldSeed: 2 }]) {
+    const opened = await openTasks(validateConfig({ tasks: [{ name: "kg" }], run }, "test"), () => {}, factory);
+    await opened.close();
+  }
+  assert.deepEqual(seeds, [0, 2]);
+});
+
 test("successTable: one column per measured point, percentages and the mean", () => {
   const result = (task: string, success: number): TaskEvaluation => ({ task, instances: 4, episodes: 4, success, passAtK: success, meanReward: success, meanTurns: 2 });
   const table = successTable([
@@ -116,6 +126,9 @@ test("evaluationKey: per task; the same model files, test instances and settings
     assert.notEqual(await evaluationKey(directory, { ...sampled, tasks: ["kg", "alfworld"] }, "kg"), sampledKey, "sampled: the tasks evaluated alongside count");
     splits.webshop = [60, 62];
     assert.notEqual(await evaluationKey(directory, sampled, "kg"), sampledKey, "sampled: so do their test instances");
+    const world = (worldSeed: number) => ({ ...request, config: validateConfig({ tasks: [{ name: "kg" }], run: { worldSeed } }, "test") });
+    assert.equal(await evaluationKey(directory, world(0), "kg"), key, "world 0 keys as before worlds had a seed of their own");
+    assert.notEqual(await evaluationKey(directory, world(1), "kg"), key, "another world");
     await writeFile(join(directory, "model.safetensors"), new Uint8Array([1, 2, 4]));
     assert.notEqual(await evaluationKey(directory, request, "kg"), key);
   } finally {

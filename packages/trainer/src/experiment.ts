@@ -135,7 +135,7 @@ export async function openTasks(config: TrainConfig, print: Printer, createFamil
     }
     let family: CurriculumTaskFamily;
     try {
-      family = await createFamily(task.name, { seed: config.run.seed });
+      family = await createFamily(task.name, { seed: config.run.worldSeed });
     } catch (error) {
       await Promise.all(families.map((f) => f.close?.()));
       throw new ConfigError(`task "${task.name}" failed to start: ${(error as Error).message}`);
@@ -181,7 +181,7 @@ async function startingModel(config: TrainConfig, print: Printer): Promise<strin
   // The run's own model folders are written atomically and accepted only when complete.
   if (isCompleteModelFolder(directory)) return directory;
   const architecture = { preset: config.model.preset, overrides: config.model.architecture ?? {}, vocabSize: config.model.vocabSize ?? PRESET_VOCAB_SIZES[config.model.preset], chatTemplate: config.model.chatTemplate };
-  await writeModelFolder(directory, (folder) => initWarmStartModel(folder, architecture, { seed: config.run.seed, log: () => {} }));
+  await writeModelFolder(directory, (folder) => initWarmStartModel(folder, architecture, { seed: config.run.seed, worldSeed: config.run.worldSeed, log: () => {} }));
   const written = JSON.parse(await readFile(join(directory, "config.json"), "utf8")) as { hidden_size: number; num_hidden_layers: number; vocab_size: number };
   print(`fresh ${config.model.preset} model (hidden ${written.hidden_size}, ${written.num_hidden_layers} layers, ${written.vocab_size} tokens) → ${directory}`);
   return directory;
@@ -287,6 +287,8 @@ export async function evaluationKey(directory: string, request: Pick<EvaluationR
       temperature: config.evaluation.temperature,
       episode: playKey(episodeOptions(config)),
       seed: config.run.seed,
+      // World 0 adds nothing to the key, so memos made before worlds had their own seed stay valid.
+      ...(config.run.worldSeed !== 0 ? { worldSeed: config.run.worldSeed } : {}),
       backend: await initBackend(),
     }),
   );
@@ -372,6 +374,7 @@ export async function warmStartPhase(options: WarmStartPhaseOptions): Promise<vo
     maxSequenceTokens: config.rollout.maxTokens,
     microBatchTokens: config.rl.microBatchTokens,
     seed: config.run.seed,
+    worldSeed: config.run.worldSeed,
     evalLimit: 0,
     saveDtype: "F32",
     progress: options.bars ?? true,

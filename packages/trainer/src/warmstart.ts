@@ -127,8 +127,10 @@ export interface WarmStartOptions {
   maxSequenceTokens?: number;
   /** Tokens per micro-batch (gradient accumulation above it). Default 4096. */
   microBatchTokens?: number;
-  /** Seed of the weights (fresh model), the task worlds and the episode stream. Default 0. */
+  /** Seed of the weights (fresh model) and the episode stream. Default 0. */
   seed?: number;
+  /** Seed of the task worlds (and of the fresh tokenizer's corpus, their text). Default 0: the world the shipped models were trained and measured on. */
+  worldSeed?: number;
   /** Expert episodes per task and difficulty in the fresh model's tokenizer corpus (`gatherTaskText`). Default 40. */
   corpusEpisodesPerDifficulty?: number;
   /** Test instances per task and difficulty in each evaluation (the first ones of the split). Default 20; 0 = no evaluation. */
@@ -288,6 +290,7 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
     maxSequenceTokens: options.maxSequenceTokens ?? 2048,
     microBatchTokens: options.microBatchTokens ?? 4096,
     seed: options.seed ?? 0,
+    worldSeed: options.worldSeed ?? 0,
     corpusEpisodesPerDifficulty: options.corpusEpisodesPerDifficulty ?? 40,
     evalLimit: options.evalLimit ?? 20,
     evalDifficulties: options.evalDifficulties ?? difficulties,
@@ -350,8 +353,10 @@ export interface ExpertRowOptions {
   perTask?: number;
   /** Difficulties to draw from. Default `[0]`. */
   difficulties?: number[];
-  /** Seed of the worlds and of the instance choice. Default 0. */
+  /** Seed of the instance choice. Default 0. */
   seed?: number;
+  /** Seed of the worlds. Default 0. */
+  worldSeed?: number;
   /** Split the instances come from. Default `train` (never evaluate on these). */
   split?: Split;
   /** Rows longer than this many tokens are skipped. Default: no limit. */
@@ -372,7 +377,7 @@ export async function collectExpertRows(options: ExpertRowOptions): Promise<Supe
   const difficulties = options.difficulties ?? [0];
   const perTask = options.perTask ?? 64;
   const random = new Rng(options.seed ?? 0);
-  const families = await openFamilies(options.tasks, { ...options.familyOptions, seed: options.seed ?? 0 }, log);
+  const families = await openFamilies(options.tasks, { ...options.familyOptions, seed: options.worldSeed ?? 0 }, log);
   const rows: SupervisedRow[] = [];
   try {
     for (const family of families) {
@@ -539,11 +544,11 @@ export function createPolicy(tokenizer: Tokenizer, preset: PresetName, overrides
 export async function initWarmStartModel(
   directory: string,
   architecture: ArchitectureSpec,
-  options: { seed?: number; corpusEpisodesPerDifficulty?: number; log?: (line: string) => void } = {},
+  options: { seed?: number; worldSeed?: number; corpusEpisodesPerDifficulty?: number; log?: (line: string) => void } = {},
 ): Promise<void> {
   const seed = options.seed ?? 0;
   const chatTemplate = CHAT_TEMPLATES[architecture.chatTemplate ?? "qwen2.5"];
-  const corpus = await tokenizerCorpus({ seed, episodesPerDifficulty: options.corpusEpisodesPerDifficulty, chatTemplate, log: options.log });
+  const corpus = await tokenizerCorpus({ seed: options.worldSeed ?? 0, episodesPerDifficulty: options.corpusEpisodesPerDifficulty, chatTemplate, log: options.log });
   const files = trainByteLevelBpe(corpus, { vocabSize: architecture.vocabSize ?? 4096, chatTemplate });
   const tokenizer = Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig);
   await initBackend();
@@ -618,7 +623,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
   if (!modelDirectory) {
     scratch = await mkdtemp(join(tmpdir(), "agentrl-warmstart-"));
     modelDirectory = scratch;
-    await initWarmStartModel(scratch, settings.architecture, { seed: settings.seed, corpusEpisodesPerDifficulty: settings.corpusEpisodesPerDifficulty, log });
+    await initWarmStartModel(scratch, settings.architecture, { seed: settings.seed, worldSeed: settings.worldSeed, corpusEpisodesPerDifficulty: settings.corpusEpisodesPerDifficulty, log });
   }
   const learner = await Learner.load(modelDirectory, {
     grpo: { klCoefficient: 0, microBatchTokens: settings.microBatchTokens },
@@ -633,7 +638,7 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
   if (!tokenizer) throw new WarmStartError(`the model in ${modelDirectory} has no tokenizer`);
   // A row must fit the model's positions (evaluation prompts too).
   const maxSequenceTokens = Math.min(settings.maxSequenceTokens, policy.config.maxPositionEmbeddings);
-  const families = await openFamilies(settings.tasks, { ...settings.familyOptions, seed: settings.seed }, log);
+  const families = await openFamilies(settings.tasks, { ...settings.familyOptions, seed: settings.worldSeed }, log);
   if (families.length === 0) throw new WarmStartError(`none of the tasks ${settings.tasks.join(", ")} could start`);
   log(`warm start: ${policy.model.parameterCount.toLocaleString("en-US")} parameters, vocabulary ${policy.config.vocabSize}, tasks ${families.map((f) => f.name).join(", ")}, difficulties ${settings.difficulties.join(",")}${Object.entries(settings.taskDifficulties).map(([task, levels]) => ` (${task} ${levels.join(",")})`).join("")}`);
 

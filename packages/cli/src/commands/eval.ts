@@ -31,6 +31,8 @@ export interface EvalCommandOptions {
   /** Episodes at once. Default 40. */
   concurrency?: number;
   seed?: number;
+  /** Seed of the task worlds. Default 0 (the shipped models' world). */
+  worldSeed?: number;
   /** Progress bars (true) or plain lines (false). Default: bars on a terminal. */
   bars?: boolean;
   /** Write every episode to this JSONL file: task, index, sample, status, reward, and the decoded text. Default none. */
@@ -53,7 +55,7 @@ export async function runEvalCommand(options: EvalCommandOptions): Promise<Recor
       ...(options.maxNewTokensPerTurn ? { maxNewTokensPerTurn: options.maxNewTokensPerTurn } : {}),
     },
     evaluation: { concurrency: options.concurrency ?? 40 },
-    run: { seed: options.seed ?? 0 },
+    run: { seed: options.seed ?? 0, worldSeed: options.worldSeed ?? 0 },
   });
   await initBackend();
   const opened = await openTasks(config, print, options.createFamily ?? createTaskFamily);
@@ -119,14 +121,15 @@ export function registerEvalCommand(program: Command): void {
     .option("--max-turns <n>", "assistant turns per episode (default 8)", numberOption("max turns", { integer: true, minimum: 1 }))
     .option("--max-new-tokens <n>", "tokens per turn (default 96)", numberOption("max new tokens", { integer: true, minimum: 1 }))
     .option("--concurrency <n>", "episodes at once (default 40)", numberOption("concurrency", { integer: true, minimum: 1 }))
-    .option("--seed <n>", "seed (default 0)", numberOption("seed", { integer: true, minimum: 0 }))
+    .option("--seed <n>", "seed of the sampling (default 0)", numberOption("seed", { integer: true, minimum: 0 }))
+    .option("--world-seed <n>", "seed of the task worlds (default 0, the shipped models' world)", numberOption("world seed", { integer: true, minimum: 0 }))
     .option("--json", "print the results as JSON on stdout")
     .option("--transcripts <file>", "write every episode (status, reward, decoded text) to this JSONL file")
     .addHelpText(
       "after",
       "\nExamples:\n  agentrl eval --model models/warmstart --tasks kg,webshop,alfworld --limit 200\n  agentrl eval --model runs/default/checkpoints/step-000020/policy --samples 4 --temperature 0.8 --json\n  agentrl eval --model models/warmstart --tasks kg --limit 20 --transcripts /tmp/kg.jsonl",
     )
-    .action(async (flags: { transcripts?: string; model: string; tasks?: string[]; difficulty?: number[]; limit?: number; samples?: number; temperature?: number; maxTurns?: number; maxNewTokens?: number; concurrency?: number; seed?: number; json?: boolean }) => {
+    .action(async (flags: { transcripts?: string; model: string; tasks?: string[]; difficulty?: number[]; limit?: number; samples?: number; temperature?: number; maxTurns?: number; maxNewTokens?: number; concurrency?: number; seed?: number; worldSeed?: number; json?: boolean }) => {
       const results = await runEvalCommand({
         model: flags.model,
         tasks: flags.tasks,
@@ -138,6 +141,7 @@ export function registerEvalCommand(program: Command): void {
         maxNewTokensPerTurn: flags.maxNewTokens,
         concurrency: flags.concurrency,
         seed: flags.seed,
+        worldSeed: flags.worldSeed,
         bars: flags.json ? false : undefined,
         transcripts: flags.transcripts,
       });

@@ -22,6 +22,7 @@ export interface SftCommandOptions {
   evalLimit?: number;
   evalEvery?: number;
   seed?: number;
+  worldSeed?: number;
   fromStage?: number;
   progress: boolean;
 }
@@ -57,6 +58,7 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (flags.evalLimit !== undefined) options.evalLimit = flags.evalLimit;
   if (flags.evalEvery !== undefined) options.evalEvery = flags.evalEvery;
   if (flags.seed !== undefined) options.seed = flags.seed;
+  if (flags.worldSeed !== undefined) options.worldSeed = flags.worldSeed;
   // Steps alone given: the preset's time budget must not cut the run short.
   if (flags.steps !== undefined && flags.minutes === undefined) delete options.minutes;
   // A length given on the command line is the whole run: the preset's later stages (`then`) are dropped.
@@ -80,7 +82,8 @@ export function registerSftCommand(program: Command): void {
     .option("--difficulties <list>", "comma-separated difficulties to train and evaluate on, e.g. 0,1", (value: string) => listOption(value).map(numberOption("--difficulties", { integer: true, minimum: 0 })))
     .option("--eval-limit <n>", "test instances per task and difficulty in each evaluation (0 = none)", numberOption("--eval-limit", { integer: true, minimum: 0 }))
     .option("--eval-every <n>", "also evaluate every n steps", numberOption("--eval-every", { integer: true, minimum: 0 }))
-    .option("--seed <n>", "seed of the weights, worlds and episode stream", numberOption("--seed", { integer: true, minimum: 0 }))
+    .option("--seed <n>", "seed of the weights and the episode stream", numberOption("--seed", { integer: true, minimum: 0 }))
+    .option("--world-seed <n>", "seed of the task worlds (catalogue, graph, houses, generated tasks; default 0, the shipped models' world)", numberOption("--world-seed", { integer: true, minimum: 0 }))
     .option("--from-stage <k>", "start a staged preset at its stage k (1-based) from --model, e.g. a saved earlier stage; the later stages follow", numberOption("--from-stage", { integer: true, minimum: 1 }))
     .option("--no-progress", "log lines instead of a progress bar")
     .addHelpText(
