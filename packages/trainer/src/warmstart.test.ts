@@ -5,9 +5,9 @@ import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
-import { hasAgentBenchData } from "@agentrl/envs";
+import { createTaskFamily, hasAgentBenchData } from "@agentrl/envs";
 import { agentBenchProblemTexts, gatherTaskText } from "./corpus.js";
-import { DOCKER_FAMILIES, WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, fromStage, openDifficulties, warmStartStages, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
+import { DOCKER_FAMILIES, WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, fromStage, TrainingWorlds, openDifficulties, warmStartStages, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
 
 test("task text holds the families' rendered prompts, tools, expert calls and observations", async () => {
   const documents = await gatherTaskText({ tasks: ["kg", "alfworld"], episodesPerDifficulty: 2, dataDir: "/nonexistent" });
@@ -88,6 +88,30 @@ test("options: defaults and validation", () => {
   assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", tasks: ["db"], taskDifficulties: { db: [] } }), /non-empty list/);
   assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", tasks: ["db"], taskDifficulties: { db: [0.5] } }), /non-empty list/);
   assert.deepEqual(resolveWarmStartOptions({ out: "/tmp/x", tasks: ["kg", "db"], taskDifficulties: { db: [0, 2] } }).taskDifficulties, { db: [0, 2] });
+  assert.equal(resolved.trainingWorlds, 1);
+  assert.equal(resolved.worldSeed, 0);
+  assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", trainingWorlds: 0 }), /trainingWorlds must be a positive integer, got 0/);
+  assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", trainingWorlds: 2.5 }), /trainingWorlds must be a positive integer/);
+});
+
+test("TrainingWorlds: world 0 is the open family; world k is the family of seed + k, opened once", async () => {
+  const text = async (family: { startSession(index: number): Promise<{ start: unknown; cancel(): Promise<void> }> }) => {
+    const session = await family.startSession(0);
+    await session.cancel();
+    return JSON.stringify(session.start);
+  };
+  const home = await createTaskFamily("webshop", { seed: 5 });
+  const worlds = new TrainingWorlds(3, { seed: 5, familyOptions: {} });
+  try {
+    assert.equal(await worlds.family(home, 0), home);
+    const second = await worlds.family(home, 2);
+    assert.equal(await worlds.family(home, 2), second, "opened once");
+    const seven = await createTaskFamily("webshop", { seed: 7 });
+    assert.equal(await text(second), await text(seven), "world 2 of seed 5 is world 7");
+    assert.notEqual(await text(second), await text(home), "another catalogue, another instance");
+  } finally {
+    await worlds.close();
+  }
 });
 
 test("warmStartStages merges each stage into the one before; fromStage starts a recipe part-way from a given model", () => {
@@ -189,6 +213,16 @@ test("taskDifficulties: a family trains and is evaluated on its own levels, the 
   assert.deepEqual(Object.keys(summary.evaluations[0].results.alfworld), ["0"]);
   assert.deepEqual(Object.keys(summary.evaluations[0].results.kg).sort(), ["1", "2"]);
   assert.ok(lines.some((line) => line.includes("difficulties 0 (kg 1,2)")), lines.join("\n"));
+  });
+});
+
+test("runWarmStart with trainingWorlds: trains on episodes of several worlds and says so", async () => {
+  await inTemporaryFolder("warmstart-worlds-", async (out) => {
+    const lines: string[] = [];
+    const summary = await runWarmStart({ out, ...TWO_STEP_ALFWORLD, tasks: ["webshop"], trainingWorlds: 4, worldSeed: 2, steps: 2, batchSize: 4, evalLimit: 1, evalMaxTurns: 1, evalMaxNewTokens: 4, log: (line) => lines.push(line) });
+    assert.equal(summary.options.trainingWorlds, 4);
+    assert.ok(lines.includes("warm start: expert episodes from 4 worlds (world seeds 2-5); evaluation on world 2"), lines.join("\n"));
+    assert.ok(existsSync(join(out, "model.safetensors")));
   });
 });
 

@@ -131,6 +131,14 @@ export interface WarmStartOptions {
   seed?: number;
   /** Seed of the task worlds (and of the fresh tokenizer's corpus, their text). Default 0: the world the shipped models were trained and measured on. */
   worldSeed?: number;
+  /**
+   * Worlds the expert episodes are drawn from, uniformly: `worldSeed`, `worldSeed + 1`, ….
+   * Above 1, recalling one catalogue or graph no longer answers (a model trained on world 0
+   * alone recalls its product codes: WebShop 0 % on world 1, docs/warmstart.md), so only
+   * copying from the prompt does. Evaluation stays on world `worldSeed`; worlds from
+   * `worldSeed + trainingWorlds` on are unseen. Default 1.
+   */
+  trainingWorlds?: number;
   /** Expert episodes per task and difficulty in the fresh model's tokenizer corpus (`gatherTaskText`). Default 40. */
   corpusEpisodesPerDifficulty?: number;
   /** Test instances per task and difficulty in each evaluation (the first ones of the split). Default 20; 0 = no evaluation. */
@@ -291,6 +299,7 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
     microBatchTokens: options.microBatchTokens ?? 4096,
     seed: options.seed ?? 0,
     worldSeed: options.worldSeed ?? 0,
+    trainingWorlds: options.trainingWorlds ?? 1,
     corpusEpisodesPerDifficulty: options.corpusEpisodesPerDifficulty ?? 40,
     evalLimit: options.evalLimit ?? 20,
     evalDifficulties: options.evalDifficulties ?? difficulties,
@@ -316,6 +325,7 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
     if (!Number.isInteger(value) || value <= 0) throw new WarmStartError(`${name} must be a positive integer, got ${value}`);
   }
   if (!(resolved.promptLossWeight >= 0 && resolved.promptLossWeight <= 1)) throw new WarmStartError(`promptLossWeight must be in [0, 1], got ${resolved.promptLossWeight}`);
+  if (!Number.isInteger(resolved.trainingWorlds) || resolved.trainingWorlds < 1) throw new WarmStartError(`trainingWorlds must be a positive integer, got ${resolved.trainingWorlds}`);
   if (!(resolved.learningRate > 0)) throw new WarmStartError(`learningRate must be > 0, got ${resolved.learningRate}`);
   if (resolved.minutes !== null && !(resolved.minutes > 0)) throw new WarmStartError(`minutes must be > 0, got ${resolved.minutes}`);
   return resolved;
@@ -417,7 +427,36 @@ export function openDifficulties(difficulties: readonly number[], curriculum: "u
   return difficulties.slice(0, open);
 }
 
-/** An endless stream of fresh expert rows over the families (weighted round-robin), with a curriculum. */
+/** A family's other worlds (`seed + k`), each opened on first use and kept until `close`. */
+export class TrainingWorlds {
+  private readonly opened = new Map<string, Promise<CurriculumTaskFamily>>();
+
+  constructor(
+    /** How many worlds, the home world (`seed`) included. */
+    readonly count: number,
+    private readonly options: { seed: number; familyOptions: TaskFamilyOptions },
+  ) {}
+
+  /** World `k` (0 = `home`, the family already open on world `seed`) of `home`'s task. */
+  family(home: CurriculumTaskFamily, k: number): Promise<CurriculumTaskFamily> {
+    if (k === 0) return Promise.resolve(home);
+    const key = `${home.name}/${k}`;
+    let family = this.opened.get(key);
+    if (!family) {
+      family = createTaskFamily(home.name, { ...this.options.familyOptions, seed: this.options.seed + k });
+      this.opened.set(key, family);
+    }
+    return family;
+  }
+
+  async close(): Promise<void> {
+    const families = await Promise.allSettled(this.opened.values());
+    await Promise.all(families.map((result) => (result.status === "fulfilled" ? result.value.close?.() : undefined)));
+    this.opened.clear();
+  }
+}
+
+/** An endless stream of fresh expert rows over the families (weighted round-robin) and their worlds, with a curriculum. */
 class ExpertStream {
   private readonly random: Rng;
   /** One turn of the round-robin: each family `weight` times in a row. */
@@ -428,6 +467,7 @@ class ExpertStream {
     families: CurriculumTaskFamily[],
     private readonly tokenizer: ChatTokenizer,
     private readonly options: { difficulties: number[]; taskDifficulties: Record<string, number[]>; curriculum: "uniform" | "progressive"; maxSequenceTokens: number; promptLossWeight: number; seed: number; taskWeights: Record<string, number> },
+    private readonly worlds?: TrainingWorlds,
   ) {
     this.random = new Rng(options.seed + 7919);
     this.turn = families.flatMap((family) => Array<CurriculumTaskFamily>(options.taskWeights[family.name] ?? 1).fill(family));
@@ -444,10 +484,23 @@ class ExpertStream {
     while (rows.length < count) {
       const draws: Array<Promise<SupervisedRow | undefined>> = [];
       for (let k = rows.length; k < count; k++) {
-        const family = this.turn[this.next++ % this.turn.length];
-        const open = openDifficulties(this.options.taskDifficulties[family.name] ?? this.options.difficulties, this.options.curriculum, progress);
-        const indices = family.indicesAt("train", open[this.random.nextInt(open.length)]);
-        draws.push(indices.length ? expertRow(family, indices[this.random.nextInt(indices.length)], this.tokenizer) : Promise.resolve(undefined));
+        const home = this.turn[this.next++ % this.turn.length];
+        const open = openDifficulties(this.options.taskDifficulties[home.name] ?? this.options.difficulties, this.options.curriculum, progress);
+        const difficulty = open[this.random.nextInt(open.length)];
+        if (!this.worlds || this.worlds.count === 1) {
+          // One world: the draws of the stream the shipped recipe was made with.
+          const indices = home.indicesAt("train", difficulty);
+          draws.push(indices.length ? expertRow(home, indices[this.random.nextInt(indices.length)], this.tokenizer) : Promise.resolve(undefined));
+          continue;
+        }
+        const world = this.random.nextInt(this.worlds.count);
+        const pick = this.random.next();
+        draws.push(
+          this.worlds.family(home, world).then((family) => {
+            const indices = family.indicesAt("train", difficulty);
+            return indices.length ? expertRow(family, indices[Math.floor(pick * indices.length)], this.tokenizer) : undefined;
+          }),
+        );
       }
       for (const row of await Promise.all(draws)) {
         if (row && row.tokens.length <= this.options.maxSequenceTokens) rows.push(withPromptLoss(row, this.options.promptLossWeight));
@@ -642,7 +695,9 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
   if (families.length === 0) throw new WarmStartError(`none of the tasks ${settings.tasks.join(", ")} could start`);
   log(`warm start: ${policy.model.parameterCount.toLocaleString("en-US")} parameters, vocabulary ${policy.config.vocabSize}, tasks ${families.map((f) => f.name).join(", ")}, difficulties ${settings.difficulties.join(",")}${Object.entries(settings.taskDifficulties).map(([task, levels]) => ` (${task} ${levels.join(",")})`).join("")}`);
 
-  const stream = new ExpertStream(families, tokenizer, { difficulties: settings.difficulties, taskDifficulties: settings.taskDifficulties, curriculum: settings.curriculum, maxSequenceTokens, promptLossWeight: settings.promptLossWeight, seed: settings.seed, taskWeights: settings.taskWeights });
+  const worlds = new TrainingWorlds(settings.trainingWorlds, { seed: settings.worldSeed, familyOptions: settings.familyOptions });
+  if (worlds.count > 1) log(`warm start: expert episodes from ${worlds.count} worlds (world seeds ${settings.worldSeed}-${settings.worldSeed + worlds.count - 1}); evaluation on world ${settings.worldSeed}`);
+  const stream = new ExpertStream(families, tokenizer, { difficulties: settings.difficulties, taskDifficulties: settings.taskDifficulties, curriculum: settings.curriculum, maxSequenceTokens, promptLossWeight: settings.promptLossWeight, seed: settings.seed, taskWeights: settings.taskWeights }, worlds);
   const evaluations: WarmStartEvaluation[] = [];
   let trainingMs = 0;
   const runEvaluation = async (step: number): Promise<void> => {
@@ -735,6 +790,6 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
     bar?.stop();
     await next?.catch(() => {}); // an unused prefetch finishes before its families close
     await learner.dispose();
-    await Promise.all(families.map((family) => family.close?.()));
+    await Promise.all([...families.map((family) => family.close?.()), worlds.close()]);
   }
 }

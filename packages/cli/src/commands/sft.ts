@@ -23,6 +23,7 @@ export interface SftCommandOptions {
   evalEvery?: number;
   seed?: number;
   worldSeed?: number;
+  trainingWorlds?: number;
   fromStage?: number;
   progress: boolean;
 }
@@ -59,6 +60,7 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (flags.evalEvery !== undefined) options.evalEvery = flags.evalEvery;
   if (flags.seed !== undefined) options.seed = flags.seed;
   if (flags.worldSeed !== undefined) options.worldSeed = flags.worldSeed;
+  if (flags.trainingWorlds !== undefined) options.trainingWorlds = flags.trainingWorlds;
   // Steps alone given: the preset's time budget must not cut the run short.
   if (flags.steps !== undefined && flags.minutes === undefined) delete options.minutes;
   // A length given on the command line is the whole run: the preset's later stages (`then`) are dropped.
@@ -84,6 +86,7 @@ export function registerSftCommand(program: Command): void {
     .option("--eval-every <n>", "also evaluate every n steps", numberOption("--eval-every", { integer: true, minimum: 0 }))
     .option("--seed <n>", "seed of the weights and the episode stream", numberOption("--seed", { integer: true, minimum: 0 }))
     .option("--world-seed <n>", "seed of the task worlds (catalogue, graph, houses, generated tasks; default 0, the shipped models' world)", numberOption("--world-seed", { integer: true, minimum: 0 }))
+    .option("--training-worlds <n>", "draw expert episodes from n worlds (world-seed, world-seed + 1, …), so that copying from the prompt, not recall, answers; evaluation stays on world-seed (default 1)", numberOption("--training-worlds", { integer: true, minimum: 1 }))
     .option("--from-stage <k>", "start a staged preset at its stage k (1-based) from --model, e.g. a saved earlier stage; the later stages follow", numberOption("--from-stage", { integer: true, minimum: 1 }))
     .option("--no-progress", "log lines instead of a progress bar")
     .addHelpText(
