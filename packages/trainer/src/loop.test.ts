@@ -78,6 +78,29 @@ test("async mode: the learner runs in a worker thread and versions advance", asy
   }
 });
 
+test("infrastructureFaults penalize: killed episodes get the incomplete penalty, are counted as faults, and nothing is masked", async () => {
+  const model = await makeModel();
+  const run = mkdtempSync(join(tmpdir(), "agentrl-run-penalize-"));
+  const client = new FaultInjectingClient(new InProcessEnvironmentClient([sayFamily]), { sessionShare: 0.1, seed: 2 });
+  const batches: TrajectoryGroup[][] = [];
+  await runTraining(options(model, run, {
+    client, steps: 2, batchGroups: 5, groupSize: 2,
+    learner: { schedule: { learningRate: 1e-3, warmupSteps: 0, schedule: "constant", minLearningRateRatio: 0.1, totalSteps: 2 }, grpo: { klCoefficient: 0 } },
+    rollout: { maxConcurrentEpisodes: 10, engine: { temperature: 1 }, episode: { maxTurns: 2, maxNewTokensPerTurn: 12, maxTokens: 1024, infrastructureRetries: 0, infrastructureFaults: "penalize", incompletePenalty: -0.2 }, maxStaleness: Infinity },
+    onBatch: ({ groups }) => batches.push([...groups]),
+  }));
+  assert.ok(client.kills >= 1, `${client.kills} of the 20 sessions died`);
+  const metrics = readFileSync(join(run, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  batches.forEach((groups, step) => {
+    const killed = groups.flatMap((g) => g.trajectories).filter((t) => t.endCause === "infrastructure");
+    for (const t of killed) assert.equal(t.reward, -0.2);
+    assert.equal(metrics[step]["rollout/infrastructure_faults"], killed.length);
+    assert.equal(metrics[step]["rollout/masked_episodes"], 0);
+    assert.equal(metrics[step]["train/droppedInfrastructureGroups"], 0);
+  });
+  assert.equal(batches.flat().flatMap((g) => g.trajectories).filter((t) => t.endCause === "infrastructure").length, client.kills);
+});
+
 test("10 % of sessions killed: their groups are dropped and counted, the other groups' advantages are unchanged; mismatch metrics and the alarm", async () => {
   const model = await makeModel();
   const run = mkdtempSync(join(tmpdir(), "agentrl-run-faults-"));
@@ -108,6 +131,7 @@ test("10 % of sessions killed: their groups are dropped and counted, the other g
     assert.deepEqual(all.rows.map((r) => r.advantage), withoutFaulty.rows.map((r) => r.advantage), `step ${step + 1}: the other groups' advantages`);
     assert.equal(metrics[step]["train/droppedInfrastructureGroups"], faulty.length);
     assert.equal(metrics[step]["rollout/masked_episodes"], faulty.flatMap((g) => g.trajectories).filter((t) => t.masked).length);
+    assert.equal(metrics[step]["rollout/infrastructure_faults"], metrics[step]["rollout/masked_episodes"], "masked: every fault is a masked episode");
     dropped += faulty.length;
   });
   assert.ok(dropped >= 1 && dropped <= client.kills, `${dropped} groups dropped for ${client.kills} killed sessions`);

@@ -205,6 +205,7 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
   let externalTurns = 0;
   let staleTurns = 0;
   let masked = 0;
+  let faults = 0;
   let retries = 0;
   const tokensByStaleness = STALENESS_BUCKETS.map(() => 0);
   for (const group of groups) {
@@ -215,6 +216,7 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
     byTask.set(group.task, counts);
     for (const t of group.trajectories) {
       retries += t.metrics.infrastructureRetries ?? 0;
+      faults += t.endCause === "infrastructure" ? 1 : 0;
       for (let i = 0; i < t.lossMask.length; i++) {
         if (t.lossMask[i] === 1 && t.versions[i] >= 0) tokensByStaleness[Math.min(STALENESS_BUCKETS.length - 1, Math.max(0, version - t.versions[i]))] += 1;
       }
@@ -257,6 +259,8 @@ function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metr
   out["rollout/external_turns"] = externalTurns;
   out["rollout/stale_turns"] = staleTurns;
   out["rollout/masked_episodes"] = masked;
+  // Ended by the infrastructure after their retries, masked or (infrastructureFaults: penalize) penalised.
+  out["rollout/infrastructure_faults"] = faults;
   out["rollout/infrastructure_retries"] = retries;
   const trainedTokens = tokensByStaleness.reduce((a, b) => a + b, 0);
   STALENESS_BUCKETS.forEach((bucket, i) => (out[`staleness_tokens/${bucket}`] = trainedTokens ? tokensByStaleness[i] / trainedTokens : 0));
