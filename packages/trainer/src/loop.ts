@@ -170,33 +170,33 @@ export function stepSeed(seed: number, step: number, stream: number): number {
 const STALENESS_BUCKETS = ["0", "1", "2", "3_or_more"] as const;
 
 /**
- * Per-task reward and success of a batch (over its episodes that were given a reward: masked
- * ones, ended by an infrastructure fault, are counted apart), its staleness (the largest, and
- * the share of trained tokens per staleness), and its turns from the stale copy and the external model.
- */
-/**
  * DAPO's dynamic sampling: keeps the informative groups of `first` (unequal rewards) and takes
  * further groups from the buffer, one at a time and at most `extra`, until `want` are
- * informative; each group taken is also pushed onto `drawn`. When none is informative, the
- * batch is `first` as it was (the loss skips uniform groups).
+ * informative. `drawn` is `first` and every group taken (the batch's metrics count them all).
+ * When none is informative, the batch is `first` as it was (the loss skips uniform groups).
  */
 export async function informativeBatch(
   buffer: Pick<TrajectoryBuffer, "take">,
-  first: TrajectoryGroup[],
+  first: readonly TrajectoryGroup[],
   want: number,
   extra: number,
   signal?: AbortSignal,
-  drawn: TrajectoryGroup[] = [],
-): Promise<TrajectoryGroup[]> {
+): Promise<{ batch: TrajectoryGroup[]; drawn: TrajectoryGroup[] }> {
+  const drawn = [...first];
   const kept = first.filter(isInformative);
   for (let k = 0; k < extra && kept.length < want; k++) {
     const [group] = await buffer.take(1, { signal });
     drawn.push(group);
     if (isInformative(group)) kept.push(group);
   }
-  return kept.length > 0 ? kept : first;
+  return { batch: kept.length > 0 ? kept : [...first], drawn };
 }
 
+/**
+ * Per-task reward and success of a batch (over its episodes that were given a reward: masked
+ * ones, ended by an infrastructure fault, are counted apart), its staleness (the largest, and
+ * the share of trained tokens per staleness), and its turns from the stale copy and the external model.
+ */
 function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metrics {
   const out: Metrics = {};
   const byTask = new Map<string, { reward: number; success: number; partial: number; n: number; turns: number; groups: number; informative: number }>();
@@ -460,10 +460,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       } else {
         try {
           groups = await buffer.take(options.batchGroups, { signal: options.signal });
-          if ((options.dynamicSamplingGroups ?? 0) > 0) {
-            drawn = [...groups];
-            groups = await informativeBatch(buffer, groups, options.batchGroups, options.dynamicSamplingGroups!, options.signal, drawn);
-          }
+          if ((options.dynamicSamplingGroups ?? 0) > 0) ({ batch: groups, drawn } = await informativeBatch(buffer, groups, options.batchGroups, options.dynamicSamplingGroups!, options.signal));
         } catch (error) {
           if (options.signal?.aborted) break;
           throw error;
