@@ -78,6 +78,23 @@ test("async mode: the learner runs in a worker thread and versions advance", asy
   }
 });
 
+test("async mode with dynamicSamplingGroups: the step's metrics count every group drawn and the replaced ones", async () => {
+  const model = await makeModel();
+  const run = mkdtempSync(join(tmpdir(), "agentrl-run-dynamic-"));
+  const batches: number[] = [];
+  await runTraining(options(model, run, { mode: "async", steps: 2, dynamicSamplingGroups: 3, onBatch: ({ groups }: { groups: readonly TrajectoryGroup[] }) => batches.push(groups.length) }));
+  const metrics = readFileSync(join(run, "metrics.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  assert.equal(metrics.length, 2);
+  metrics.forEach((m, i) => {
+    const dropped = m["rollout/dynamic_sampling_dropped_groups"];
+    assert.ok(Number.isInteger(dropped) && dropped >= 0 && dropped <= 3, `step ${m.step}: ${dropped} groups replaced (at most 3 more drawn)`);
+    // The metrics count every group drawn (trained + replaced); the trained ones are its informative ones when it has any.
+    const informative = Math.round(m["informative/say"] * (batches[i] + dropped));
+    if (informative > 0) assert.equal(informative, batches[i], `step ${m.step}: trains its informative groups`);
+    else assert.equal(batches[i], 2, `step ${m.step}: nothing informative, the batch as drawn first`);
+  });
+});
+
 test("infrastructureFaults penalize: killed episodes get the incomplete penalty, are counted as faults, and nothing is masked", async () => {
   const model = await makeModel();
   const run = mkdtempSync(join(tmpdir(), "agentrl-run-penalize-"));
