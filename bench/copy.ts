@@ -3,15 +3,19 @@
  *   npm run bench -- copy
  *   AGENTRL_BENCH_COPY_STEPS=300 AGENTRL_BENCH_COPY_PRESETS=shipped,wide npm run bench -- copy
  *   AGENTRL_BENCH_COPY_CODE_CASE=shown npm run bench -- copy      (click the code as the page spells it)
+ *   AGENTRL_BENCH_COPY_PRESETS=warmstart AGENTRL_BENCH_COPY_LR=5e-4 npm run bench -- copy   (train the shipped model on)
+ *   (also AGENTRL_BENCH_COPY_EVERY, AGENTRL_BENCH_COPY_THREADS=1 to leave a core to another job)
  *
  * KG and WebShop fail because the small model cannot copy entity names and product codes
  * from its prompt. This measures exactly that skill, on the shipped tokenizer
  * (models/warmstart: task-text BPE, vocabulary 4096), for fresh models of each preset:
- * - name rows (KG): a question naming an entity, answered `get_neighbors("<name>")`;
- * - code rows (WebShop): a results page of 8 products (ASIN, title, price), then a title,
- *   answered with that product's ASIN in lower case, as the clickables spell it (and as the
- *   expert clicks), or with AGENTRL_BENCH_COPY_CODE_CASE=shown as the page spells it (upper
- *   case: a plain copy of the token before the title; the shop matches clicks case-insensitively).
+ * - name rows (KG): a question naming an entity and KG's `Entities: [<name>]` line, answered
+ *   `get_neighbors("<name>")` (the name tokenizes alike after `[` and after `"`: a plain copy);
+ * - code rows (WebShop): a results page of 8 products (ASIN, title, price) and its clickables
+ *   (the codes in lower case, as WebShop lists them), then a title, answered with that
+ *   product's ASIN in lower case, as the clickables spell it (and as the expert clicks), or with
+ *   AGENTRL_BENCH_COPY_CODE_CASE=shown as the page spells it (upper case: a plain copy of the
+ *   tokens before the title; the shop matches clicks case-insensitively).
  * Names and codes are random (syllables, `B0` + 8 characters), so nothing can be memorised:
  * only copying scores. Each preset takes `STEPS` supervised steps of `BATCH` rows (loss on
  * the answer only; AdamW lr 2e-3, cosine; both cores: the learner and its gradient thread),
@@ -35,6 +39,10 @@ const EVERY = Number(process.env.AGENTRL_BENCH_COPY_EVERY ?? 60);
 const BATCH = 16;
 const HELD_OUT = 200;
 const CODE_CASE = process.env.AGENTRL_BENCH_COPY_CODE_CASE === "shown" ? "shown" : "lower";
+/** AdamW's peak learning rate (cosine over STEPS). */
+const LEARNING_RATE = Number(process.env.AGENTRL_BENCH_COPY_LR ?? 2e-3);
+/** Gradient threads of the learner (1 leaves a core to another job). */
+const THREADS: 1 | 2 = process.env.AGENTRL_BENCH_COPY_THREADS === "1" ? 1 : 2;
 
 /** Architectures compared (the shipped one first); vocabulary and context are the shipped tokenizer's. */
 const PRESETS: Record<string, Partial<ModelConfig>> = {
@@ -68,7 +76,8 @@ function makeRow(next: () => number, kind: "name" | "code"): CopyRow {
   if (kind === "name") {
     const name = `${word()} ${word()}`;
     const relation = pick(["was born in", "plays for", "wrote", "founded"]);
-    return { kind, prompt: `Question: what did ${name} found, and who ${relation} it?\nFind the entity first.\n`, answer: `get_neighbors("${name}")` };
+    // As KG's first user message: the question, then "Entities: [...]" (the copy source).
+    return { kind, prompt: `Question: what did ${name} found, and who ${relation} it?\nEntities: [${name}]\n`, answer: `get_neighbors("${name}")` };
   }
   const products = Array.from({ length: 8 }, () => ({
     code: `B0${Array.from({ length: 8 }, () => pick([...ALPHANUMERIC])).join("")}`,
@@ -77,7 +86,13 @@ function makeRow(next: () => number, kind: "name" | "code"): CopyRow {
   }));
   const target = pick(products);
   const page = products.map((p) => `${p.code} [SEP] ${p.title} [SEP] $${p.price}`).join(" [SEP] ");
-  return { kind, prompt: `Back to Search [SEP] Page 1 [SEP] ${page}\nBuy the ${target.title}. Click its code:\n`, answer: `click[${CODE_CASE === "shown" ? target.code : target.code.toLowerCase()}]` };
+  // As WebShop's results page: the page, then its clickables (codes in lower case).
+  const clickables = JSON.stringify({ has_search_bar: false, clickables: ["back to search", ...products.map((p) => p.code.toLowerCase())] });
+  return {
+    kind,
+    prompt: `Back to Search [SEP] Page 1 [SEP] ${page}\n\nAvailable Actions:\n${clickables}\nBuy the ${target.title}. Click its code:\n`,
+    answer: `click[${CODE_CASE === "shown" ? target.code : target.code.toLowerCase()}]`,
+  };
 }
 
 interface Encoded {
@@ -127,22 +142,24 @@ export async function run(): Promise<BenchResult> {
   const lines = [
     "## Copy accuracy vs training minutes (`bench/copy.ts`)",
     "",
-    `Fresh models on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}), ${BATCH} a step, loss on the answer; exact match on ${HELD_OUT} held-out rows; learner + gradient thread (2 threads); load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
+    `Fresh models (preset "warmstart": the shipped model itself, trained on) on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}), ${BATCH} a step, loss on the answer, AdamW lr ${LEARNING_RATE} cosine; exact match on ${HELD_OUT} held-out rows; ${THREADS === 2 ? "learner + gradient thread (2 threads)" : `${THREADS} thread(s)`}; load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
     "",
     "| preset | parameters | step | train min | name copy: exact | tokens | code look-up: exact | tokens |",
     "|---|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const name of names) {
-    const config = validateConfig({ ...base, ...PRESETS[name] });
     const directory = mkdtempSync(join(tmpdir(), "agentrl-bench-copy-"));
     try {
-      const fresh = Policy.create(config, { tokenizer, seed: 0 });
-      await fresh.save(directory);
-      fresh.dispose();
-      const learner = await Learner.load(directory, {
+      if (name !== "warmstart") {
+        if (!(name in PRESETS)) throw new Error(`unknown copy preset "${name}" (${[...Object.keys(PRESETS), "warmstart"].join(", ")})`);
+        const fresh = Policy.create(validateConfig({ ...base, ...PRESETS[name] }), { tokenizer, seed: 0 });
+        await fresh.save(directory);
+        fresh.dispose();
+      }
+      const learner = await Learner.load(name === "warmstart" ? SHIPPED : directory, {
         grpo: { klCoefficient: 0, microBatchTokens: 4096 },
-        schedule: { learningRate: 2e-3, warmupSteps: 10, schedule: "cosine", totalSteps: STEPS },
-        gradientThreads: 2,
+        schedule: { learningRate: LEARNING_RATE, warmupSteps: 10, schedule: "cosine", totalSteps: STEPS },
+        gradientThreads: THREADS,
       });
       const next = random(7);
       let trainMs = 0;
