@@ -4,6 +4,7 @@
  *   AGENTRL_BENCH_COPY_STEPS=300 AGENTRL_BENCH_COPY_PRESETS=shipped,wide npm run bench -- copy
  *   AGENTRL_BENCH_COPY_CODE_CASE=shown npm run bench -- copy      (click the code as the page spells it)
  *   AGENTRL_BENCH_COPY_PRESETS=warmstart AGENTRL_BENCH_COPY_LR=5e-4 npm run bench -- copy   (train the shipped model on)
+ *   AGENTRL_BENCH_COPY_REPEAT_ROWS=8 npm run bench -- copy    (8 more rows a step of pure repetition)
  *   (also AGENTRL_BENCH_COPY_EVERY, AGENTRL_BENCH_COPY_THREADS=1 to leave a core to another job)
  *
  * KG and WebShop fail because the small model cannot copy entity names and product codes
@@ -41,6 +42,8 @@ const HELD_OUT = 200;
 const CODE_CASE = process.env.AGENTRL_BENCH_COPY_CODE_CASE === "shown" ? "shown" : "lower";
 /** AdamW's peak learning rate (cosine over STEPS). */
 const LEARNING_RATE = Number(process.env.AGENTRL_BENCH_COPY_LR ?? 2e-3);
+/** Extra pure-repetition rows a step (trained on, not scored; 0 = none). */
+const REPEAT_ROWS = Number(process.env.AGENTRL_BENCH_COPY_REPEAT_ROWS ?? 0);
 /** Gradient threads of the learner (1 leaves a core to another job). */
 const THREADS: 1 | 2 = process.env.AGENTRL_BENCH_COPY_THREADS === "1" ? 1 : 2;
 
@@ -62,17 +65,24 @@ const ALPHANUMERIC = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 const NOUNS = ["Shampoo", "Trail Mix", "Protein Bar", "Desk Lamp", "Headphones", "Yoga Mat", "Tea Kettle", "Backpack"];
 
 interface CopyRow {
-  kind: "name" | "code";
+  kind: "name" | "code" | "repeat";
   prompt: string;
   answer: string;
 }
 
-function makeRow(next: () => number, kind: "name" | "code"): CopyRow {
+function makeRow(next: () => number, kind: CopyRow["kind"]): CopyRow {
   const pick = <T>(items: readonly T[]) => items[Math.floor(next() * items.length)];
   const word = () => {
     const w = Array.from({ length: 2 + Math.floor(next() * 2) }, () => pick(SYLLABLES)).join("");
     return w[0].toUpperCase() + w.slice(1);
   };
+  if (kind === "repeat") {
+    // Pure repetition (training only): random words and codes, then the same again, so that
+    // every answer token is a copy (the signal from which induction heads form).
+    const items = Array.from({ length: 12 }, () => (next() < 0.3 ? `B0${Array.from({ length: 8 }, () => pick([...ALPHANUMERIC])).join("")}` : word()));
+    const text = ` ${items.join(" ")}`;
+    return { kind, prompt: `Copy:${text}\nAgain:`, answer: text };
+  }
   if (kind === "name") {
     const name = `${word()} ${word()}`;
     const relation = pick(["was born in", "plays for", "wrote", "founded"]);
@@ -142,7 +152,7 @@ export async function run(): Promise<BenchResult> {
   const lines = [
     "## Copy accuracy vs training minutes (`bench/copy.ts`)",
     "",
-    `Fresh models (preset "warmstart": the shipped model itself, trained on) on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}), ${BATCH} a step, loss on the answer, AdamW lr ${LEARNING_RATE} cosine; exact match on ${HELD_OUT} held-out rows; ${THREADS === 2 ? "learner + gradient thread (2 threads)" : `${THREADS} thread(s)`}; load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
+    `Fresh models (preset "warmstart": the shipped model itself, trained on) on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}), ${BATCH} a step${REPEAT_ROWS > 0 ? ` and ${REPEAT_ROWS} rows of pure repetition (12 random words and codes, then again)` : ""}, loss on the answer, AdamW lr ${LEARNING_RATE} cosine; exact match on ${HELD_OUT} held-out rows; ${THREADS === 2 ? "learner + gradient thread (2 threads)" : `${THREADS} thread(s)`}; load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
     "",
     "| preset | parameters | step | train min | name copy: exact | tokens | code look-up: exact | tokens |",
     "|---|---:|---:|---:|---:|---:|---:|---:|",
@@ -164,17 +174,19 @@ export async function run(): Promise<BenchResult> {
       const next = random(7);
       let trainMs = 0;
       try {
+        const report = (step: number) => {
+          const score = accuracy(learner.policy, heldOut);
+          const line = `| ${name} | ${learner.policy.model.parameterCount.toLocaleString("en-US")} | ${step} | ${(trainMs / 60_000).toFixed(1)} | ${(100 * score.name.exact).toFixed(0)} % | ${(100 * score.name.tokens).toFixed(0)} % | ${(100 * score.code.exact).toFixed(0)} % | ${(100 * score.code.tokens).toFixed(0)} % |`;
+          console.log(line);
+          lines.push(line);
+        };
+        if (name === "warmstart") report(0); // what the trained model copies before any copy rows
         for (let step = 1; step <= STEPS; step++) {
-          const batch = Array.from({ length: BATCH }, (_, i) => encode(tokenizer, makeRow(next, i % 2 ? "code" : "name")).row);
+          const batch = Array.from({ length: BATCH + REPEAT_ROWS }, (_, i) => encode(tokenizer, makeRow(next, i >= BATCH ? "repeat" : i % 2 ? "code" : "name")).row);
           const started = performance.now();
           await learner.supervised(batch);
           trainMs += performance.now() - started;
-          if (step % EVERY === 0 || step === STEPS) {
-            const score = accuracy(learner.policy, heldOut);
-            const line = `| ${name} | ${learner.policy.model.parameterCount.toLocaleString("en-US")} | ${step} | ${(trainMs / 60_000).toFixed(1)} | ${(100 * score.name.exact).toFixed(0)} % | ${(100 * score.name.tokens).toFixed(0)} % | ${(100 * score.code.exact).toFixed(0)} % | ${(100 * score.code.tokens).toFixed(0)} % |`;
-            console.log(line);
-            lines.push(line);
-          }
+          if (step % EVERY === 0 || step === STEPS) report(step);
         }
       } finally {
         await learner.dispose();

@@ -68,8 +68,9 @@ export {
   evaluateByDifficulty, type ExpertRowOptions, formatEvaluation, fromStage, initWarmStartModel,
   openDifficulties, openFamilies, resolveWarmStartOptions, runWarmStart, WARM_START_RECIPES,
   WarmStartError, type WarmStartEvaluation, type WarmStartOptions, type WarmStartStage,
-  type WarmStartSummary, warmStartStages, withPromptLoss
+  type WarmStartSummary, warmStartStages, withPromptLoss, assistantLossWeight
 } from "./warmstart.js";
+export { type RepetitionOptions, repetitionRows } from "./repetition.js";
 export {
   evaluationKey, type ExperimentOptions, type ExperimentResult, type FamilyFactory,
   type OpenedTasks, openTasks, type Printer, type ResolveConfigOptions, resolveTrainConfig,

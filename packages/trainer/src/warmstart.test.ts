@@ -92,6 +92,9 @@ test("options: defaults and validation", () => {
   assert.equal(resolved.worldSeed, 0);
   assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", trainingWorlds: 0 }), /trainingWorlds must be a positive integer, got 0/);
   assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", trainingWorlds: 2.5 }), /trainingWorlds must be a positive integer/);
+  assert.equal(resolved.repetitionRows, 0);
+  assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", repetitionRows: -1 }), /repetitionRows must be an integer >= 0, got -1/);
+  assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", repetitionTokens: 0 }), /repetitionTokens must be a positive integer/);
 });
 
 test("TrainingWorlds: world 0 is the open family; world k is the family of seed + k, opened once", async () => {
@@ -223,6 +226,15 @@ test("runWarmStart with trainingWorlds: trains on episodes of several worlds and
     assert.equal(summary.options.trainingWorlds, 4);
     assert.ok(lines.includes("warm start: expert episodes from 4 worlds (world seeds 2-5); evaluation on world 2"), lines.join("\n"));
     assert.ok(existsSync(join(out, "model.safetensors")));
+  });
+});
+
+test("runWarmStart with repetitionRows: every step trains its expert rows and that many repetition rows", async () => {
+  await inTemporaryFolder("warmstart-repetition-", async (out) => {
+    const lines: string[] = [];
+    const summary = await runWarmStart({ out, ...TWO_STEP_ALFWORLD, repetitionRows: 3, repetitionTokens: 16, steps: 2, batchSize: 2, evalLimit: 0, log: (line) => lines.push(line) });
+    assert.equal(summary.rows, 2 * (2 + 3));
+    assert.ok(lines.includes("warm start: 3 repetition rows a step (spans of 16 tokens)"), lines.join("\n"));
   });
 });
 

@@ -53,6 +53,7 @@ import { DEFAULT_ARCHITECTURE } from "./config.js";
 import { evaluate } from "./evaluate.js";
 import { Learner, availableGradientThreads } from "./learner.js";
 import { expertSequence, type SupervisedRow } from "./sft.js";
+import { repetitionRows } from "./repetition.js";
 import type { ProgressFactory } from "./progress.js";
 
 /** A warm start that cannot run (bad option, no family could start). */
@@ -140,6 +141,16 @@ export interface WarmStartOptions {
    * kept: ~30 MB and ~0.5 s for KG, WebShop and ALFWorld together. Default 1.
    */
   trainingWorlds?: number;
+  /**
+   * Rows of pure repetition added to every step (`repetitionRows` in repetition.ts): a span of
+   * `repetitionTokens` tokens cut from the step's expert rows and shuffled, then the same span
+   * again, the loss on the repeat at the assistant tokens' weight. They teach copying (the
+   * skill KG, WebShop and DB fail on) with every trained token a copy. Default 0: none (the
+   * shipped recipe).
+   */
+  repetitionRows?: number;
+  /** Tokens in each repetition row's span. Default 32. */
+  repetitionTokens?: number;
   /** Expert episodes per task and difficulty in the fresh model's tokenizer corpus (`gatherTaskText`). Default 40. */
   corpusEpisodesPerDifficulty?: number;
   /** Test instances per task and difficulty in each evaluation (the first ones of the split). Default 20; 0 = no evaluation. */
@@ -199,7 +210,7 @@ export interface WarmStartSummary {
   trainingMinutes: number;
   /** Wall-clock minutes of the whole run. */
   totalMinutes: number;
-  /** Rows and assistant tokens trained on. */
+  /** Rows (repetition rows included) and tokens trained on. */
   rows: number;
   trainedTokens: number;
   /** Tokens of all rows (prompts and replies included: what the forward pass costs). */
@@ -301,6 +312,8 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
     seed: options.seed ?? 0,
     worldSeed: options.worldSeed ?? 0,
     trainingWorlds: options.trainingWorlds ?? 1,
+    repetitionRows: options.repetitionRows ?? 0,
+    repetitionTokens: options.repetitionTokens ?? 32,
     corpusEpisodesPerDifficulty: options.corpusEpisodesPerDifficulty ?? 40,
     evalLimit: options.evalLimit ?? 20,
     evalDifficulties: options.evalDifficulties ?? difficulties,
@@ -327,6 +340,8 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
   }
   if (!(resolved.promptLossWeight >= 0 && resolved.promptLossWeight <= 1)) throw new WarmStartError(`promptLossWeight must be in [0, 1], got ${resolved.promptLossWeight}`);
   if (!Number.isInteger(resolved.trainingWorlds) || resolved.trainingWorlds < 1) throw new WarmStartError(`trainingWorlds must be a positive integer, got ${resolved.trainingWorlds}`);
+  if (!Number.isInteger(resolved.repetitionRows) || resolved.repetitionRows < 0) throw new WarmStartError(`repetitionRows must be an integer >= 0, got ${resolved.repetitionRows}`);
+  if (!Number.isInteger(resolved.repetitionTokens) || resolved.repetitionTokens < 1) throw new WarmStartError(`repetitionTokens must be a positive integer, got ${resolved.repetitionTokens}`);
   if (!(resolved.learningRate > 0)) throw new WarmStartError(`learningRate must be > 0, got ${resolved.learningRate}`);
   if (resolved.minutes !== null && !(resolved.minutes > 0)) throw new WarmStartError(`minutes must be > 0, got ${resolved.minutes}`);
   return resolved;
@@ -417,8 +432,13 @@ export async function collectExpertRows(options: ExpertRowOptions): Promise<Supe
  */
 export function withPromptLoss(row: SupervisedRow, promptLossWeight: number): SupervisedRow {
   if (promptLossWeight <= 0) return row;
-  const assistant = Math.max(1, Math.min(255, Math.round(1 / promptLossWeight)));
+  const assistant = assistantLossWeight(promptLossWeight);
   return { ...row, lossMask: row.lossMask.map((m) => (m ? assistant : 1)) };
+}
+
+/** The integer loss weight of an assistant token under `promptLossWeight` (1 for 0). */
+export function assistantLossWeight(promptLossWeight: number): number {
+  return promptLossWeight <= 0 ? 1 : Math.max(1, Math.min(255, Math.round(1 / promptLossWeight)));
 }
 
 /** Which difficulties are open at `progress` ∈ [0, 1] (see `WarmStartOptions.curriculum`). */
@@ -699,6 +719,9 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
   const worlds = new TrainingWorlds(settings.trainingWorlds, { seed: settings.worldSeed, familyOptions: settings.familyOptions });
   if (worlds.count > 1) log(`warm start: expert episodes from ${worlds.count} worlds (world seeds ${settings.worldSeed}-${settings.worldSeed + worlds.count - 1}); evaluation on world ${settings.worldSeed}`);
   const stream = new ExpertStream(families, tokenizer, { difficulties: settings.difficulties, taskDifficulties: settings.taskDifficulties, curriculum: settings.curriculum, maxSequenceTokens, promptLossWeight: settings.promptLossWeight, seed: settings.seed, taskWeights: settings.taskWeights }, worlds);
+  // Its own generator, so that the expert rows are drawn as without repetition rows.
+  const repetition = { spanTokens: settings.repetitionTokens, separator: tokenizer.encode("\n"), weight: assistantLossWeight(settings.promptLossWeight), random: new Rng(settings.seed + 104_729) };
+  if (settings.repetitionRows > 0) log(`warm start: ${settings.repetitionRows} repetition rows a step (spans of ${settings.repetitionTokens} tokens)`);
   const evaluations: WarmStartEvaluation[] = [];
   let trainingMs = 0;
   const runEvaluation = async (step: number): Promise<void> => {
@@ -739,8 +762,9 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
     next = draw(0);
     while (step < settings.steps && trainingMs < budgetMs && !options.signal?.aborted) {
       const stepStarted = performance.now();
-      const batch = await next!;
+      const expertBatch = await next!;
       next = step + 1 < settings.steps ? draw(step + 1) : undefined;
+      const batch = [...expertBatch, ...repetitionRows(expertBatch, settings.repetitionRows, repetition)];
       const dataDone = performance.now();
       dataMs += dataDone - stepStarted;
       const result = await learner.supervised(batch, settings.microBatchTokens);

@@ -24,6 +24,7 @@ export interface SftCommandOptions {
   seed?: number;
   worldSeed?: number;
   trainingWorlds?: number;
+  repetitionRows?: number;
   fromStage?: number;
   progress: boolean;
 }
@@ -61,6 +62,7 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (flags.seed !== undefined) options.seed = flags.seed;
   if (flags.worldSeed !== undefined) options.worldSeed = flags.worldSeed;
   if (flags.trainingWorlds !== undefined) options.trainingWorlds = flags.trainingWorlds;
+  if (flags.repetitionRows !== undefined) options.repetitionRows = flags.repetitionRows;
   // Steps alone given: the preset's time budget must not cut the run short.
   if (flags.steps !== undefined && flags.minutes === undefined) delete options.minutes;
   // A length given on the command line is the whole run: the preset's later stages (`then`) are dropped.
@@ -87,6 +89,7 @@ export function registerSftCommand(program: Command): void {
     .option("--seed <n>", "seed of the weights and the episode stream", numberOption("--seed", { integer: true, minimum: 0 }))
     .option("--world-seed <n>", "seed of the task worlds (catalogue, graph, houses, generated tasks; default 0, the shipped models' world)", numberOption("--world-seed", { integer: true, minimum: 0 }))
     .option("--training-worlds <n>", "draw expert episodes from n worlds (world-seed, world-seed + 1, …), so that copying from the prompt, not recall, answers; evaluation stays on world-seed (default 1)", numberOption("--training-worlds", { integer: true, minimum: 1 }))
+    .option("--repetition-rows <n>", "add n rows of pure repetition to every step (a shuffled span of the step's expert tokens, then the span again; the loss on the repeat): teaches copying (default 0)", numberOption("--repetition-rows", { integer: true, minimum: 0 }))
     .option("--from-stage <k>", "start a staged preset at its stage k (1-based) from --model, e.g. a saved earlier stage; the later stages follow", numberOption("--from-stage", { integer: true, minimum: 1 }))
     .option("--no-progress", "log lines instead of a progress bar")
     .addHelpText(
