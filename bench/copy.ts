@@ -19,7 +19,8 @@
  *   tokens before the title; the shop matches clicks case-insensitively).
  * Names and codes are random (syllables, `B0` + 8 characters), so nothing can be memorised:
  * only copying scores. Each preset takes `STEPS` supervised steps of `BATCH` rows (loss on
- * the answer only; AdamW lr 2e-3, cosine; both cores: the learner and its gradient thread),
+ * the answer only; AdamW lr 2e-3 unless _LR says, cosine; both cores unless _THREADS=1: the
+ * learner and its gradient thread),
  * and every `EVERY` steps its exact-match accuracy on 200 held-out rows is measured
  * (teacher-forced argmax at every answer token = greedy decoding's exact match), and the
  * share of answer tokens predicted right.
@@ -152,7 +153,7 @@ export async function run(): Promise<BenchResult> {
   const lines = [
     "## Copy accuracy vs training minutes (`bench/copy.ts`)",
     "",
-    `Fresh models (preset "warmstart": the shipped model itself, trained on) on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}), ${BATCH} a step${REPEAT_ROWS > 0 ? ` and ${REPEAT_ROWS} rows of pure repetition (12 random words and codes, then again)` : ""}, loss on the answer, AdamW lr ${LEARNING_RATE} cosine; exact match on ${HELD_OUT} held-out rows; ${THREADS === 2 ? "learner + gradient thread (2 threads)" : `${THREADS} thread(s)`}; load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
+    `${names.every((name) => name === "warmstart") ? "The shipped model, trained on," : `Fresh models${names.includes("warmstart") ? " (preset warmstart: the shipped model itself, trained on)" : ""}`} on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}), ${BATCH} a step${REPEAT_ROWS > 0 ? ` and ${REPEAT_ROWS} rows of pure repetition (12 random words and codes, then again)` : ""}, loss on the answer, AdamW lr ${LEARNING_RATE} cosine; exact match on ${HELD_OUT} held-out rows; ${THREADS === 2 ? "learner + gradient thread (2 threads)" : `${THREADS} thread(s)`}; load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
     "",
     "| preset | parameters | step | train min | name copy: exact | tokens | code look-up: exact | tokens |",
     "|---|---:|---:|---:|---:|---:|---:|---:|",

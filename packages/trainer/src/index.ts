@@ -68,7 +68,7 @@ export {
   evaluateByDifficulty, type ExpertRowOptions, formatEvaluation, fromStage, initWarmStartModel,
   openDifficulties, openFamilies, resolveWarmStartOptions, runWarmStart, WARM_START_RECIPES,
   WarmStartError, type WarmStartEvaluation, type WarmStartOptions, type WarmStartStage,
-  type WarmStartSummary, warmStartStages, withPromptLoss, assistantLossWeight
+  type WarmStartSummary, warmStartStages, withPromptLoss
 } from "./warmstart.js";
 export { type RepetitionOptions, repetitionRows } from "./repetition.js";
 export {

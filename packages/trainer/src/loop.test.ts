@@ -88,6 +88,7 @@ test("async mode with dynamicSamplingGroups: the step's metrics count every grou
   metrics.forEach((m, i) => {
     const dropped = m["rollout/dynamic_sampling_dropped_groups"];
     assert.ok(Number.isInteger(dropped) && dropped >= 0 && dropped <= 3, `step ${m.step}: ${dropped} groups replaced (at most 3 more drawn)`);
+    assert.ok(Number.isFinite(m["informative/say"]), `step ${m.step}: informative/say is reported`);
     // The metrics count every group drawn (trained + replaced); the trained ones are its informative ones when it has any.
     const informative = Math.round(m["informative/say"] * (batches[i] + dropped));
     if (informative > 0) assert.equal(informative, batches[i], `step ${m.step}: trains its informative groups`);
