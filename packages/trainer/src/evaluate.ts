@@ -41,11 +41,25 @@ export interface TaskEvaluation {
   passAtK: number;
   meanReward: number;
   meanTurns: number;
+  /**
+   * Episodes that ended by an infrastructure fault (a container or engine that did not answer)
+   * after their retries: counted as failures in `success`, so a result with any is a
+   * measurement of the infrastructure as much as of the model. Absent in results stored
+   * before it was counted.
+   */
+  infrastructureFaults?: number;
 }
 
 /** An episode succeeded when it ended `completed` with the full reward. */
 export function isSuccess(trajectory: Pick<Trajectory, "status" | "environmentReward">): boolean {
   return trajectory.status === "completed" && trajectory.environmentReward >= 1 - 1e-9;
+}
+
+/** The tasks of `results` with episodes ended by an infrastructure fault, as `os: 46 of 200`. */
+export function faultedTasks(results: Record<string, TaskEvaluation>): string[] {
+  return Object.values(results)
+    .filter((r) => (r.infrastructureFaults ?? 0) > 0)
+    .map((r) => `${r.task}: ${r.infrastructureFaults} of ${r.episodes}`);
 }
 
 export async function evaluate(options: EvaluationOptions): Promise<Record<string, TaskEvaluation>> {
@@ -96,6 +110,7 @@ export async function evaluate(options: EvaluationOptions): Promise<Record<strin
       passAtK: perInstance.length ? perInstance.filter((list) => list.some(isSuccess)).length / perInstance.length : 0,
       meanReward: all.length ? all.reduce((a, t) => a + t.environmentReward, 0) / all.length : 0,
       meanTurns: all.length ? all.reduce((a, t) => a + t.turns.length, 0) / all.length : 0,
+      infrastructureFaults: all.filter((t) => t.endCause === "infrastructure").length,
     };
   }
   return out;

@@ -1,7 +1,9 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { isDockerAvailable, type CurriculumTaskFamily } from "@agentrl/envs";
-import { initBackend } from "@agentrl/policy";
+import { InProcessEnvironmentClient, isDockerAvailable, type CurriculumTaskFamily, type EnvironmentClient } from "@agentrl/envs";
+import { initBackend, setBackend } from "@agentrl/policy";
+import { FaultInjectingClient } from "@agentrl/rollout";
+import { makeSayModel, sayFamily } from "./fixtures/say-run.js";
 import type { TaskEvaluation } from "./evaluate.js";
 import { existsSync } from "node:fs";
 import { defaultConfig, validateConfig } from "./config.js";
@@ -9,7 +11,7 @@ import { DOCKER_FAMILIES } from "./warmstart.js";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SHIPPED_WARM_START, evaluationKey, openTasks, setAsideEarlierRun, successTable } from "./experiment.js";
+import { SHIPPED_WARM_START, evaluateCached, evaluationKey, openTasks, setAsideEarlierRun, successTable } from "./experiment.js";
 
 /** A family whose index encodes (difficulty, split, k): difficulty × 100 + (test ? 50 : 0) + k. */
 function fakeFamily(name: string): CurriculumTaskFamily {
@@ -173,4 +175,32 @@ test("the default run's greedy evaluations of the shipped warm start are memoise
   } finally {
     await opened.close();
   }
+});
+
+test("evaluateCached: a task with infrastructure faults is reported and stored nowhere (neither as the model's memo nor for --resume); a clean one is stored and read back", async () => {
+  await setBackend("cpu", { log: null });
+  const model = await makeSayModel();
+  const run = await mkdtemp(join(tmpdir(), "agentrl-eval-faults-"));
+  const config = validateConfig({ run: { directory: run }, rollout: { maxTurns: 2, maxNewTokensPerTurn: 8, infrastructureRetries: 1 } }, "test");
+  const printed: string[] = [];
+  const request = (client: EnvironmentClient) => ({ config, client, tasks: ["say"], limit: 2, phase: "eval final", print: (line: string) => printed.push(line) });
+  const dead = new FaultInjectingClient(new InProcessEnvironmentClient([sayFamily]), { sessionShare: 1 });
+  const faulted = await evaluateCached("final", model, request(dead));
+  assert.equal(faulted.say.infrastructureFaults, 2, "both episodes died on every retry");
+  assert.equal(faulted.say.success, 0);
+  assert.equal(dead.kills, 4, "each episode played twice (one retry)");
+  assert.equal(existsSync(join(model, "evaluations")) ? (await readdir(join(model, "evaluations"))).length : 0, 0, "no memo of the model");
+  assert.equal(existsSync(join(run, "evaluations", "final.json")), false, "nothing for --resume to reuse");
+  assert.match(printed.join("\n"), /eval final: episodes ended by an infrastructure fault .*\(say: 2 of 2\).*not stored/);
+  assert.match(successTable([["after RL", faulted]]), /\| say \| 0\.0% \(2 faulted\) \|[\s\S]*N episodes ended by an infrastructure fault/);
+
+  printed.length = 0;
+  const clean = await evaluateCached("final", model, request(new InProcessEnvironmentClient([sayFamily])));
+  assert.equal(clean.say.infrastructureFaults, 0);
+  assert.equal((await readdir(join(model, "evaluations"))).length, 1, "the model's memo");
+  assert.ok(existsSync(join(run, "evaluations", "final.json")));
+  assert.deepEqual(printed, []);
+  assert.doesNotMatch(successTable([["after RL", clean]]), /faulted/);
+  await rm(model, { recursive: true, force: true });
+  await rm(run, { recursive: true, force: true });
 });

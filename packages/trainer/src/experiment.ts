@@ -31,7 +31,7 @@ import {
 import { FaultInjectingClient, type EpisodeOptions, type TaskMixEntry } from "@agentrl/rollout";
 import { isCompleteModelFolder, latestCheckpoint, writeModelFolder } from "./checkpoint.js";
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "./config.js";
-import { evaluate, type TaskEvaluation } from "./evaluate.js";
+import { evaluate, faultedTasks, type TaskEvaluation } from "./evaluate.js";
 import { DEFAULT_GRPO } from "./grpo.js";
 import { runTraining } from "./loop.js";
 import { lineChartSvg, type Series } from "./plot.js";
@@ -207,7 +207,7 @@ function episodeOptions(config: TrainConfig): EpisodeOptions {
   };
 }
 
-interface EvaluationRequest {
+export interface EvaluationRequest {
   config: TrainConfig;
   client: EnvironmentClient;
   tasks: string[];
@@ -236,7 +236,7 @@ async function evaluatePolicy(policy: Policy, request: EvaluationRequest): Promi
       samples: config.evaluation.samples,
       temperature: config.evaluation.temperature,
       concurrency: config.evaluation.concurrency,
-      episode: playKey(episodeOptions(config)),
+      episode: episodeOptions(config),
       seed: config.run.seed,
       signal: request.signal,
       onProgress: (done) => progress?.update(done),
@@ -301,9 +301,10 @@ export async function evaluationKey(directory: string, request: Pick<EvaluationR
  * or `models/warmstart/evaluations/<key>.json` keyed by {@link evaluationKey}: the same files
  * and settings give the same numbers, so the shipped checkpoint carries its own measurement
  * (and the fresh model's, which is re-made bit-identically from the seed). Only the tasks
- * without a memo are evaluated.
+ * without a memo are evaluated. A task with episodes ended by an infrastructure fault is
+ * stored nowhere (it measured the engine as well as the model) and is said in one line.
  */
-async function evaluateCached(name: string, directory: string, request: EvaluationRequest): Promise<Record<string, TaskEvaluation>> {
+export async function evaluateCached(name: string, directory: string, request: EvaluationRequest): Promise<Record<string, TaskEvaluation>> {
   const file = join(request.config.run.directory, "evaluations", `${name}.json`);
   if (existsSync(file)) return JSON.parse(await readFile(file, "utf8")) as Record<string, TaskEvaluation>;
   const result: Record<string, TaskEvaluation> = {};
@@ -330,8 +331,19 @@ async function evaluateCached(name: string, directory: string, request: Evaluati
     await mkdir(join(directory, "evaluations"), { recursive: true }).catch(() => {});
     for (const { task, key } of missing) {
       result[task] = measured[task];
+      // A result with infrastructure faults measures the engine too: never the model's memo.
+      if ((measured[task].infrastructureFaults ?? 0) > 0) continue;
       await writeFile(join(directory, "evaluations", `${key}.json`), JSON.stringify(measured[task], null, 2)).catch(() => {});
     }
+  }
+  const faulted = faultedTasks(result);
+  if (faulted.length > 0) {
+    // Not stored for the run either, so that `--resume` measures those tasks again.
+    request.print?.(
+      `${request.phase}: episodes ended by an infrastructure fault after their retries, counted as failures (${faulted.join(", ")}); ` +
+        `not stored: is the Docker engine answering (docker ps; restart: bash scripts/start-dockerd.sh)? Then measure again with --resume`,
+    );
+    return result;
   }
   await mkdir(join(request.config.run.directory, "evaluations"), { recursive: true });
   await writeFile(file, JSON.stringify(result, null, 2));
@@ -580,7 +592,8 @@ function meanAndSpread(values: readonly number[]): string {
 /**
  * A markdown table of test success per task, one column per measured point. A column of
  * several seeds' results shows `mean ± sd` over the seeds (sample standard deviation); its
- * mean row is the mean ± sd of each seed's mean over tasks.
+ * mean row is the mean ± sd of each seed's mean over tasks. A cell with episodes ended by an
+ * infrastructure fault says how many (`(46 faulted)`, summed over seeds), with a note below.
  */
 export function successTable(columns: readonly SuccessColumn[]): string {
   const present = columns
@@ -588,20 +601,25 @@ export function successTable(columns: readonly SuccessColumn[]): string {
     .map(([name, r]): [string, readonly Record<string, TaskEvaluation>[]] => [name, Array.isArray(r) ? r : [r as Record<string, TaskEvaluation>]])
     .filter(([, runs]) => runs.length > 0);
   const tasks = [...new Set(present.flatMap(([, runs]) => runs.flatMap((r) => Object.keys(r))))].sort();
+  let faulted = false;
   const cell = (runs: readonly Record<string, TaskEvaluation>[], task: string) => {
     const values = runs.filter((r) => r[task]).map((r) => r[task].success);
-    return values.length ? meanAndSpread(values) : "—";
+    const faults = runs.reduce((sum, r) => sum + (r[task]?.infrastructureFaults ?? 0), 0);
+    faulted ||= faults > 0;
+    return values.length ? `${meanAndSpread(values)}${faults > 0 ? ` (${faults} faulted)` : ""}` : "—";
   };
   const mean = (runs: readonly Record<string, TaskEvaluation>[]) => {
     const perRun = runs.map((r) => tasks.filter((t) => r[t]).map((t) => r[t].success)).filter((v) => v.length > 0);
     return perRun.length ? meanAndSpread(perRun.map((v) => v.reduce((a, b) => a + b, 0) / v.length)) : "—";
   };
-  return [
+  const lines = [
     `| task | ${present.map(([name]) => name).join(" | ")} |`,
     `|---|${present.map(() => "---:").join("|")}|`,
     ...tasks.map((task) => `| ${task} | ${present.map(([, runs]) => cell(runs, task)).join(" | ")} |`),
     `| **mean** | ${present.map(([, runs]) => mean(runs)).join(" | ")} |`,
-  ].join("\n");
+  ];
+  if (faulted) lines.push("", "(N faulted): N episodes ended by an infrastructure fault after their retries and count as failures: the cell understates the model.");
+  return lines.join("\n");
 }
 
 

@@ -1,0 +1,17 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import type { TaskEvaluation } from "@agentrl/trainer";
+import { formatEvaluation } from "./eval.js";
+
+const result = (task: string, success: number, infrastructureFaults?: number): TaskEvaluation => ({ task, instances: 200, episodes: 200, success, passAtK: success, meanReward: success, meanTurns: 3, infrastructureFaults });
+
+test("formatEvaluation: a faults column and a note only when an episode ended by an infrastructure fault", () => {
+  const clean = formatEvaluation({ kg: result("kg", 0.7, 0), os: result("os", 0.2) }, 1);
+  assert.doesNotMatch(clean.join("\n"), /fault/);
+  assert.match(clean.at(-1)!, /^mean +45\.0%$/);
+  const faulted = formatEvaluation({ kg: result("kg", 0.7, 0), os: result("os", 0.05, 46) }, 1);
+  assert.match(faulted[0], /turns +faults$/);
+  assert.match(faulted[2], /^os .* 5\.0% .* +46$/);
+  assert.match(faulted[1], /^kg .* +0$/);
+  assert.match(faulted.at(-1)!, /^faults: episodes ended by an infrastructure fault .* counted as failures .*start-dockerd/);
+});
