@@ -65,6 +65,14 @@ function pageKind(page: ReadPage): PageKind {
 }
 
 /**
+ * How the expert spells a product code it clicks: `lower` as WebShop's clickables list it
+ * (`b0abc12345`: the copy is of the clickables entry at the product's position on the page),
+ * `page` as the results page shows it (`B0ABC12345`: the copy is of the code just before the
+ * chosen title). The shop matches clicks without regard to case.
+ */
+export type ExpertCodeCase = "lower" | "page";
+
+/**
  * The expert: search the instruction verbatim; on the results page click the first
  * unrejected product whose title names the wanted kind at a fitting price, else "Next >";
  * on the item page go back if a wanted option is missing, read Features if the title does
@@ -76,7 +84,10 @@ export class WebShopExpert implements Expert {
   private current: { asin: string; title: string } | undefined;
   private lastClick = "";
 
-  constructor(private readonly list: ShoppingList) {}
+  constructor(
+    private readonly list: ShoppingList,
+    private readonly codeCase: ExpertCodeCase = "lower",
+  ) {}
 
   act(history: Message[]): AssistantMessage {
     const page = readLastPage(history);
@@ -98,7 +109,7 @@ export class WebShopExpert implements Expert {
     for (const product of readResults(page.observation)) {
       if (this.rejected.has(product.asin) || !titleFits(this.list, product.title, product.price)) continue;
       this.current = { asin: product.asin, title: product.title };
-      return this.remember(product.asin.toLowerCase());
+      return this.remember(this.codeCase === "page" ? product.asin : product.asin.toLowerCase());
     }
     if (page.actions.clickables.includes(NEXT_PAGE.toLowerCase())) return this.remember(NEXT_PAGE.toLowerCase());
     // Nothing fits anywhere: search again from the start (the turn limit ends it).

@@ -6,7 +6,7 @@
 import { z } from "zod";
 import type { TaskFamilyOptions } from "../types.js";
 import type { CurriculumTaskFamily, Expert, Split, TaskSession } from "../types.js";
-import { WebShopExpert, WrongWebShopExpert } from "./expert.js";
+import { WebShopExpert, WrongWebShopExpert, type ExpertCodeCase } from "./expert.js";
 import { DIFFICULTIES, TEST_OFFSET, decodeIndex, encodeIndex, makeInstance, type WebShopInstance } from "./instances.js";
 import { getSearchEngine, type SearchEngine } from "./search.js";
 import { WebShopSession } from "./session.js";
@@ -16,7 +16,7 @@ export { getSearchEngine, SearchEngine, SEARCH_RETURN_N, PRODUCT_WINDOW } from "
 export { getReward, normalizeColor, tokenSetRatio, type Goal, type PurchasedProduct, type RewardParts } from "./reward.js";
 export { Shop, type AvailableActions, type PageState } from "./shop.js";
 export { WebShopSession, WEBSHOP_TOOLS, WEBSHOP_SYSTEM_PROMPT } from "./session.js";
-export { WebShopExpert, WrongWebShopExpert, readLastPage, readResults } from "./expert.js";
+export { WebShopExpert, WrongWebShopExpert, readLastPage, readResults, type ExpertCodeCase } from "./expert.js";
 export { DIFFICULTIES, MAX_TURNS, InstanceError, decodeIndex, encodeIndex, makeInstance, planEpisode, levelOf, type WebShopInstance, type WebShopGoal, type Plan } from "./instances.js";
 
 const OptionsSchema = z.object({
@@ -24,6 +24,7 @@ const OptionsSchema = z.object({
   trainSize: z.number().int().min(1).max(TEST_OFFSET).default(5000),
   testSize: z.number().int().min(1).max(TEST_OFFSET).default(200),
   productsPerType: z.number().int().min(16).max(5000).optional(),
+  expertCodeCase: z.enum(["lower", "page"]).default("lower"),
 });
 
 /** Options of the WebShop family (the common `TaskFamilyOptions` plus its own). */
@@ -36,6 +37,8 @@ export interface WebShopOptions {
   testSize?: number;
   /** Products per product type (40 types). Default 256, i.e. 10,240 products. */
   productsPerType?: number;
+  /** How the expert spells the product codes it clicks (see `ExpertCodeCase`). Default `lower`. */
+  expertCodeCase?: ExpertCodeCase;
 }
 
 /** How many built instances each family keeps (they are cheap to rebuild). */
@@ -83,7 +86,7 @@ export class WebShopFamily implements CurriculumTaskFamily {
   }
 
   expert(index: number): Expert {
-    return new WebShopExpert(this.instance(index).goal);
+    return new WebShopExpert(this.instance(index).goal, this.options.expertCodeCase);
   }
 
   wrongExpert(index: number): Expert {
@@ -97,6 +100,7 @@ export async function createTaskFamily(options: TaskFamilyOptions = {}): Promise
     trainSize: options.trainSize,
     testSize: options.testSize,
     productsPerType: typeof options.productsPerType === "number" ? options.productsPerType : undefined,
+    expertCodeCase: options.expertCodeCase as ExpertCodeCase | undefined,
   });
 }
 

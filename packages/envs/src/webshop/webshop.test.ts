@@ -2,7 +2,7 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { playEpisode, playEpisodes } from "../play.js";
 import { createTaskFamily as createByName } from "../registry.js";
-import type { AssistantMessage, Expert, InteractResult, Message, ToolCall } from "../types.js";
+import type { AssistantMessage, Expert, InteractResult, Message, ToolCall, ToolSpec } from "../types.js";
 import { getCatalogue } from "./catalogue.js";
 import { readLastPage } from "./expert.js";
 import { WebShopFamily, createTaskFamily } from "./index.js";
@@ -117,6 +117,31 @@ describe("playing", () => {
       if (difficulty === 0) assert.ok(records.every((r) => r.turns === 3), "difficulty 0 takes search, click, Buy Now");
     });
   }
+
+  test("expertCodeCase 'page' clicks the codes as the results page spells them (the default: as the clickables do), and still solves", async () => {
+    const codesClicked = async (shop: WebShopFamily, indices: number[]) => {
+      const clicked: string[] = [];
+      const records = await playEpisodes(shop, indices, (index) => {
+        const expert = shop.expert(index);
+        return {
+          act: async (history: Message[], tools: ToolSpec[]) => {
+            const message = await expert.act(history, tools);
+            clicked.push((JSON.parse(message.tool_calls![0].function.arguments) as { value?: string }).value ?? "");
+            return message;
+          },
+        };
+      });
+      assert.ok(records.filter((r) => r.reward === 1).length >= 0.99 * records.length, "the expert still solves");
+      return clicked.filter((value) => /^b0[0-9a-z]{8}$/i.test(value));
+    };
+    const indices = [0, 2].flatMap((d) => family.indicesAt("test", d).slice(0, 40));
+    const paged = await codesClicked(new WebShopFamily({ seed: 0, expertCodeCase: "page" }), indices);
+    const lower = await codesClicked(family, indices);
+    assert.ok(paged.length >= indices.length && lower.length === paged.length, "every episode clicks a product, the same ones");
+    assert.ok(paged.every((code) => /^B0[0-9A-Z]{8}$/.test(code)), `page case: ${paged.slice(0, 3).join(", ")}`);
+    assert.deepEqual(lower, paged.map((code) => code.toLowerCase()));
+    assert.throws(() => new WebShopFamily({ seed: 0, expertCodeCase: "upper" as "page" }), /expertCodeCase/);
+  });
 
   test("the wrong expert scores 0 and a random agent solves few", async () => {
     const indices = family.difficulties.flatMap((d) => family.indicesAt("test", d).slice(0, 25));
