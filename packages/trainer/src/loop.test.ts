@@ -162,5 +162,7 @@ test("10 % of sessions killed: their groups are dropped and counted, the other g
   }
   const alarms = lines.filter((line) => /ALARM mismatch KL/.test(line));
   assert.equal(alarms.length, metrics.filter((m) => m["train/mismatchKl"] > 0).length, lines.join("\n"));
-  assert.equal(lines.filter((line) => /dropped from the loss for infrastructure faults/.test(line)).length, metrics.filter((m) => m["train/droppedInfrastructureGroups"] > 0).length);
+  const faultLines = lines.filter((line) => /dropped from the loss for infrastructure faults/.test(line));
+  assert.equal(faultLines.length, metrics.filter((m) => m["train/droppedInfrastructureGroups"] > 0).length);
+  for (const line of faultLines) assert.match(line, /infrastructure faults: say \d+ episode\(s\), e\.g\. "InjectedFaultError: injected fault: the container of session .* died"$/, "the line names the task and the cause");
 });

@@ -280,6 +280,18 @@ function describeFailures(groups: readonly TrajectoryGroup[]): string {
 }
 
 /**
+ * The episodes of `groups` ended by an infrastructure fault, per task, with the first one's
+ * error (say, a container the engine did not start): what a user needs to see that an engine hangs.
+ */
+function describeFaults(groups: readonly TrajectoryGroup[]): string {
+  const faulted = groups.flatMap((g) => g.trajectories).filter((t) => t.endCause === "infrastructure");
+  const perTask = new Map<string, number>();
+  for (const t of faulted) perTask.set(t.task, (perTask.get(t.task) ?? 0) + 1);
+  const example = faulted.find((t) => t.error)?.error?.slice(0, 160);
+  return `${[...perTask].map(([task, n]) => `${task} ${n}`).join(", ")} episode(s)${example ? `, e.g. "${example}"` : ""}`;
+}
+
+/**
  * What the current engine did since the previous step: generated, prefilled and reused
  * (kept or prefix cache) tokens, and seconds in decode steps and prefill.
  */
@@ -514,7 +526,9 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
           `step ${state.step}: ALARM mismatch KL ${update.metrics.mismatchKl.toExponential(2)} > ${alarm} (sampler vs trainer log-probs of the same tokens; ratio in [${update.metrics.importanceRatioMin.toFixed(3)}, ${update.metrics.importanceRatioMax.toFixed(3)}], ${(100 * (update.metrics.importanceRatioShareBelow + update.metrics.importanceRatioShareAbove)).toFixed(1)} % of tokens out of bounds): check staleness, the sampler's temperature and weight sync`,
         );
       }
-      if (update.metrics.droppedInfrastructureGroups > 0) options.log?.(`step ${state.step}: ${update.metrics.droppedInfrastructureGroups} group(s) dropped from the loss for infrastructure faults`);
+      if (update.metrics.droppedInfrastructureGroups > 0) {
+        options.log?.(`step ${state.step}: ${update.metrics.droppedInfrastructureGroups} group(s) dropped from the loss for infrastructure faults: ${describeFaults(drawn ?? groups)}`);
+      }
       if (options.evaluation && state.step % options.evaluation.every === 0) {
         Object.assign(metrics, await options.evaluation.run(current, state.step));
       }
