@@ -229,6 +229,20 @@ test("runWarmStart with trainingWorlds: trains on episodes of several worlds and
   });
 });
 
+test("taskTrainingWorlds: a family's own number of worlds (the others keep trainingWorlds), said in the log; names outside the tasks and counts below 1 are errors", async () => {
+  const worlds = new TrainingWorlds(1, { seed: 0, familyOptions: {}, taskCounts: { kg: 32 } });
+  assert.equal(worlds.countOf("kg"), 32);
+  assert.equal(worlds.countOf("webshop"), 1);
+  await inTemporaryFolder("warmstart-task-worlds-", async (out) => {
+    const lines: string[] = [];
+    const summary = await runWarmStart({ out, ...TWO_STEP_ALFWORLD, tasks: ["kg", "webshop"], taskTrainingWorlds: { kg: 3 }, steps: 1, batchSize: 2, evalLimit: 0, log: (line) => lines.push(line) });
+    assert.deepEqual(summary.options.taskTrainingWorlds, { kg: 3 });
+    assert.ok(lines.includes("warm start: expert episodes from several worlds per task (kg 3, webshop 1; world seeds from 0 on); evaluation on world 0"), lines.join("\n"));
+  });
+  assert.throws(() => resolveWarmStartOptions({ out: "x", tasks: ["kg"], taskTrainingWorlds: { webshop: 4 } }), /taskTrainingWorlds names webshop, which is not among the tasks/);
+  assert.throws(() => resolveWarmStartOptions({ out: "x", tasks: ["kg"], taskTrainingWorlds: { kg: 0 } }), /taskTrainingWorlds.kg must be a positive integer/);
+});
+
 test("runWarmStart with repetitionRows: every step trains its expert rows and that many repetition rows", async () => {
   await inTemporaryFolder("warmstart-repetition-", async (out) => {
     const lines: string[] = [];

@@ -142,6 +142,12 @@ export interface WarmStartOptions {
    */
   trainingWorlds?: number;
   /**
+   * A family's own number of training worlds, replacing `trainingWorlds` for it, e.g.
+   * `{ kg: 32 }`: KG's episodes from 32 worlds (its entity names must be copied) while the
+   * others stay on world `worldSeed` (WebShop's codes recalled). Default none.
+   */
+  taskTrainingWorlds?: Record<string, number>;
+  /**
    * Rows of pure repetition added to every step (`repetitionRows` in repetition.ts): a span of
    * `repetitionTokens` tokens cut from the step's expert rows and shuffled, then the same span
    * again, the loss on the repeat at the assistant tokens' weight. They teach copying (the
@@ -312,6 +318,7 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
     seed: options.seed ?? 0,
     worldSeed: options.worldSeed ?? 0,
     trainingWorlds: options.trainingWorlds ?? 1,
+    taskTrainingWorlds: options.taskTrainingWorlds ?? {},
     repetitionRows: options.repetitionRows ?? 0,
     repetitionTokens: options.repetitionTokens ?? 32,
     corpusEpisodesPerDifficulty: options.corpusEpisodesPerDifficulty ?? 40,
@@ -340,6 +347,10 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
   }
   if (!(resolved.promptLossWeight >= 0 && resolved.promptLossWeight <= 1)) throw new WarmStartError(`promptLossWeight must be in [0, 1], got ${resolved.promptLossWeight}`);
   if (!Number.isInteger(resolved.trainingWorlds) || resolved.trainingWorlds < 1) throw new WarmStartError(`trainingWorlds must be a positive integer, got ${resolved.trainingWorlds}`);
+  for (const [name, count] of Object.entries(resolved.taskTrainingWorlds)) {
+    if (!resolved.tasks.includes(name)) throw new WarmStartError(`taskTrainingWorlds names ${name}, which is not among the tasks (${resolved.tasks.join(", ")})`);
+    if (!Number.isInteger(count) || count < 1) throw new WarmStartError(`taskTrainingWorlds.${name} must be a positive integer, got ${count}`);
+  }
   if (!Number.isInteger(resolved.repetitionRows) || resolved.repetitionRows < 0) throw new WarmStartError(`repetitionRows must be an integer >= 0, got ${resolved.repetitionRows}`);
   if (!Number.isInteger(resolved.repetitionTokens) || resolved.repetitionTokens < 1) throw new WarmStartError(`repetitionTokens must be a positive integer, got ${resolved.repetitionTokens}`);
   if (!(resolved.learningRate > 0)) throw new WarmStartError(`learningRate must be > 0, got ${resolved.learningRate}`);
@@ -455,8 +466,13 @@ export class TrainingWorlds {
   constructor(
     /** How many worlds, the home world (`seed`) included. */
     readonly count: number,
-    private readonly options: { seed: number; familyOptions: TaskFamilyOptions },
+    private readonly options: { seed: number; familyOptions: TaskFamilyOptions; taskCounts?: Record<string, number> },
   ) {}
+
+  /** How many worlds `task`'s episodes come from: its own count, else `count`. */
+  countOf(task: string): number {
+    return this.options.taskCounts?.[task] ?? this.count;
+  }
 
   /** World `k` (0 = `home`, the family already open on world `seed`) of `home`'s task. */
   family(home: CurriculumTaskFamily, k: number): Promise<CurriculumTaskFamily> {
@@ -508,13 +524,14 @@ class ExpertStream {
         const home = this.turn[this.next++ % this.turn.length];
         const open = openDifficulties(this.options.taskDifficulties[home.name] ?? this.options.difficulties, this.options.curriculum, progress);
         const difficulty = open[this.random.nextInt(open.length)];
-        if (!this.worlds || this.worlds.count === 1) {
+        const worlds = this.worlds?.countOf(home.name) ?? 1;
+        if (!this.worlds || worlds === 1) {
           // One world: the draws of the stream the shipped recipe was made with.
           const indices = home.indicesAt("train", difficulty);
           draws.push(indices.length ? expertRow(home, indices[this.random.nextInt(indices.length)], this.tokenizer) : Promise.resolve(undefined));
           continue;
         }
-        const world = this.random.nextInt(this.worlds.count);
+        const world = this.random.nextInt(worlds);
         const pick = this.random.next();
         draws.push(
           this.worlds.family(home, world).then((family) => {
@@ -716,8 +733,15 @@ export async function runWarmStart(options: WarmStartOptions): Promise<WarmStart
   if (families.length === 0) throw new WarmStartError(`none of the tasks ${settings.tasks.join(", ")} could start`);
   log(`warm start: ${policy.model.parameterCount.toLocaleString("en-US")} parameters, vocabulary ${policy.config.vocabSize}, tasks ${families.map((f) => f.name).join(", ")}, difficulties ${settings.difficulties.join(",")}${Object.entries(settings.taskDifficulties).map(([task, levels]) => ` (${task} ${levels.join(",")})`).join("")}`);
 
-  const worlds = new TrainingWorlds(settings.trainingWorlds, { seed: settings.worldSeed, familyOptions: settings.familyOptions });
-  if (worlds.count > 1) log(`warm start: expert episodes from ${worlds.count} worlds (world seeds ${settings.worldSeed}-${settings.worldSeed + worlds.count - 1}); evaluation on world ${settings.worldSeed}`);
+  const worlds = new TrainingWorlds(settings.trainingWorlds, { seed: settings.worldSeed, familyOptions: settings.familyOptions, taskCounts: settings.taskTrainingWorlds });
+  const counts = new Set(families.map((family) => worlds.countOf(family.name)));
+  if (counts.size === 1 && worlds.countOf(families[0].name) > 1) {
+    const count = worlds.countOf(families[0].name);
+    log(`warm start: expert episodes from ${count} worlds (world seeds ${settings.worldSeed}-${settings.worldSeed + count - 1}); evaluation on world ${settings.worldSeed}`);
+  } else if (counts.size > 1) {
+    const perTask = families.map((family) => `${family.name} ${worlds.countOf(family.name)}`).join(", ");
+    log(`warm start: expert episodes from several worlds per task (${perTask}; world seeds from ${settings.worldSeed} on); evaluation on world ${settings.worldSeed}`);
+  }
   const stream = new ExpertStream(families, tokenizer, { difficulties: settings.difficulties, taskDifficulties: settings.taskDifficulties, curriculum: settings.curriculum, maxSequenceTokens, promptLossWeight: settings.promptLossWeight, seed: settings.seed, taskWeights: settings.taskWeights }, worlds);
   // Its own generator, so that the expert rows are drawn as without repetition rows.
   const repetition = { spanTokens: settings.repetitionTokens, separator: tokenizer.encode("\n"), weight: assistantLossWeight(settings.promptLossWeight), random: new Rng(settings.seed + 104_729) };

@@ -1,6 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { sftOptions } from "./sft.js";
+import { WARM_START_RECIPES } from "@agentrl/trainer";
+import { sftOptions, trainingWorldsOption } from "./sft.js";
 
 test("sft: the preset's recipe, overridden by the flags given", () => {
   const preset = sftOptions({ out: "/tmp/o", preset: "default", progress: false });
@@ -30,4 +31,15 @@ test("sft --from-stage: a staged preset starts at stage k from --model; the late
   assert.equal([third.then ?? []].flat().length, 1, "stage 4 follows");
   assert.throws(() => sftOptions({ out: "/tmp/o", preset: "default", progress: false, fromStage: 2 }), /--from-stage needs --model/);
   assert.throws(() => sftOptions({ out: "/tmp/o", preset: "default", progress: false, fromStage: 9, model: "/m" }), /stage 9 does not exist/);
+});
+
+test("sft --training-worlds: a count for every task and/or per task; bad counts are errors", () => {
+  assert.deepEqual(trainingWorldsOption("32"), { count: 32, perTask: {} });
+  assert.deepEqual(trainingWorldsOption("8, kg:32"), { count: 8, perTask: { kg: 32 } });
+  const perTask = sftOptions({ out: "/tmp/o", preset: "default", progress: false, trainingWorlds: trainingWorldsOption("kg:32") });
+  assert.deepEqual(perTask.taskTrainingWorlds, { kg: 32 });
+  assert.equal(perTask.trainingWorlds, WARM_START_RECIPES.default.trainingWorlds, "the others keep the preset's");
+  assert.equal(sftOptions({ out: "/tmp/o", preset: "default", progress: false, trainingWorlds: trainingWorldsOption("4") }).trainingWorlds, 4);
+  assert.throws(() => trainingWorldsOption("kg:0"), /--training-worlds must be an integer ≥ 1, got "0"/);
+  assert.throws(() => trainingWorldsOption("many"), /--training-worlds must be an integer/);
 });

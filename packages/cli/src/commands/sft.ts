@@ -23,10 +23,31 @@ export interface SftCommandOptions {
   evalEvery?: number;
   seed?: number;
   worldSeed?: number;
-  trainingWorlds?: number;
+  /** `--training-worlds`: a count for every task and/or per task (`kg:32`). */
+  trainingWorlds?: TrainingWorldsFlag;
   repetitionRows?: number;
   fromStage?: number;
   progress: boolean;
+}
+
+export interface TrainingWorldsFlag {
+  /** Worlds of every task (`32`). */
+  count?: number;
+  /** A task's own (`kg:32`). */
+  perTask: Record<string, number>;
+}
+
+const worldsCount = numberOption("--training-worlds", { integer: true, minimum: 1 });
+
+/** `--training-worlds 32`, `kg:32` or `8,kg:32`: a count for every task and/or per task. */
+export function trainingWorldsOption(value: string): TrainingWorldsFlag {
+  const flag: TrainingWorldsFlag = { perTask: {} };
+  for (const entry of listOption(value)) {
+    const [first, second] = entry.split(":");
+    if (second === undefined) flag.count = worldsCount(first);
+    else flag.perTask[first] = worldsCount(second);
+  }
+  return flag;
 }
 
 /** The warm-start options of a command line: the preset's, overridden by the flags given. */
@@ -61,7 +82,8 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (flags.evalEvery !== undefined) options.evalEvery = flags.evalEvery;
   if (flags.seed !== undefined) options.seed = flags.seed;
   if (flags.worldSeed !== undefined) options.worldSeed = flags.worldSeed;
-  if (flags.trainingWorlds !== undefined) options.trainingWorlds = flags.trainingWorlds;
+  if (flags.trainingWorlds?.count !== undefined) options.trainingWorlds = flags.trainingWorlds.count;
+  if (flags.trainingWorlds && Object.keys(flags.trainingWorlds.perTask).length > 0) options.taskTrainingWorlds = flags.trainingWorlds.perTask;
   if (flags.repetitionRows !== undefined) options.repetitionRows = flags.repetitionRows;
   // Steps alone given: the preset's time budget must not cut the run short.
   if (flags.steps !== undefined && flags.minutes === undefined) delete options.minutes;
@@ -88,7 +110,7 @@ export function registerSftCommand(program: Command): void {
     .option("--eval-every <n>", "also evaluate every n steps", numberOption("--eval-every", { integer: true, minimum: 0 }))
     .option("--seed <n>", "seed of the weights and the episode stream", numberOption("--seed", { integer: true, minimum: 0 }))
     .option("--world-seed <n>", "seed of the task worlds (catalogue, graph, houses, generated tasks; default 0, the shipped models' world)", numberOption("--world-seed", { integer: true, minimum: 0 }))
-    .option("--training-worlds <n>", "draw expert episodes from n worlds (world-seed, world-seed + 1, …), so that copying from the prompt, not recall, answers; evaluation stays on world-seed (default 1)", numberOption("--training-worlds", { integer: true, minimum: 1 }))
+    .option("--training-worlds <list>", "draw expert episodes from n worlds (world-seed, world-seed + 1, …), so that copying from the prompt, not recall, answers; n for every task, or per task: kg:32 (evaluation stays on world-seed; default 1)", trainingWorldsOption)
     .option("--repetition-rows <n>", "add n rows of pure repetition to every step (a shuffled span of the step's expert tokens, then the span again; the loss on the repeat): teaches copying (default 0)", numberOption("--repetition-rows", { integer: true, minimum: 0 }))
     .option("--from-stage <k>", "start a staged preset at its stage k (1-based) from --model, e.g. a saved earlier stage; the later stages follow", numberOption("--from-stage", { integer: true, minimum: 1 }))
     .option("--no-progress", "log lines instead of a progress bar")
