@@ -48,6 +48,8 @@ export interface TaskEvaluation {
    * before it was counted.
    */
   infrastructureFaults?: number;
+  /** The first such episode's error (say, a container the engine did not start); only when there are faults. */
+  infrastructureFaultError?: string;
 }
 
 /** An episode succeeded when it ended `completed` with the full reward. */
@@ -55,11 +57,11 @@ export function isSuccess(trajectory: Pick<Trajectory, "status" | "environmentRe
   return trajectory.status === "completed" && trajectory.environmentReward >= 1 - 1e-9;
 }
 
-/** The tasks of `results` with episodes ended by an infrastructure fault, as `os: 46 of 200`. */
+/** The tasks of `results` with episodes ended by an infrastructure fault, as `os: 46 of 200 (e.g. "…")`. */
 export function faultedTasks(results: Record<string, TaskEvaluation>): string[] {
   return Object.values(results)
     .filter((r) => (r.infrastructureFaults ?? 0) > 0)
-    .map((r) => `${r.task}: ${r.infrastructureFaults} of ${r.episodes}`);
+    .map((r) => `${r.task}: ${r.infrastructureFaults} of ${r.episodes}${r.infrastructureFaultError ? ` (e.g. "${r.infrastructureFaultError.slice(0, 160)}")` : ""}`);
 }
 
 export async function evaluate(options: EvaluationOptions): Promise<Record<string, TaskEvaluation>> {
@@ -111,6 +113,7 @@ export async function evaluate(options: EvaluationOptions): Promise<Record<strin
       meanReward: all.length ? all.reduce((a, t) => a + t.environmentReward, 0) / all.length : 0,
       meanTurns: all.length ? all.reduce((a, t) => a + t.turns.length, 0) / all.length : 0,
       infrastructureFaults: all.filter((t) => t.endCause === "infrastructure").length,
+      infrastructureFaultError: all.find((t) => t.endCause === "infrastructure" && t.error)?.error?.slice(0, 300),
     };
   }
   return out;

@@ -191,7 +191,7 @@ test("evaluateCached: a task with infrastructure faults is reported and stored n
   assert.equal(dead.kills, 4, "each episode played twice (one retry)");
   assert.equal(existsSync(join(model, "evaluations")) ? (await readdir(join(model, "evaluations"))).length : 0, 0, "no memo of the model");
   assert.equal(existsSync(join(run, "evaluations", "final.json")), false, "nothing for --resume to reuse");
-  assert.match(printed.join("\n"), /eval final: episodes ended by an infrastructure fault .*\(say: 2 of 2\).*not stored/);
+  assert.match(printed.join("\n"), /eval final: episodes ended by an infrastructure fault .*\(say: 2 of 2 \(e\.g\. "InjectedFaultError: injected fault: the container of session .* died"\)\).*not stored/);
   assert.match(successTable([["after RL", faulted]]), /\| say \| 0\.0% \(2 faulted\) \|[\s\S]*N episodes ended by an infrastructure fault/);
 
   printed.length = 0;
