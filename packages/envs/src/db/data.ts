@@ -97,6 +97,21 @@ export function loadDbSamples(dataDir?: string): DbSample[] {
   return [...loadFile(join(folder, TRAIN_FILE), "train", 0), ...loadFile(join(folder, TEST_FILE), "test", TEST_OFFSET)];
 }
 
+/**
+ * Why MySQL would refuse to build `sample`'s tables (a table or column name empty or over 64
+ * characters, a column name twice), or `undefined` when it can build them. One AgentBench dev
+ * sample (10005, `historic_sites`) has an empty column name: no agent can solve it.
+ */
+export function unbuildableReason(sample: DbSample): string | undefined {
+  for (const table of sample.tables) {
+    const names = table.table_info.columns.map((column) => column.name);
+    const bad = [table.table_name, ...names].find((name) => name.trim() === "" || name.length > 64);
+    if (bad !== undefined) return `table ${JSON.stringify(table.table_name)} has a name MySQL refuses (${JSON.stringify(bad)}: empty or over 64 characters)`;
+    if (new Set(names.map((name) => name.toLowerCase())).size !== names.length) return `table ${JSON.stringify(table.table_name)} names a column twice`;
+  }
+  return undefined;
+}
+
 /** `name` quoted as a MySQL identifier. */
 export function quoteIdentifier(name: string): string {
   return `\`${name.replaceAll("`", "``")}\``;

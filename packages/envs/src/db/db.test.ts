@@ -12,7 +12,7 @@ import { hasAgentBenchData } from "../docker/agentbench.js";
 import { isDockerAvailable, RUN_LABEL } from "../docker/runtime.js";
 import { IMAGES, imageHash } from "../docker/images.js";
 import type { AssistantMessage, Message } from "../types.js";
-import { createTaskFamily, loadDbSamples, type DbSession, type DbTaskFamily } from "./index.js";
+import { createTaskFamily, loadDbSamples, unbuildableReason, type DbSession, type DbTaskFamily } from "./index.js";
 
 const docker = new Docker();
 const data = hasAgentBenchData("dbbench");
@@ -41,6 +41,9 @@ describe("DB data", { skip: data ? false : "no AgentBench data in ../shared/data
     assert.equal(dev.length, 60);
     assert.equal(new Set(samples.map((sample) => sample.index)).size, samples.length);
     assert.ok(samples.filter((sample) => sample.type === "INSERT" || sample.type === "UPDATE").every((sample) => sample.answerMd5));
+    // One dev sample's table has an empty column name, which MySQL refuses: the only unbuildable one.
+    assert.deepEqual(samples.filter((sample) => unbuildableReason(sample)).map((sample) => sample.index), [10005]);
+    assert.match(unbuildableReason(samples.find((sample) => sample.index === 10005)!)!, /historic_sites.*\(""/);
   });
 
   test("a missing data folder is a clear error that says where the data comes from", () => {
@@ -106,10 +109,11 @@ describe("DB family on MariaDB", { skip: dockerSkip }, () => {
     await second.cancel();
   });
 
-  test("a sample whose table MySQL refuses gives a finished session with task error", async () => {
+  test("a sample whose table MySQL refuses is left out of its split, and started anyway gives a finished session with task error", async () => {
     const base = family.samples[0];
     const broken = { ...base, tables: [{ table_name: "t", table_info: { columns: [{ name: "" }], rows: [["1"]] } }] };
     const brokenFamily = await createTaskFamily({ runtime: family.runtime, samples: [broken] });
+    assert.deepEqual(brokenFamily.indices(broken.split), [], "left out of its split: no agent can solve it");
     const session = await brokenFamily.startSession(broken.index);
     const reply = await session.interact(call("commit_final_answer", { answers: [] }));
     assert.equal(reply.status, "task error");

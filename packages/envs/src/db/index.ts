@@ -20,13 +20,13 @@ import { DockerRuntime } from "../docker/runtime.js";
 import { Slots } from "../docker/slots.js";
 import { FailedSession } from "../docker/failed-session.js";
 import { compareDbAnswers, cleanAnswer, hashFromResult } from "./compare.js";
-import { dbDifficulty, initStatements, isModification, loadDbSamples, quoteIdentifier, tableHashQuery, type DbSample } from "./data.js";
+import { dbDifficulty, initStatements, isModification, loadDbSamples, quoteIdentifier, tableHashQuery, unbuildableReason, type DbSample } from "./data.js";
 import { parsePythonList, pythonRowsRepr, type PythonValue } from "./python-format.js";
 import { MariaDbServer, type MariaDbServerOptions, type SessionLogin } from "./server.js";
 import { DEFAULT_GENERATED_COUNT, generateDbSamples } from "./generate.js";
 
 export { compareDbAnswers, cleanAnswer } from "./compare.js";
-export { loadDbSamples, dbDifficulty, initStatements, tableHashQuery, type DbSample } from "./data.js";
+export { loadDbSamples, dbDifficulty, initStatements, tableHashQuery, unbuildableReason, type DbSample } from "./data.js";
 export { MariaDbServer } from "./server.js";
 export { generateDbSample, generateDbSamples, GENERATED_OFFSET } from "./generate.js";
 
@@ -110,12 +110,13 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     return this.slots.inUse;
   }
 
+  /** A split's samples whose tables MySQL can build (see `unbuildableReason`: one AgentBench dev sample is left out). */
   indices(split: Split): number[] {
-    return this.samples.filter((sample) => sample.split === split).map((sample) => sample.index);
+    return this.samples.filter((sample) => sample.split === split && !unbuildableReason(sample)).map((sample) => sample.index);
   }
 
   indicesAt(split: Split, difficulty: number): number[] {
-    return this.samples.filter((sample) => sample.split === split && dbDifficulty(sample) === difficulty).map((sample) => sample.index);
+    return this.samples.filter((sample) => sample.split === split && dbDifficulty(sample) === difficulty && !unbuildableReason(sample)).map((sample) => sample.index);
   }
 
   sample(index: number): DbSample {
