@@ -21,14 +21,14 @@ test("sft: the preset's recipe, overridden by the flags given", () => {
 });
 
 test("sft --from-stage: a staged preset starts at stage k from --model; the later stages follow", () => {
-  const last = sftOptions({ out: "/tmp/o", preset: "default", progress: false, fromStage: 4, model: "/models/run-h" });
-  assert.equal(last.model, "/models/run-h");
-  assert.deepEqual(last.tasks, ["kg", "webshop", "alfworld", "os"], "the preset's fourth stage");
+  const last = sftOptions({ out: "/tmp/o", preset: "default", progress: false, fromStage: 5, model: "/models/run-n" });
+  assert.equal(last.model, "/models/run-n");
+  assert.deepEqual([last.tasks, last.taskWeights, last.taskTrainingWorlds, last.steps], [["kg", "webshop", "alfworld", "os"], { kg: 4, webshop: 2, os: 3 }, { kg: 32 }, 450], "the preset's fifth stage, on the fourth's tasks");
   assert.equal(last.then, undefined, "the last stage alone");
   assert.equal(last.out, "/tmp/o");
   const third = sftOptions({ out: "/tmp/o", preset: "default", progress: false, fromStage: 3, model: "/models/run-g" });
   assert.deepEqual([third.tasks, third.steps], [["kg", "webshop"], 1600]);
-  assert.equal([third.then ?? []].flat().length, 1, "stage 4 follows");
+  assert.equal([third.then ?? []].flat().length, 2, "stages 4 and 5 follow");
   assert.throws(() => sftOptions({ out: "/tmp/o", preset: "default", progress: false, fromStage: 2 }), /--from-stage needs --model/);
   assert.throws(() => sftOptions({ out: "/tmp/o", preset: "default", progress: false, fromStage: 9, model: "/m" }), /stage 9 does not exist/);
 });
