@@ -95,7 +95,8 @@ test("a training run rolls out on two agentrl serve servers: exact log-probs, ve
         );
         if (record.step === KILL_AFTER_STEP) {
           killedAtVersion = record.version;
-          servers[1].child.kill("SIGKILL");
+          // Once the earlier steps' checks have read both servers: one still in flight would hit the dead server.
+          void Promise.allSettled(checks).then(() => servers[1].child.kill("SIGKILL"));
         }
       },
       evaluation: undefined,
