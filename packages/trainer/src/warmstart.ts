@@ -274,7 +274,7 @@ export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "
       // WebShop 5-8 points more; one OS:3 DB:2 stage of 450 steps at 7e-4 (run M) kept KG at 48 %
       // and WebShop at 34 %, and DB stayed at 0 % (docs/warmstart.md).
       { tasks: ["kg", "webshop", "alfworld", "os"], taskWeights: { kg: 2, webshop: 2, os: 3 }, steps: 300, scheduleSteps: 300, learningRate: 5e-4, evalEvery: 0, evalLimit: 100 },
-      // Run S6 (session 14, 22 min alone): the same four families, KG 4 rows of every 10 and its
+      // Run S6 (session 14, 22 min beside the test suite): the same four families, KG 4 rows of every 10 and its
       // episodes from 32 worlds (names must be copied, not recalled; the others stay on world 0),
       // 450 steps. KG 73.5 -> 77.5 % on world 0 and 53 -> 72 % on an unseen world; after the
       // default RL run KG 80.5 %, mean 50.8 % (from run N: 72.5 %, 48.7 %). docs/warmstart.md.

@@ -8,7 +8,7 @@ import { InvalidArgumentError, type Command } from "commander";
 import { listOption, numberOption } from "../options.js";
 import { Policy, initBackend } from "@agentrl/policy";
 import { TASK_NAMES, createTaskFamily } from "@agentrl/envs";
-import { TrainConfigSchema, evaluate, faultedTasks, openTasks, type FamilyFactory, type Printer, type TaskEvaluation } from "@agentrl/trainer";
+import { TrainConfigSchema, evaluate, openTasks, type FamilyFactory, type Printer, type TaskEvaluation } from "@agentrl/trainer";
 import { PhaseProgress } from "../progress.js";
 
 export interface EvalCommandOptions {
@@ -101,7 +101,7 @@ export async function runEvalCommand(options: EvalCommandOptions): Promise<Recor
 export function formatEvaluation(results: Record<string, TaskEvaluation>, samples: number): string[] {
   const rows = Object.values(results);
   // The faults column appears only when an episode ended by an infrastructure fault.
-  const faults = faultedTasks(results).length > 0;
+  const faults = rows.some((r) => (r.infrastructureFaults ?? 0) > 0);
   const header = `${"task".padEnd(10)} ${"instances".padStart(9)} ${"success".padStart(8)} ${`pass@${samples}`.padStart(8)} ${"reward".padStart(7)} ${"turns".padStart(6)}${faults ? ` ${"faults".padStart(6)}` : ""}`;
   const lines = rows.map((r) =>
     `${r.task.padEnd(10)} ${String(r.instances).padStart(9)} ${(100 * r.success).toFixed(1).padStart(7)}% ${(100 * r.passAtK).toFixed(1).padStart(7)}% ${r.meanReward.toFixed(3).padStart(7)} ${r.meanTurns.toFixed(1).padStart(6)}${faults ? ` ${String(r.infrastructureFaults ?? 0).padStart(6)}` : ""}`,

@@ -42,4 +42,5 @@ test("sft --training-worlds: a count for every task and/or per task; bad counts 
   assert.equal(sftOptions({ out: "/tmp/o", preset: "default", progress: false, trainingWorlds: trainingWorldsOption("4") }).trainingWorlds, 4);
   assert.throws(() => trainingWorldsOption("kg:0"), /--training-worlds must be an integer ≥ 1, got "0"/);
   assert.throws(() => trainingWorldsOption("many"), /--training-worlds must be an integer/);
+  assert.throws(() => trainingWorldsOption("kg:32:1"), /--training-worlds takes a count or task:count, got "kg:32:1"/);
 });

@@ -3,7 +3,7 @@
  * docs/warmstart.md). `--preset default` is the recipe that produced `models/warmstart`;
  * every flag given overrides the preset's value.
  */
-import { type Command } from "commander";
+import { InvalidArgumentError, type Command } from "commander";
 import { listOption, numberOption } from "../options.js";
 import { WARM_START_RECIPES, WarmStartError, fromStage, runWarmStart, type WarmStartOptions } from "@agentrl/trainer";
 import { progressFactory } from "../progress.js";
@@ -43,7 +43,8 @@ const worldsCount = numberOption("--training-worlds", { integer: true, minimum: 
 export function trainingWorldsOption(value: string): TrainingWorldsFlag {
   const flag: TrainingWorldsFlag = { perTask: {} };
   for (const entry of listOption(value)) {
-    const [first, second] = entry.split(":");
+    const [first, second, ...rest] = entry.split(":");
+    if (rest.length > 0) throw new InvalidArgumentError(`--training-worlds takes a count or task:count, got "${entry}"`);
     if (second === undefined) flag.count = worldsCount(first);
     else flag.perTask[first] = worldsCount(second);
   }

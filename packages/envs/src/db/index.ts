@@ -90,6 +90,8 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   readonly difficulties = [0, 1, 2];
   readonly runtime: DockerRuntime;
   readonly samples: DbSample[];
+  /** The samples whose tables MySQL can build (`unbuildableReason`): the splits' members. */
+  private readonly playable: DbSample[];
   private readonly slots: Slots;
   private readonly ownsRuntime: boolean;
   private readonly serverOptions: MariaDbServerOptions;
@@ -101,6 +103,7 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     this.runtime = runtime;
     this.ownsRuntime = ownsRuntime;
     this.samples = options.samples ?? loadDbSamples(options.dataDir);
+    this.playable = this.samples.filter((sample) => !unbuildableReason(sample));
     this.statementSeconds = options.statementSeconds ?? DB_QUERY_SECONDS;
     this.serverOptions = { statementSeconds: this.statementSeconds, ...options.server };
     this.slots = new Slots(options.maxSessions ?? 64);
@@ -112,11 +115,11 @@ export class DbTaskFamily implements CurriculumTaskFamily {
 
   /** A split's samples whose tables MySQL can build (see `unbuildableReason`: one AgentBench dev sample is left out). */
   indices(split: Split): number[] {
-    return this.samples.filter((sample) => sample.split === split && !unbuildableReason(sample)).map((sample) => sample.index);
+    return this.playable.filter((sample) => sample.split === split).map((sample) => sample.index);
   }
 
   indicesAt(split: Split, difficulty: number): number[] {
-    return this.samples.filter((sample) => sample.split === split && dbDifficulty(sample) === difficulty && !unbuildableReason(sample)).map((sample) => sample.index);
+    return this.playable.filter((sample) => sample.split === split && dbDifficulty(sample) === difficulty).map((sample) => sample.index);
   }
 
   sample(index: number): DbSample {
