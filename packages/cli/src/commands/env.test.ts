@@ -15,11 +15,11 @@ import {
   type ToolReply,
   type ToolSpec,
 } from "@agentrl/envs";
-import { EnvCommandError, formatConversation, runEnvCheck, runEnvDemo, startEnvServer, startEnvWorker, type FamilyFactory } from "./env.js";
+import { EnvCommandError, formatConversation, constantAnswerAgent, runEnvCheck, runEnvDemo, startEnvServer, startEnvWorker, type FamilyFactory } from "./env.js";
 
 const TOOLS: ToolSpec[] = [
   { type: "function", function: { name: "add", description: "a + b", parameters: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] } } },
-  { type: "function", function: { name: "submit", description: "the answer", parameters: { type: "object", properties: { answer: { type: "integer" } }, required: ["answer"] } } },
+  { type: "function", function: { name: "submit_answer", description: "the answer", parameters: { type: "object", properties: { answer: { type: "integer" } }, required: ["answer"] } } },
 ];
 
 class Doubling extends FunctionCallSession {
@@ -52,12 +52,12 @@ function curriculumFamily(name = "double"): CurriculumTaskFamily & { closed: num
         act(history: Message[]) {
           const turns = history.filter((m) => m.role === "assistant").length;
           if (index >= 10 && turns === 0) return call("add", { a: index, b: index });
-          return call("submit", { answer: 2 * index });
+          return call("submit_answer", { answer: 2 * index });
         },
       };
     },
     wrongExpert(index: number): Expert {
-      return { act: () => call("submit", { answer: 2 * index + 1 }) };
+      return { act: () => call("submit_answer", { answer: 2 * index + 1 }) };
     },
     async close() {
       family.closed += 1;
@@ -77,6 +77,23 @@ describe("env commands", () => {
     assert.equal(family.closed, 1, "the family is closed afterwards");
     const only = await runEnvCheck({ task: "double", difficulty: 1, split: "train", limit: 0 }, async () => curriculumFamily(), () => undefined);
     assert.deepEqual(only.rows.map((r) => r.episodes), [5, 5]);
+  });
+
+  test("env check --constant-answer: the guesser answers at once and scores where the guess is right", async () => {
+    const lines: string[] = [];
+    // Test indices at difficulty 0: 1, 3, 5, 7, 9; twice 3 is 6, so exactly one guess of "6" is right.
+    const report = await runEnvCheck({ task: "double", difficulty: 0, constantAnswer: "6" }, async () => curriculumFamily(), (line) => lines.push(line));
+    assert.deepEqual(report.constant, { answer: "6", successes: 1, episodes: 5 });
+    assert.ok(lines.some((line) => line.startsWith('constant answer "6" (no command run): 1 of 5 episodes scored 1 (20.0%)')), lines.join("\n"));
+    const none = await runEnvCheck({ task: "double", difficulty: 0, constantAnswer: "7" }, async () => curriculumFamily(), () => undefined);
+    assert.equal(none.constant?.successes, 0);
+  });
+
+  test("constantAnswerAgent: an array parameter gets a list, a family without an answer tool is a clear error", () => {
+    const arrayTool: ToolSpec = { type: "function", function: { name: "commit_final_answer", description: "", parameters: { type: "object", properties: { answers: { type: "array" } }, required: ["answers"] } } };
+    const message = constantAnswerAgent("3", "db").act([], [TOOLS[0], arrayTool]) as AssistantMessage;
+    assert.deepEqual(JSON.parse(message.tool_calls![0].function.arguments), { answers: ["3"] });
+    assert.throws(() => constantAnswerAgent("3", "webshop").act([], [TOOLS[0]]), /task webshop has no answer tool to guess with \(its tools: add\)/);
   });
 
   test("a family that fails to start is a clear EnvCommandError", async () => {
@@ -107,7 +124,7 @@ describe("env commands", () => {
     try {
       for (const task of ["double", "triple"]) {
         const { sessionId } = await client.startSample(task, 3);
-        const end = await client.interact(sessionId, call("submit", { answer: 6 }));
+        const end = await client.interact(sessionId, call("submit_answer", { answer: 6 }));
         assert.equal(end.status, "completed", task);
         assert.equal(end.reward, 1, task);
       }

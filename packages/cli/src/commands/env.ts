@@ -22,6 +22,7 @@ import {
   serveWorker,
   type CurriculumTaskFamily,
   type EpisodeRecord,
+  type Expert,
   type Message,
   type Split,
   type TaskFamilyOptions,
@@ -209,6 +210,8 @@ export interface EnvCheckOptions {
   difficulty?: number;
   /** Also run the deliberately wrong agent and count how many scored 0. */
   wrong?: boolean;
+  /** Also run an agent that runs nothing and answers this text at once (the split's floor for guessing). */
+  constantAnswer?: string;
   /** Episodes at once. Default 8. */
   concurrency?: number;
   seed?: number;
@@ -230,6 +233,28 @@ export interface CheckReport {
   rows: CheckRow[];
   /** With `wrong`: how many wrong-agent episodes scored 0, out of how many. */
   wrong?: { zero: number; episodes: number };
+  /** With `constantAnswer`: how many of the guesser's episodes scored 1, out of how many. */
+  constant?: { answer: string; successes: number; episodes: number };
+}
+
+/**
+ * An agent that answers `answer` on its first turn through the family's answer tool (the first
+ * tool whose name contains "answer"; an array parameter gets `[answer]`, a numeric one the number).
+ */
+export function constantAnswerAgent(answer: string, task: string): Expert {
+  return {
+    act(_history, tools) {
+      const tool = tools.find((candidate) => candidate.function.name.includes("answer"));
+      if (!tool) throw new EnvCommandError(`task ${task} has no answer tool to guess with (its tools: ${tools.map((t) => t.function.name).join(", ")})`);
+      const parameters = tool.function.parameters;
+      const name = parameters.required?.[0] ?? Object.keys(parameters.properties)[0];
+      if (!name) throw new EnvCommandError(`the answer tool ${tool.function.name} of task ${task} takes no argument`);
+      const type = (parameters.properties[name] as { type?: string }).type;
+      const number = Number(answer);
+      const value = type === "array" ? [answer] : (type === "integer" || type === "number") && answer.trim() !== "" && Number.isFinite(number) ? number : answer;
+      return { role: "assistant", content: null, tool_calls: [{ id: "call_0", type: "function", function: { name: tool.function.name, arguments: JSON.stringify({ [name]: value }) } }] };
+    },
+  };
 }
 
 function summarize(difficulty: number | "all", records: EpisodeRecord[]): CheckRow {
@@ -283,6 +308,14 @@ export async function runEnvCheck(options: EnvCheckOptions, createFamily: Family
       report.wrong = { zero, episodes: records.length };
       out("");
       out(`wrong agent: ${zero} of ${records.length} episodes scored 0${zero === records.length ? "" : ` — ${records.length - zero} did not (indices ${records.filter((r) => r.reward !== 0).map((r) => r.index).slice(0, 20).join(", ")})`}`);
+    }
+    if (options.constantAnswer !== undefined) {
+      const answer = options.constantAnswer;
+      const records = await playEpisodes(family, chosen, () => constantAnswerAgent(answer, options.task), play);
+      const successes = records.filter((r) => r.status === "completed" && r.reward >= 1).length;
+      report.constant = { answer, successes, episodes: records.length };
+      out("");
+      out(`constant answer ${JSON.stringify(answer)} (no command run): ${successes} of ${records.length} episodes scored 1 (${records.length ? ((100 * successes) / records.length).toFixed(1) : "0.0"}%), the floor a guessing agent reaches`);
     }
     return report;
   } finally {
@@ -424,10 +457,11 @@ export function registerEnvCommands(program: Command): void {
     .option("--limit <n>", "samples per difficulty (0 = all)", numberOption("limit", { integer: true, minimum: 0 }), 20)
     .option("--difficulty <d>", "only this difficulty", numberOption("difficulty", { integer: true, minimum: 0 }))
     .option("--wrong", "also run the deliberately wrong agent and count episodes that scored 0", false)
+    .option("--constant-answer <text>", "also run an agent that runs nothing and answers this text at once: the split's floor for guessing (families with an answer tool: os, db)")
     .option("--concurrency <n>", "episodes at once", numberOption("concurrency", { integer: true, minimum: 1 }), 8)
     .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
-    .addHelpText("after", "\nExamples:\n  agentrl env check --task kg\n  agentrl env check --task alfworld --difficulty 0 --limit 50 --wrong\n  agentrl env check --task db --split train --limit 0 --data ../shared/data/agentbench")
+    .addHelpText("after", "\nExamples:\n  agentrl env check --task kg\n  agentrl env check --task alfworld --difficulty 0 --limit 50 --wrong\n  agentrl env check --task db --split train --limit 0 --data ../shared/data/agentbench\n  agentrl env check --task os --difficulty 0 --limit 200 --constant-answer 3")
     .action(async (options: EnvCheckOptions) => {
       await runEnvCheck(options);
     });

@@ -120,10 +120,10 @@ export function registerSftCommand(program: Command): void {
       [
         "",
         "Examples:",
-        "  agentrl sft --preset default --out models/warmstart          # the shipped checkpoint's recipe (4 stages; the last needs Docker)",
+        "  agentrl sft --preset default --out models/warmstart          # the shipped checkpoint's recipe (5 stages; the last two need Docker)",
         "  agentrl sft --out /tmp/ws --tasks kg,alfworld --minutes 5 --eval-limit 10",
         "  agentrl sft --model models/warmstart --out /tmp/ws2 --steps 100 --learning-rate 3e-4 --difficulties 0,1,2",
-        "  agentrl sft --preset default --from-stage 4 --model models/warmstart-copy --out models/warmstart   # the last stage only",
+        "  agentrl sft --preset default --from-stage 4 --model models/warmstart-copy --out models/warmstart   # its last two stages, from run H's model",
         "",
       ].join("\n"),
     )
