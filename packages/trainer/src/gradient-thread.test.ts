@@ -9,7 +9,7 @@ import type { Trajectory, TrajectoryGroup } from "@agentrl/rollout";
 import { DEFAULT_GRPO, grpoUpdate, prepareBatch, type GradientPeer, type GrpoOptions } from "./grpo.js";
 import { GradientThread } from "./gradient-thread.js";
 import { Learner, type LearnerSettings } from "./learner.js";
-import type { SupervisedRow } from "./sft.js";
+import { shareOf, type SupervisedRow } from "./sft.js";
 
 await setBackend("cpu", { log: null });
 process.env.AGENTRL_BACKEND = "cpu"; // the gradient thread loads its policy on the cpu backend too
@@ -176,4 +176,36 @@ test("supervised steps with the gradient thread make the same update as one thre
 
 test("Learner rejects a gradient thread count other than 1 or 2", withModel(async (directory) => {
   await assert.rejects(Learner.load(directory, { gradientThreads: 3 as 2 }), /gradientThreads must be 1 or 2/);
+}));
+
+test("shareOf: thread k of n takes the plan indices k, k + n, … once each", () => {
+  const take = (index: number, threads: number, count: number) => {
+    const next = shareOf({ index, threads }, count);
+    const out: number[] = [];
+    for (let i = next(); i !== undefined; i = next()) out.push(i);
+    return out;
+  };
+  assert.deepEqual(take(0, 2, 5), [0, 2, 4]);
+  assert.deepEqual(take(1, 2, 5), [1, 3]);
+  assert.deepEqual(take(0, 1, 3), [0, 1, 2]);
+  assert.deepEqual(take(2, 3, 2), []);
+});
+
+test("supervised steps on two threads give the same bits on every run (fixed shares, fixed summation order)", withModel(async (directory) => {
+  const settings: LearnerSettings = { grpo: { klCoefficient: 0, microBatchTokens: 64 }, schedule: { learningRate: 3e-3 }, optimizer: { maxGradNorm: 0.5 } };
+  const first = await Learner.load(directory, { ...settings, gradientThreads: 2 });
+  const second = await Learner.load(directory, { ...settings, gradientThreads: 2 });
+  try {
+    for (let step = 0; step < 3; step++) {
+      const rows = makeSupervisedRows(first.policy.config.vocabSize, 8, 31 + step);
+      const a = await first.supervised(rows);
+      const b = await second.supervised(rows);
+      assert.ok(a.peerMicroBatches > 0 && b.peerMicroBatches === a.peerMicroBatches, `the gradient thread took the same share (${a.peerMicroBatches}, ${b.peerMicroBatches})`);
+      assert.equal(b.loss, a.loss, `step ${step} loss`);
+    }
+    assert.equal(maxAbsDifference(first.policy.exportWeights(), second.policy.exportWeights()), 0);
+  } finally {
+    await first.dispose();
+    await second.dispose();
+  }
 }));

@@ -11,7 +11,8 @@
  * its gradients as transferred buffers; the learner adds them to its own and takes the one
  * clipped AdamW step (grpo.ts). Loss normalisation uses the whole batch's counts in both
  * threads, so the update equals the single-thread one up to the order of float additions.
- * Supervised steps (sft.ts) are shared out the same way, one message per step.
+ * Supervised steps (sft.ts) send one message per step and share the micro-batches in fixed
+ * shares (every other one), so that a supervised run gives the same bits every time.
  */
 import { AgentRLError } from "@agentrl/spec";
 import type { Worker } from "node:worker_threads";
@@ -19,7 +20,7 @@ import * as tf from "@tensorflow/tfjs-core";
 import type { NamedWeight, Transformer } from "@agentrl/policy";
 import type { AccumulatedGradients } from "@agentrl/policy";
 import type { BatchCounts, EpochWork, GradientPeer, GrpoDiagnostics, GrpoOptions, ShardGradients, TrainingRow } from "./grpo.js";
-import type { SupervisedPeer, SupervisedRow, SupervisedWork } from "./sft.js";
+import type { SupervisedPeer, SupervisedRow, SupervisedWork, ThreadShare } from "./sft.js";
 import { WorkerChannel, startWorker } from "./worker.js";
 
 export class GradientThreadError extends AgentRLError {}
@@ -55,7 +56,7 @@ export interface GradientSupervisedMessage {
   weights: { version: number; tensors: NamedWeight[] };
   plan: SupervisedRow[][];
   total: number;
-  claims: SharedArrayBuffer;
+  share: ThreadShare;
 }
 
 /** What the gradient thread answers to a supervised step: its summed gradients and loss. */
@@ -140,7 +141,7 @@ export class GradientThread implements GradientPeer, SupervisedPeer {
       weights: { version: work.policy.version, tensors },
       plan: work.plan.map((rows) => rows.map((row) => ({ task: row.task, tokens: row.tokens.slice(), lossMask: row.lossMask.slice() }))),
       total: work.total,
-      claims: work.claims.buffer as SharedArrayBuffer,
+      share: work.share,
     };
     const result = await this.channel.call<GradientSupervisedResult>(message, tensors.map((t) => t.data.buffer as ArrayBuffer));
     return { gradients: new Map(result.gradients.map((g) => [g.name, tf.tensor(g.data, g.shape, "float32")])), loss: result.loss, microBatches: result.microBatches };

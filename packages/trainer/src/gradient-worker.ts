@@ -3,7 +3,7 @@ import { parentPort, workerData } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs-core";
 import { Policy } from "@agentrl/policy";
 import { claimFrom, GrpoShard } from "./grpo.js";
-import { supervisedGradients } from "./sft.js";
+import { shareOf, supervisedGradients } from "./sft.js";
 import { assignTrainable, flattenGradients, type GradientEpochResult, type GradientMessage, type GradientSupervisedResult } from "./gradient-thread.js";
 import { describeError } from "./worker.js";
 
@@ -30,7 +30,7 @@ try {
       if (message.kind === "supervised") {
         assignTrainable(policy.model, message.weights.tensors);
         policy.version = message.weights.version;
-        const part = supervisedGradients(policy.model, message.plan, message.total, claimFrom(new Int32Array(message.claims), message.plan.length));
+        const part = supervisedGradients(policy.model, message.plan, message.total, shareOf(message.share, message.plan.length));
         const gradients = flattenGradients(part.gradients);
         const result: GradientSupervisedResult = { gradients, loss: part.loss, microBatches: part.microBatches };
         port.postMessage({ id: message.id, result }, gradients.map((g) => g.data.buffer as ArrayBuffer));

@@ -8,16 +8,19 @@
  * the templated conversation before and after it (mask 0).
  *
  * A supervised step runs on one thread or, with gradient peers (the learner's gradient
- * thread, gradient-thread.ts), on two: as in a GRPO update (grpo.ts), both threads claim
- * micro-batches from one shared counter, each micro-batch's loss is its share of the whole
- * step's loss (divided by the step's token count), and the peers' gradients are added to this
- * thread's before the one clipped AdamW step: the same update up to float summation order.
+ * thread, gradient-thread.ts), on two: thread k of n takes the micro-batches k, k + n, k + 2n,
+ * … of the step's plan (longest first) and sums them in that order, each micro-batch's loss is
+ * its share of the whole step's loss (divided by the step's token count), and the peers'
+ * gradients are added to this thread's before the one clipped AdamW step: the same update as
+ * one thread up to float summation order, and bit for bit the same update every time with the
+ * same number of threads (a GRPO update, grpo.ts, lets the faster thread take more instead;
+ * a supervised recipe is meant to be rebuilt).
  */
 import * as tf from "@tensorflow/tfjs-core";
 import { accumulateGradients, addGradient, tokenLogProbs, type AccumulatedGradients, type AdamW, type Policy, type Transformer } from "@agentrl/policy";
 import { externalTurnTokens, replyTokens, type ChatTokenizer } from "@agentrl/rollout";
 import type { Message, ToolSpec } from "@agentrl/envs";
-import { claimFrom, microBatchBudget, planMicroBatches } from "./grpo.js";
+import { microBatchBudget, planMicroBatches } from "./grpo.js";
 
 export interface SupervisedRow {
   task: string;
@@ -66,14 +69,31 @@ export interface SupervisedStepResult {
   peerMicroBatches: number;
 }
 
-/** One supervised step's work for a gradient peer: the micro-batches of `plan` still unclaimed in `claims`, against the policy's current weights. */
+/** One supervised step's work for a gradient peer: its share of the micro-batches of `plan`, against the policy's current weights. */
 export interface SupervisedWork {
   policy: Policy;
   plan: readonly (readonly SupervisedRow[])[];
   /** The step's loss-weighted token count: every micro-batch's loss is divided by it. */
   total: number;
-  /** Shared counter of claimed micro-batches (Int32Array of one element on a SharedArrayBuffer). */
-  claims: Int32Array;
+  /** The peer's share: thread `index` of `threads` (this thread is 0) takes the micro-batches index, index + threads, … */
+  share: ThreadShare;
+}
+
+/** Thread `index` of `threads` (0-based; the stepping thread is 0). */
+export interface ThreadShare {
+  index: number;
+  threads: number;
+}
+
+/** The plan indices of a thread's share, in order: index, index + threads, … below `count`. */
+export function shareOf(share: ThreadShare, count: number): () => number | undefined {
+  let next = share.index;
+  return () => {
+    if (next >= count) return undefined;
+    const index = next;
+    next += share.threads;
+    return index;
+  };
 }
 
 /** Another thread computing supervised gradients beside this one; resolves with the sum of its gradients, as tensors of this thread. */
@@ -118,21 +138,22 @@ export function supervisedGradients(model: Transformer, plan: readonly (readonly
 /** One optimizer step of masked next-token loss over `rows`, in micro-batches of at most `microBatchTokens`, on this thread. */
 export function supervisedStep(policy: Policy, optimizer: AdamW, rows: readonly SupervisedRow[], microBatchTokens = 4096): SupervisedStepResult {
   const { plan, total } = planSupervisedStep(rows, microBatchTokens, 1);
-  return applySupervisedStep(policy, optimizer, [supervisedGradients(policy.model, plan, total, claimFrom(new Int32Array(1), plan.length))], total);
+  return applySupervisedStep(policy, optimizer, [supervisedGradients(policy.model, plan, total, shareOf({ index: 0, threads: 1 }, plan.length))], total);
 }
 
 /**
  * The same step with its micro-batches (smaller, so that every thread claims several) shared
- * out between this thread and `peers` (e.g. the learner's gradient thread); the same update
- * as `supervisedStep` up to float summation order.
+ * out between this thread and `peers` (e.g. the learner's gradient thread) in fixed shares;
+ * the same update as `supervisedStep` up to float summation order, and the same bits on every
+ * run with the same number of peers.
  */
 export async function sharedSupervisedStep(policy: Policy, optimizer: AdamW, rows: readonly SupervisedRow[], microBatchTokens = 4096, peers: readonly SupervisedPeer[] = []): Promise<SupervisedStepResult> {
   const { plan, total } = planSupervisedStep(rows, microBatchTokens, 1 + peers.length);
-  const claims = new Int32Array(new SharedArrayBuffer(4));
-  const helping = Promise.allSettled(peers.map((peer) => peer.supervised({ policy, plan, total, claims })));
+  const threads = 1 + peers.length;
+  const helping = Promise.allSettled(peers.map((peer, k) => peer.supervised({ policy, plan, total, share: { index: k + 1, threads } })));
   let own: PromiseSettledResult<AccumulatedGradients>;
   try {
-    own = { status: "fulfilled", value: supervisedGradients(policy.model, plan, total, claimFrom(claims, plan.length)) };
+    own = { status: "fulfilled", value: supervisedGradients(policy.model, plan, total, shareOf({ index: 0, threads }, plan.length)) };
   } catch (reason) {
     own = { status: "rejected", reason };
   }

@@ -250,9 +250,10 @@ const RECIPE_BASE: Partial<WarmStartOptions> = {
 export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "createProgress">> = {
   // docs/warmstart.md, runs F, G, H, N and S6 (98.7 min on 2 cores, session 15): the compact chat template (tools as one-line signatures) makes
   // KG rows 3x shorter, so all three in-process families fit one budget. Step-based: the same
-  // command trains on the same rows in the same order anywhere; the two threads' gradients add
-  // in the order they finish, so a re-run agrees to float rounding, not bit for bit (session
-  // 15: stage 1's loss equal to 6 digits at step 10, within 0.1 % at step 210).
+  // command trains on the same rows in the same order anywhere, and since session 15 the two
+  // threads sum fixed shares of every step, so a re-run with the same thread count and backend
+  // gives the same bits (up to OS containers' outputs in stages 4-5; the shipped stages, run
+  // before that, are reproduced in quality, not bits: docs/warmstart.md).
   default: {
     architecture: { preset: "tiny", overrides: { ...DEFAULT_ARCHITECTURE }, vocabSize: 4096, chatTemplate: "compact" },
     tasks: ["kg", "webshop", "alfworld"],
