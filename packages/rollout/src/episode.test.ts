@@ -150,8 +150,12 @@ describe("runEpisode (scripted model, exact token bookkeeping)", () => {
     const slow = new FaultyClient([echoFamily({ latency: () => 200, maxTurnsNeeded: 4, maxTurns: 10 })]);
     const base = dependencies(toolCallText);
     const deps = { ...base, client: slow };
-    const timed = await runEpisode(deps, { task: "echo", index: 3, groupId: "g", member: 0 }, { episodeTimeoutMs: 80 });
-    // The time ran out while the environment answered: the infrastructure's, not the agent's.
+    // The time runs out while the environment answers (2 s a reply against a 400 ms limit; the
+    // scripted model's turn takes milliseconds, so a loaded machine does not move the limit into
+    // generation): the infrastructure's, not the agent's.
+    const hung = new FaultyClient([echoFamily({ latency: () => 2_000, maxTurnsNeeded: 4, maxTurns: 10 })]);
+    const timed = await runEpisode({ ...base, client: hung }, { task: "echo", index: 3, groupId: "g", member: 0 }, { episodeTimeoutMs: 400 });
+    await hung.close();
     assert.equal(timed.status, "task error");
     assert.equal(timed.endCause, "infrastructure");
     assert.match(timed.error ?? "", /EpisodeTimeoutError/);
