@@ -601,9 +601,10 @@ export function successTable(columns: readonly SuccessColumn[]): string {
     .map(([name, r]): [string, readonly Record<string, TaskEvaluation>[]] => [name, Array.isArray(r) ? r : [r as Record<string, TaskEvaluation>]])
     .filter(([, runs]) => runs.length > 0);
   const tasks = [...new Set(present.flatMap(([, runs]) => runs.flatMap((r) => Object.keys(r))))].sort();
+  const faultCount = (runs: readonly Record<string, TaskEvaluation>[], task: string) => runs.reduce((sum, r) => sum + (r[task]?.infrastructureFaults ?? 0), 0);
   const cell = (runs: readonly Record<string, TaskEvaluation>[], task: string) => {
     const values = runs.filter((r) => r[task]).map((r) => r[task].success);
-    const faults = runs.reduce((sum, r) => sum + (r[task]?.infrastructureFaults ?? 0), 0);
+    const faults = faultCount(runs, task);
     return values.length ? `${meanAndSpread(values)}${faults > 0 ? ` (${faults} faulted)` : ""}` : "—";
   };
   const mean = (runs: readonly Record<string, TaskEvaluation>[]) => {
@@ -616,7 +617,7 @@ export function successTable(columns: readonly SuccessColumn[]): string {
     ...tasks.map((task) => `| ${task} | ${present.map(([, runs]) => cell(runs, task)).join(" | ")} |`),
     `| **mean** | ${present.map(([, runs]) => mean(runs)).join(" | ")} |`,
   ];
-  if (present.some(([, runs]) => runs.some((r) => faultedTasks(r).length > 0))) lines.push("", "(N faulted): N episodes ended by an infrastructure fault after their retries and count as failures: the cell understates the model.");
+  if (present.some(([, runs]) => tasks.some((task) => faultCount(runs, task) > 0))) lines.push("", "(N faulted): N episodes ended by an infrastructure fault after their retries and count as failures: the cell understates the model.");
   return lines.join("\n");
 }
 

@@ -257,6 +257,8 @@ export function constantAnswerAgent(answer: string, task: string): Expert {
   };
 }
 
+const percent = (part: number, whole: number) => `${(whole ? (100 * part) / whole : 0).toFixed(1)}%`;
+
 function summarize(difficulty: number | "all", records: EpisodeRecord[]): CheckRow {
   const n = records.length;
   const mean = (f: (r: EpisodeRecord) => number) => (n ? records.reduce((sum, r) => sum + f(r), 0) / n : 0);
@@ -296,7 +298,7 @@ export async function runEnvCheck(options: EnvCheckOptions, createFamily: Family
     out("| difficulty | episodes | success | mean reward | mean turns | task errors |");
     out("|---|---|---|---|---|---|");
     for (const row of rows) {
-      const rate = row.episodes ? `${((100 * row.successes) / row.episodes).toFixed(1)}%` : "-";
+      const rate = row.episodes ? percent(row.successes, row.episodes) : "-";
       out(`| ${row.difficulty} | ${row.episodes} | ${rate} | ${row.meanReward.toFixed(3)} | ${row.meanTurns.toFixed(2)} | ${row.taskErrors} |`);
     }
     const report: CheckReport = { rows };
@@ -311,11 +313,10 @@ export async function runEnvCheck(options: EnvCheckOptions, createFamily: Family
     }
     if (options.constantAnswer !== undefined) {
       const answer = options.constantAnswer;
-      const records = await playEpisodes(family, chosen, () => constantAnswerAgent(answer, options.task), play);
-      const successes = records.filter((r) => r.status === "completed" && r.reward >= 1).length;
-      report.constant = { answer, successes, episodes: records.length };
+      const { successes, episodes } = summarize("all", await playEpisodes(family, chosen, () => constantAnswerAgent(answer, options.task), play));
+      report.constant = { answer, successes, episodes };
       out("");
-      out(`constant answer ${JSON.stringify(answer)} (no command run): ${successes} of ${records.length} episodes scored 1 (${records.length ? ((100 * successes) / records.length).toFixed(1) : "0.0"}%), the floor a guessing agent reaches`);
+      out(`constant answer ${JSON.stringify(answer)} (no command run): ${successes} of ${episodes} episodes scored 1 (${percent(successes, episodes)}), the floor a guessing agent reaches`);
     }
     return report;
   } finally {
