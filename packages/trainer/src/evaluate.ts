@@ -50,6 +50,25 @@ export interface TaskEvaluation {
   infrastructureFaults?: number;
   /** The first such episode's error (say, a container the engine did not start); only when there are faults. */
   infrastructureFaultError?: string;
+  /**
+   * Successful episodes whose answer is a whole line a command printed earlier in the episode
+   * (the environment's `answerFromOutput` metric: OS). The others guessed, or composed the
+   * answer from the output. Only for families that report the metric.
+   */
+  successesFromOutput?: number;
+}
+
+/** "14 of 51 successes answered a line a command printed", when the family reports it. */
+export function fromOutputNote(result: TaskEvaluation): string | undefined {
+  if (result.successesFromOutput === undefined) return undefined;
+  const successes = Math.round(result.success * result.episodes);
+  return `${result.successesFromOutput} of ${successes} successes answered a line a command printed`;
+}
+
+/** Successful episodes that read their answer from a command's output, when the family says (`answerFromOutput`). */
+export function successesFromOutput(trajectories: readonly Trajectory[]): number | undefined {
+  if (!trajectories.some((t) => t.metrics.answerFromOutput !== undefined)) return undefined;
+  return trajectories.filter((t) => isSuccess(t) && t.metrics.answerFromOutput === 1).length;
 }
 
 /** An episode succeeded when it ended `completed` with the full reward. */
@@ -115,6 +134,8 @@ export async function evaluate(options: EvaluationOptions): Promise<Record<strin
       infrastructureFaults: all.filter((t) => t.endCause === "infrastructure").length,
       infrastructureFaultError: all.find((t) => t.endCause === "infrastructure" && t.error)?.error?.slice(0, 300),
     };
+    const fromOutput = successesFromOutput(all);
+    if (fromOutput !== undefined) out[task].successesFromOutput = fromOutput;
   }
   return out;
 }

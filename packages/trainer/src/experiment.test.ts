@@ -102,6 +102,16 @@ test("successTable: a column of several seeds shows mean ± sample sd per task, 
   ].join("\n"));
 });
 
+test("successTable: a family that says where answers came from (OS) gets a line of read successes per column, summed over seeds", () => {
+  const result = (task: string, success: number, successesFromOutput?: number): TaskEvaluation => ({ task, instances: 20, episodes: 20, success, passAtK: success, meanReward: success, meanTurns: 2, successesFromOutput });
+  const table = successTable([
+    ["warm", { kg: result("kg", 0.5), os: result("os", 0.15, 3) }],
+    ["RL", [{ kg: result("kg", 0.5), os: result("os", 0.25, 1) }, { kg: result("kg", 0.5), os: result("os", 0.3, 2) }]],
+  ]);
+  assert.match(table, /\n\nos: successes that answered a line a command printed \(the others guessed or composed their answer\): warm 3 of 3, RL 3 of 11\.$/);
+  assert.doesNotMatch(table, /kg: successes/);
+});
+
 test("evaluationKey: per task; the same model files, test instances and settings give the same key; a changed weight file, instance or setting another", async () => {
   const directory = await mkdtemp(join(tmpdir(), "agentrl-evalkey-"));
   try {

@@ -618,6 +618,17 @@ export function successTable(columns: readonly SuccessColumn[]): string {
     `| **mean** | ${present.map(([, runs]) => mean(runs)).join(" | ")} |`,
   ];
   if (present.some(([, runs]) => tasks.some((task) => faultCount(runs, task) > 0))) lines.push("", "(N faulted): N episodes ended by an infrastructure fault after their retries and count as failures: the cell understates the model.");
+  // Families that say where an answer came from (OS): how many successes read it, per column (summed over seeds).
+  for (const task of tasks) {
+    const read = present.flatMap(([name, runs]) => {
+      const measured = runs.map((r) => r[task]).filter((r) => r?.successesFromOutput !== undefined);
+      if (measured.length === 0) return [];
+      const fromOutput = measured.reduce((sum, r) => sum + r.successesFromOutput!, 0);
+      const successes = measured.reduce((sum, r) => sum + Math.round(r.success * r.episodes), 0);
+      return [`${name} ${fromOutput} of ${successes}`];
+    });
+    if (read.length > 0) lines.push("", `${task}: successes that answered a line a command printed (the others guessed or composed their answer): ${read.join(", ")}.`);
+  }
   return lines.join("\n");
 }
 

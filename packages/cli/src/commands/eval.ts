@@ -8,7 +8,7 @@ import { InvalidArgumentError, type Command } from "commander";
 import { listOption, numberOption } from "../options.js";
 import { Policy, initBackend } from "@agentrl/policy";
 import { TASK_NAMES, createTaskFamily } from "@agentrl/envs";
-import { TrainConfigSchema, evaluate, openTasks, type FamilyFactory, type Printer, type TaskEvaluation } from "@agentrl/trainer";
+import { TrainConfigSchema, evaluate, fromOutputNote, openTasks, type FamilyFactory, type Printer, type TaskEvaluation } from "@agentrl/trainer";
 import { PhaseProgress } from "../progress.js";
 
 export interface EvalCommandOptions {
@@ -108,7 +108,12 @@ export function formatEvaluation(results: Record<string, TaskEvaluation>, sample
   );
   const mean = rows.length ? rows.reduce((a, r) => a + r.success, 0) / rows.length : 0;
   const note = faults ? ["faults: episodes ended by an infrastructure fault after their retries, counted as failures (is the Docker engine answering? docker ps; restart: bash scripts/start-dockerd.sh)"] : [];
-  return [header, ...lines, `${"mean".padEnd(10)} ${"".padStart(9)} ${(100 * mean).toFixed(1).padStart(7)}%`, ...note];
+  // Families that report where an answer came from (OS): a right guess is not a read answer.
+  const fromOutput = rows.flatMap((r) => {
+    const text = fromOutputNote(r);
+    return text ? [`${r.task}: ${text}; the others guessed or composed their answer (a guess's floor: agentrl env check --task ${r.task} --constant-answer <text>)`] : [];
+  });
+  return [header, ...lines, `${"mean".padEnd(10)} ${"".padStart(9)} ${(100 * mean).toFixed(1).padStart(7)}%`, ...note, ...fromOutput];
 }
 
 export function registerEvalCommand(program: Command): void {

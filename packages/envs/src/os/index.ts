@@ -13,7 +13,7 @@
  */
 import { AgentRLError } from "@agentrl/spec";
 import type { TaskFamilyOptions } from "../types.js";
-import { FunctionCallSession, type ToolReply } from "../session.js";
+import { FunctionCallSession, truncateOutput, type ToolReply } from "../session.js";
 import type { AssistantMessage, CurriculumTaskFamily, Expert, Message, Split, StartResult, ToolSpec } from "../types.js";
 import { EnvironmentError } from "../types.js";
 import { IMAGES } from "../docker/images.js";
@@ -360,7 +360,13 @@ function runScript(runtime: DockerRuntime, containerId: string, script: Script, 
   return runtime.exec(containerId, command, { timeoutSeconds, workingDir: OS_WORKING_FOLDER });
 }
 
+/** Tool output beyond this many characters is cut, as in the original. */
+const OS_MAX_OUTPUT_CHARS = 800;
+
 export class OsSession extends FunctionCallSession {
+  /** The trimmed lines of every command output the agent saw (after truncation). */
+  private readonly seenLines = new Set<string>();
+
   constructor(
     private readonly family: OsTaskFamily,
     readonly sample: OsSample,
@@ -368,20 +374,31 @@ export class OsSession extends FunctionCallSession {
     private readonly commandSeconds: number,
     private readonly releaseSlot: () => void,
   ) {
-    super(openingOf(sample), { maxTurns: OS_MAX_TURNS, maxOutputChars: 800 });
+    super(openingOf(sample), { maxTurns: OS_MAX_TURNS, maxOutputChars: OS_MAX_OUTPUT_CHARS });
   }
 
   protected async callTool(name: string, args: Record<string, unknown>): Promise<ToolReply> {
     if (name === "bash_action") return { content: await this.bash(String(args.script)) };
     const answer = name === "answer_action" ? String(args.answer) : null;
     const correct = await gradeOs(this.family.runtime, this.containerId, this.sample, answer);
+    // answerFromOutput: 1 when the answer is a whole line some command printed (what the
+    // agent saw), 0 when it is not (a guess, or a value composed from the outputs). It
+    // tells a read answer from a guess that happens to be right (a constant `3` scores 22 %).
+    const metrics: Record<string, number> = { score: correct ? 1 : 0 };
+    if (answer !== null) metrics.answerFromOutput = answer.trim() !== "" && this.seenLines.has(answer.trim()) ? 1 : 0;
     return {
       content: name === "answer_action" ? "Your answer has been recorded." : "The task has been marked as finished.",
-      outcome: { reward: correct ? 1 : 0, status: "completed", metrics: { score: correct ? 1 : 0 } },
+      outcome: { reward: correct ? 1 : 0, status: "completed", metrics },
     };
   }
 
   private async bash(script: string): Promise<string> {
+    const output = await this.run(script);
+    for (const line of truncateOutput(output, OS_MAX_OUTPUT_CHARS).split("\n")) this.seenLines.add(line.trim());
+    return output;
+  }
+
+  private async run(script: string): Promise<string> {
     const result = await this.family.runtime.exec(this.containerId, ["bash", "--login", "-c", SHELL_WRAPPER, "bash", script], {
       timeoutSeconds: this.commandSeconds,
       workingDir: OS_WORKING_FOLDER,

@@ -84,6 +84,22 @@ describe("OS family on Docker", { skip: dockerSkip }, () => {
     assert.equal(reply.finish, true);
     assert.equal(reply.status, "completed");
     assert.equal(reply.reward, 1);
+    assert.equal(reply.metrics.answerFromOutput, 1, "the answer is what the command printed");
+  });
+
+  test("answerFromOutput: 1 for an answer that is a whole line the agent saw, 0 for a guess or a line cut by the truncation", async () => {
+    const index = family.indicesAt("train", 0)[0];
+    const cases: [string, number][] = [[" 5 ", 1], ["1999", 0], ["4242", 0], ["", 0]];
+    for (const [answer, expected] of cases) {
+      const session = await family.startSession(index);
+      await session.interact(call("bash_action", { script: "seq 1 2000" }));
+      const reply = await session.interact(call("answer_action", { answer }));
+      assert.equal(reply.finish, true);
+      assert.equal(reply.metrics.answerFromOutput, expected, `answer ${JSON.stringify(answer)}`);
+    }
+    const finished = await family.startSession(index);
+    const reply = await finished.interact(call("finish_action", { thought: "done" }));
+    assert.equal(reply.metrics.answerFromOutput, undefined, "finish_action gives no answer");
   });
 
   test("the turn limit is 8", async () => {
