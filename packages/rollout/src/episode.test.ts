@@ -12,7 +12,10 @@ describe("runEpisode (scripted model, exact token bookkeeping)", () => {
   let client: FaultyClient;
   before(() => {
     tokenizer = testTokenizer();
-    client = new FaultyClient([echoFamily({ maxTurnsNeeded: 4 }), echoFamily({ name: "throws" }), echoFamily({ name: "hangs" }), echoFamily({ name: "dies" })]);
+    client = new FaultyClient([
+      echoFamily({ maxTurnsNeeded: 4 }), echoFamily({ name: "throws" }), echoFamily({ name: "hangs" }), echoFamily({ name: "dies" }),
+      echoFamily({ name: "guess", maxTurnsNeeded: 1, metrics: { answerFromOutput: 0 } }), echoFamily({ name: "read", maxTurnsNeeded: 1, metrics: { answerFromOutput: 1 } }),
+    ]);
   });
   after(() => client.close());
 
@@ -53,6 +56,18 @@ describe("runEpisode (scripted model, exact token bookkeeping)", () => {
     assert.equal(tokenizer.decode(final.slice(tokens.length)), "\n");
     assert.equal(trajectory.lossMask.reduce((a, b) => a + b, 0), trajectory.metrics.generatedTokens);
     assert.equal(trajectory.lossMask.slice(0, trajectory.turns[0].promptLength).reduce((a, b) => a + b, 0), 0);
+  });
+
+  test("unreadAnswerReward: a right answer the environment says was not read from an output gets it; a read one, or no setting, keeps the environment's reward", async () => {
+    const play = (task: string, unreadAnswerReward?: number) => runEpisode(dependencies(toolCallText), { task, index: 0, groupId: "g", member: 0 }, { unreadAnswerReward });
+    const guessed = await play("guess", 0);
+    assert.equal(guessed.reward, 0);
+    assert.equal(guessed.environmentReward, 1, "the environment's verdict is kept (success counts it)");
+    assert.equal(guessed.metrics.answerFromOutput, 0);
+    assert.equal((await play("guess")).reward, 1, "unset: the environment's reward");
+    assert.equal((await play("read", 0)).reward, 1);
+    assert.equal((await play("echo", 0)).reward, 1, "a family that does not report the metric");
+    assert.equal((await play("guess", 2)).reward, 1, "never above the environment's reward");
   });
 
   test("a template that is not prefix-stable falls back and counts it", async () => {

@@ -56,6 +56,13 @@ export interface EpisodeOptions {
   episodeTimeoutMs?: number;
   /** Reward of an episode the agent ended without the environment's verdict (turn/context limit, invalid actions, its own timeout). Default −0.2. */
   incompletePenalty?: number;
+  /**
+   * Reward of a right answer the environment says was not read from a command's output
+   * (its `answerFromOutput` metric is 0: OS), at most the environment's own: training can
+   * refuse to pay a right guess, so that only read answers are learnt. Default: the
+   * environment's reward (evaluation always uses it).
+   */
+  unreadAnswerReward?: number;
   /** Times an episode ended by an infrastructure fault is played again (a fresh session of the same instance). Default 2. */
   infrastructureRetries?: number;
   /**
@@ -407,6 +414,12 @@ class TrajectoryBuilder {
     });
   }
 
+  /** The environment's reward, or the unread-answer reward when that is set, lower, and the answer was not read from an output. */
+  private verdictReward(unreadAnswerReward: number | undefined): number {
+    if (unreadAnswerReward === undefined || this.environmentMetrics.answerFromOutput !== 0) return this.environmentReward;
+    return Math.min(this.environmentReward, unreadAnswerReward);
+  }
+
   /** Ends the episode from the rollout's side (the environment did not finish it). */
   end(status: SampleStatus, error: string): void {
     if (this.status !== "running") return;
@@ -414,7 +427,7 @@ class TrajectoryBuilder {
     this.error = error;
   }
 
-  build(settings: Pick<typeof DEFAULTS, "incompletePenalty" | "infrastructureFaults">, durationMs: number): Trajectory {
+  build(settings: Pick<typeof DEFAULTS, "incompletePenalty" | "infrastructureFaults"> & Pick<EpisodeOptions, "unreadAnswerReward">, durationMs: number): Trajectory {
     const status: SampleStatus = this.status === "running" ? "unknown" : this.status;
     const endCause = endCauseOf(status);
     const masked = endCause === "infrastructure" && settings.infrastructureFaults === "mask";
@@ -430,7 +443,7 @@ class TrajectoryBuilder {
       logprobs: Float32Array.from(this.logprobs),
       versions: Int32Array.from(this.versions),
       policyIds: Int8Array.from(this.policyIds),
-      reward: endCause === "verdict" ? this.environmentReward : masked ? 0 : settings.incompletePenalty,
+      reward: endCause === "verdict" ? this.verdictReward(settings.unreadAnswerReward) : masked ? 0 : settings.incompletePenalty,
       environmentReward: this.environmentReward,
       status,
       endCause,

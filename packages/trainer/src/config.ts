@@ -186,6 +186,10 @@ const RolloutSchema = z
     turnTimeoutSeconds: z.number().positive().default(120).describe("Time limit of one turn (generation + environment)."),
     episodeTimeoutSeconds: z.number().positive().default(900).describe("Time limit of a whole episode."),
     incompletePenalty: z.number().default(-0.2).describe("Reward of an episode the agent ended without the environment's verdict (turn or context limit, invalid actions, its own timeout)."),
+    unreadAnswerReward: z
+      .number()
+      .optional()
+      .describe("Training reward of a right answer that was not a line a command printed (OS reports it: a right guess, such as the constant `3` that alone scores 22 % of OS's test split), when lower than the environment's. Unset pays the environment's reward. Evaluation always uses the environment's reward."),
     infrastructureRetries: nonNegativeInteger().default(2).describe("Times an episode ended by an infrastructure fault (environment or task error, dead container or worker, engine error, unreachable controller) is played again."),
     infrastructureFaults: z
       .enum(["mask", "penalize"])

@@ -532,7 +532,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
       rollout: {
         maxConcurrentEpisodes: config.rollout.concurrency,
         engine: { temperature: config.rl.temperature, maxSequenceLength: contextLength },
-        episode: { ...episodeOptions(config), maxTokens: contextLength, temperature: config.rl.temperature },
+        episode: { ...episodeOptions(config), maxTokens: contextLength, temperature: config.rl.temperature, unreadAnswerReward: config.rollout.unreadAnswerReward },
         maxStaleness: config.rl.maxStaleness === "infinite" ? Infinity : config.rl.maxStaleness,
         uninformativeWeight: config.rollout.uninformativeWeight,
         ...(config.rollout.servers.length > 0 ? { servers: { urls: config.rollout.servers, apiKey: config.rollout.serverApiKey ?? process.env.AGENTRL_API_KEY } } : {}),

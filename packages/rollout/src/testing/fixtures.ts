@@ -67,16 +67,16 @@ export const ECHO_TOOL: ToolSpec = {
 
 /** Session of the echo task: ends `completed` (reward 1 by default) after `turnsNeeded` turns of any kind. */
 class EchoSession extends FunctionCallSession {
-  constructor(private readonly turnsNeeded: number, maxTurns: number, private readonly latency: () => number, private readonly rewardOf: () => number = () => 1) {
+  constructor(private readonly turnsNeeded: number, maxTurns: number, private readonly latency: () => number, private readonly rewardOf: () => number = () => 1, private readonly endMetrics: Record<string, number> = {}) {
     super({ messages: [{ role: "system", content: "You repeat things." }, { role: "user", content: `Say hello ${turnsNeeded} times.` }], tools: [ECHO_TOOL] }, { maxTurns });
   }
   protected override async callTool(_name: string, args: Record<string, unknown>): Promise<ToolReply> {
     await sleep(this.latency());
-    return { content: `echo: ${String(args.text)}`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.rewardOf(), status: "completed" } } : {}) };
+    return { content: `echo: ${String(args.text)}`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.rewardOf(), status: "completed", metrics: this.endMetrics } } : {}) };
   }
   protected override async onText(content: string): Promise<{ content: string; outcome?: ToolReply["outcome"] }> {
     await sleep(this.latency());
-    return { content: `You said ${content.length} characters.`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.rewardOf(), status: "completed" } } : {}) };
+    return { content: `You said ${content.length} characters.`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.rewardOf(), status: "completed", metrics: this.endMetrics } } : {}) };
   }
 }
 
@@ -94,6 +94,8 @@ export interface EchoFamilyOptions {
   latency?: () => number;
   /** Reward of a finished episode. Default 1. */
   reward?: () => number;
+  /** Metrics of a finished episode's last reply (say, `answerFromOutput`). Default none. */
+  metrics?: Record<string, number>;
 }
 
 /** Echo tasks of mixed lengths (minTurnsNeeded … maxTurnsNeeded turns). */
@@ -104,7 +106,7 @@ export function echoFamily(options: EchoFamilyOptions = {}): TaskFamily {
   return {
     name: options.name ?? "echo",
     indices: (split: Split) => Array.from({ length: size }, (_, i) => (split === "train" ? i : size + i)),
-    startSession: async (index: number) => new EchoSession(minTurnsNeeded + (index % spread), options.maxTurns ?? 10, options.latency ?? (() => 0), options.reward ?? (() => 1)),
+    startSession: async (index: number) => new EchoSession(minTurnsNeeded + (index % spread), options.maxTurns ?? 10, options.latency ?? (() => 0), options.reward ?? (() => 1), options.metrics),
   };
 }
 
