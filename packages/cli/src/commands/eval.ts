@@ -84,7 +84,7 @@ export async function runEvalCommand(options: EvalCommandOptions): Promise<Recor
       onProgress: (done) => progress.update(done),
       onEpisode: transcripts
         ? (t) => {
-            const record = { task: t.task, index: t.index, sample: t.member, status: t.status, reward: t.environmentReward, turns: t.turns.length, error: t.error, text: policy.tokenizer!.decode(Array.from(t.tokens)) };
+            const record = { task: t.task, index: t.index, sample: t.member, status: t.status, reward: t.environmentReward, turns: t.turns.length, error: t.error, answerFromOutput: t.metrics.answerFromOutput, text: policy.tokenizer!.decode(Array.from(t.tokens)) };
             transcripts.write(`${JSON.stringify(record)}\n`);
           }
         : undefined,
@@ -132,7 +132,7 @@ export function registerEvalCommand(program: Command): void {
     .option("--seed <n>", "seed of the sampling (default 0)", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--world-seed <n>", "seed of the task worlds (default 0, the shipped models' world)", numberOption("world seed", { integer: true, minimum: 0 }))
     .option("--json", "print the results as JSON on stdout")
-    .option("--transcripts <file>", "write every episode (status, reward, decoded text) to this JSONL file")
+    .option("--transcripts <file>", "write every episode (status, reward, answerFromOutput where the family says, decoded text) to this JSONL file")
     .addHelpText(
       "after",
       "\nExamples:\n  agentrl eval --model models/warmstart --tasks kg,webshop,alfworld --limit 200\n  agentrl eval --model runs/default/checkpoints/step-000020/policy --samples 4 --temperature 0.8 --json\n  agentrl eval --model models/warmstart --tasks kg --limit 20 --transcripts /tmp/kg.jsonl",
