@@ -58,11 +58,15 @@ export interface TaskEvaluation {
   successesFromOutput?: number;
 }
 
+/** The number of successful episodes of a result. */
+export function successCount(result: Pick<TaskEvaluation, "success" | "episodes">): number {
+  return Math.round(result.success * result.episodes);
+}
+
 /** "14 of 51 successes answered a line a command printed", when the family reports it. */
 export function fromOutputNote(result: TaskEvaluation): string | undefined {
   if (result.successesFromOutput === undefined) return undefined;
-  const successes = Math.round(result.success * result.episodes);
-  return `${result.successesFromOutput} of ${successes} successes answered a line a command printed`;
+  return `${result.successesFromOutput} of ${successCount(result)} successes answered a line a command printed`;
 }
 
 /** Successful episodes that read their answer from a command's output, when the family says (`answerFromOutput`). */

@@ -31,7 +31,7 @@ import {
 import { FaultInjectingClient, type EpisodeOptions, type TaskMixEntry } from "@agentrl/rollout";
 import { isCompleteModelFolder, latestCheckpoint, writeModelFolder } from "./checkpoint.js";
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "./config.js";
-import { evaluate, faultedTasks, type TaskEvaluation } from "./evaluate.js";
+import { evaluate, faultedTasks, successCount, type TaskEvaluation } from "./evaluate.js";
 import { DEFAULT_GRPO } from "./grpo.js";
 import { runTraining } from "./loop.js";
 import { lineChartSvg, type Series } from "./plot.js";
@@ -624,7 +624,7 @@ export function successTable(columns: readonly SuccessColumn[]): string {
       const measured = runs.map((r) => r[task]).filter((r) => r?.successesFromOutput !== undefined);
       if (measured.length === 0) return [];
       const fromOutput = measured.reduce((sum, r) => sum + r.successesFromOutput!, 0);
-      const successes = measured.reduce((sum, r) => sum + Math.round(r.success * r.episodes), 0);
+      const successes = measured.reduce((sum, r) => sum + successCount(r), 0);
       return [`${name} ${fromOutput} of ${successes}`];
     });
     if (read.length > 0) lines.push("", `${task}: successes that answered a line a command printed (the others guessed or composed their answer): ${read.join(", ")}.`);

@@ -44,7 +44,7 @@ export {
   type OpenLearnerOptions, prepareTransfer
 } from "./learner-thread.js";
 export {
-  evaluate, type EvaluationOptions, faultedTasks, fromOutputNote, isSuccess, successesFromOutput, type TaskEvaluation
+  evaluate, type EvaluationOptions, faultedTasks, fromOutputNote, isSuccess, successCount, successesFromOutput, type TaskEvaluation
 } from "./evaluate.js";
 export {
   type ExternalPolicyMember, runTraining, type StepRecord, stepSeed, TrainingOptionsError,
