@@ -148,8 +148,8 @@ export function supervisedStep(policy: Policy, optimizer: AdamW, rows: readonly 
  * run with the same number of peers.
  */
 export async function sharedSupervisedStep(policy: Policy, optimizer: AdamW, rows: readonly SupervisedRow[], microBatchTokens = 4096, peers: readonly SupervisedPeer[] = []): Promise<SupervisedStepResult> {
-  const { plan, total } = planSupervisedStep(rows, microBatchTokens, 1 + peers.length);
   const threads = 1 + peers.length;
+  const { plan, total } = planSupervisedStep(rows, microBatchTokens, threads);
   const helping = Promise.allSettled(peers.map((peer, k) => peer.supervised({ policy, plan, total, share: { index: k + 1, threads } })));
   let own: PromiseSettledResult<AccumulatedGradients>;
   try {

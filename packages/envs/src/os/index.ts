@@ -360,9 +360,6 @@ function runScript(runtime: DockerRuntime, containerId: string, script: Script, 
   return runtime.exec(containerId, command, { timeoutSeconds, workingDir: OS_WORKING_FOLDER });
 }
 
-/** Tool output beyond this many characters is cut, as in the original. */
-const OS_MAX_OUTPUT_CHARS = 800;
-
 export class OsSession extends FunctionCallSession {
   /** The trimmed lines of every command output the agent saw (after truncation). */
   private readonly seenLines = new Set<string>();
@@ -374,7 +371,7 @@ export class OsSession extends FunctionCallSession {
     private readonly commandSeconds: number,
     private readonly releaseSlot: () => void,
   ) {
-    super(openingOf(sample), { maxTurns: OS_MAX_TURNS, maxOutputChars: OS_MAX_OUTPUT_CHARS });
+    super(openingOf(sample), { maxTurns: OS_MAX_TURNS, maxOutputChars: 800 });
   }
 
   protected async callTool(name: string, args: Record<string, unknown>): Promise<ToolReply> {
@@ -393,12 +390,6 @@ export class OsSession extends FunctionCallSession {
   }
 
   private async bash(script: string): Promise<string> {
-    const output = await this.run(script);
-    for (const line of truncateOutput(output, OS_MAX_OUTPUT_CHARS).split("\n")) this.seenLines.add(line.trim());
-    return output;
-  }
-
-  private async run(script: string): Promise<string> {
     const result = await this.family.runtime.exec(this.containerId, ["bash", "--login", "-c", SHELL_WRAPPER, "bash", script], {
       timeoutSeconds: this.commandSeconds,
       workingDir: OS_WORKING_FOLDER,
@@ -406,7 +397,9 @@ export class OsSession extends FunctionCallSession {
     });
     let output = result.output.replace(/\r\n/g, "\n");
     if (result.timedOut) output += `\n[the command was stopped after ${this.commandSeconds} seconds]`;
-    return output.length > 0 ? output : "The output of the OS is empty.";
+    output = output.length > 0 ? output : "The output of the OS is empty.";
+    for (const line of truncateOutput(output, this.limits.maxOutputChars).split("\n")) this.seenLines.add(line.trim());
+    return output;
   }
 
   protected override async release(): Promise<void> {
