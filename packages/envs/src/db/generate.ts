@@ -6,8 +6,11 @@
  * thousands of training instances of the same kinds: INSERT (difficulty 0), UPDATE and
  * DELETE (1), and SELECT kinds (2: lookups and lists `other`, `counting`, `ranking`,
  * `comparison`, `aggregation-SUM/AVG/MAX/MIN`). Everything is deterministic from
- * (seed, instance number). Each instance has one table of 6-14 rows of one of six domains
- * (every value a string, every column TEXT in the database, as in dbbench), a question, the
+ * (seed, instance number). Each instance has one table of 6-14 rows of one of six domains,
+ * its name and column names drawn per table (hundreds of names a domain, so that a model
+ * copies them from the description rather than recalls them), every value a string and
+ * every column TEXT in the database, as in dbbench; a question in the project's or dbbench's
+ * phrasings; the
  * table description dbbench gives (`add_description`), gold SQL that is valid MySQL and:
  * - SELECT kinds: the answers the gold SQL returns, computed here (`label`);
  * - INSERT / UPDATE / DELETE: the gold statement (`label`, which the expert replays) and
@@ -25,15 +28,22 @@ export const GENERATED_OFFSET = 100_000;
 export const DEFAULT_GENERATED_COUNT = 4000;
 
 interface ColumnSpec {
-  name: string;
+  /** The names a table may give this column (one is drawn per table), so that a model must copy them from the description. */
+  names: readonly string[];
   /** A value of this column (a string, as stored). */
   value: (random: Random) => string;
   /** Numbers (the aggregates, rankings and comparisons use these). */
   numeric?: boolean;
 }
 
+/** A column of one table: its spec with the name drawn for it. */
+interface Column extends ColumnSpec {
+  name: string;
+}
+
 interface Domain {
-  tables: readonly string[];
+  /** What its tables are called; a table's name puts one of these in a pattern (`tableName`). */
+  nouns: readonly string[];
   /** Singular and plural of what a row is. */
   entity: string;
   entities: string;
@@ -62,36 +72,86 @@ const one = (items: readonly string[]) => (random: Random) => random.pick(items)
 
 const DOMAINS: readonly Domain[] = [
   {
-    tables: ["Employees", "Staff Directory", "Company Staff"], entity: "employee", entities: "employees",
-    key: { name: "Name", value: person },
-    columns: [{ name: "Department", value: one(DEPARTMENTS) }, { name: "City", value: one(PLACES) }, { name: "Salary", value: integer(30000, 120000, 500), numeric: true }, { name: "Age", value: integer(21, 64), numeric: true }],
+    nouns: ["Employees", "Staff Directory", "Company Staff", "Personnel", "Payroll", "Team Members", "Workforce"], entity: "employee", entities: "employees",
+    key: { names: ["Name", "Employee", "Full Name", "Employee Name"], value: person },
+    columns: [
+      { names: ["Department", "Dept", "Division", "Unit"], value: one(DEPARTMENTS) },
+      { names: ["City", "Office", "Location", "Based In"], value: one(PLACES) },
+      { names: ["Salary", "Annual Salary", "Pay", "Salary (USD)"], value: integer(30000, 120000, 500), numeric: true },
+      { names: ["Age", "Age (years)", "Years Old"], value: integer(21, 64), numeric: true },
+    ],
   },
   {
-    tables: ["Products", "Inventory", "Store Catalog"], entity: "product", entities: "products",
-    key: { name: "Product Code", value: code(letters(2), 4) },
-    columns: [{ name: "Category", value: one(CATEGORIES) }, { name: "Brand", value: one(BRANDS) }, { name: "Price", value: integer(5, 900), numeric: true }, { name: "Stock", value: integer(0, 500), numeric: true }],
+    nouns: ["Products", "Inventory", "Store Catalog", "Stock List", "Product Range", "Warehouse Items"], entity: "product", entities: "products",
+    key: { names: ["Product Code", "SKU", "Item No.", "Code"], value: code(letters(2), 4) },
+    columns: [
+      { names: ["Category", "Type", "Product Type", "Section"], value: one(CATEGORIES) },
+      { names: ["Brand", "Maker", "Manufacturer", "Label"], value: one(BRANDS) },
+      { names: ["Price", "Unit Price", "Price ($)", "Cost"], value: integer(5, 900), numeric: true },
+      { names: ["Stock", "Units", "In Stock", "Quantity"], value: integer(0, 500), numeric: true },
+    ],
   },
   {
-    tables: ["Books", "Library Catalog", "Reading List"], entity: "book", entities: "books",
-    key: { name: "Title", value: (random) => `The ${random.pick(TITLE_WORDS)} ${random.pick(TITLE_WORDS)}` },
-    columns: [{ name: "Author", value: person }, { name: "Genre", value: one(GENRES) }, { name: "Year", value: integer(1950, 2023), numeric: true }, { name: "Pages", value: integer(80, 900), numeric: true }],
+    nouns: ["Books", "Library Catalog", "Reading List", "Book Collection", "Bestsellers", "Publications"], entity: "book", entities: "books",
+    key: { names: ["Title", "Book", "Book Title", "Work"], value: (random) => `The ${random.pick(TITLE_WORDS)} ${random.pick(TITLE_WORDS)}` },
+    columns: [
+      { names: ["Author", "Writer", "Written By"], value: person },
+      { names: ["Genre", "Category", "Subject"], value: one(GENRES) },
+      { names: ["Year", "Published", "Year Published", "Release Year"], value: integer(1950, 2023), numeric: true },
+      { names: ["Pages", "Page Count", "Length (pages)"], value: integer(80, 900), numeric: true },
+    ],
   },
   {
-    tables: ["Teams", "League Table", "Club Standings"], entity: "team", entities: "teams",
-    key: { name: "Team", value: (random) => `${random.pick(PLACES)} ${random.pick(MASCOTS)}` },
-    columns: [{ name: "Coach", value: person }, { name: "Home City", value: one(PLACES) }, { name: "Wins", value: integer(0, 30), numeric: true }, { name: "Points", value: integer(0, 90), numeric: true }],
+    nouns: ["Teams", "League Table", "Club Standings", "Season Results", "Division Standings", "Tournament Teams"], entity: "team", entities: "teams",
+    key: { names: ["Team", "Club", "Team Name", "Side"], value: (random) => `${random.pick(PLACES)} ${random.pick(MASCOTS)}` },
+    columns: [
+      { names: ["Coach", "Head Coach", "Manager"], value: person },
+      { names: ["Home City", "Home", "Base", "Hometown"], value: one(PLACES) },
+      { names: ["Wins", "W", "Games Won", "Won"], value: integer(0, 30), numeric: true },
+      { names: ["Points", "Pts", "Total Points", "Score"], value: integer(0, 90), numeric: true },
+    ],
   },
   {
-    tables: ["Cities", "Town Statistics", "Municipalities"], entity: "city", entities: "cities",
-    key: { name: "City", value: (random) => `${random.pick(PLACES)} ${random.pick(["North", "South", "Upper", "Lower", "Old", "New"])}` },
-    columns: [{ name: "Country", value: one(COUNTRIES) }, { name: "Mayor", value: person }, { name: "Population", value: integer(1000, 900000), numeric: true }, { name: "Area", value: integer(10, 900), numeric: true }],
+    nouns: ["Cities", "Town Statistics", "Municipalities", "Urban Areas", "City Data", "Settlements"], entity: "city", entities: "cities",
+    key: { names: ["City", "Town", "Name", "Municipality"], value: (random) => `${random.pick(PLACES)} ${random.pick(["North", "South", "Upper", "Lower", "Old", "New"])}` },
+    columns: [
+      { names: ["Country", "Nation", "State"], value: one(COUNTRIES) },
+      { names: ["Mayor", "Leader", "Head of Council"], value: person },
+      { names: ["Population", "Residents", "Inhabitants", "Pop."], value: integer(1000, 900000), numeric: true },
+      { names: ["Area", "Area (km2)", "Size", "Land Area"], value: integer(10, 900), numeric: true },
+    ],
   },
   {
-    tables: ["Courses", "Class Schedule", "Course Catalog"], entity: "course", entities: "courses",
-    key: { name: "Course Code", value: code(letters(3), 3) },
-    columns: [{ name: "Instructor", value: person }, { name: "Room", value: code(letters(1), 2) }, { name: "Credits", value: integer(1, 6), numeric: true }, { name: "Enrolled", value: integer(5, 300), numeric: true }],
+    nouns: ["Courses", "Class Schedule", "Course Catalog", "Course Offerings", "Timetable", "Modules"], entity: "course", entities: "courses",
+    key: { names: ["Course Code", "Code", "Course", "Course No."], value: code(letters(3), 3) },
+    columns: [
+      { names: ["Instructor", "Teacher", "Lecturer", "Taught By"], value: person },
+      { names: ["Room", "Classroom", "Venue", "Hall"], value: code(letters(1), 2) },
+      { names: ["Credits", "Credit Hours", "ECTS", "Units"], value: integer(1, 6), numeric: true },
+      { names: ["Enrolled", "Students", "Enrollment", "Class Size"], value: integer(5, 300), numeric: true },
+    ],
   },
 ];
+
+/**
+ * A table's name: one of the domain's nouns in one of the shapes dbbench's tables have
+ * (`Music Chart History`, `skyscrapers_in_Columbus`, `Baseball_Team_Record`), with a place or
+ * a year, so that hundreds of names per domain make a model copy the name, not recall it.
+ */
+function tableName(domain: Domain, random: Random): string {
+  const noun = random.pick(domain.nouns);
+  const place = random.pick(PLACES);
+  const year = String(random.integer(1990, 2024));
+  const snake = (text: string) => text.replaceAll(" ", "_");
+  return random.pick([
+    () => noun,
+    () => `${place} ${noun}`,
+    () => `${noun} ${year}`,
+    () => `${noun} of ${place}`,
+    () => snake(`${noun.toLowerCase()} in ${place}`),
+    () => snake(`${place} ${noun}`),
+  ])();
+}
 
 /** Task kinds and their weights: about dbbench's mix (a third INSERT, a third UPDATE/DELETE, a third SELECT kinds). */
 const KINDS = ["INSERT", "UPDATE", "DELETE", "other", "list", "counting", "ranking", "comparison", "aggregation-SUM", "aggregation-AVG", "aggregation-MAX", "aggregation-MIN"] as const;
@@ -102,8 +162,13 @@ const KIND_WEIGHTS = [8, 6, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1];
 interface Table {
   domain: Domain;
   name: string;
-  columns: ColumnSpec[];
+  columns: Column[];
   rows: string[][];
+}
+
+/** `a, b, and c` (`a and b`, `a`). */
+function andList(items: readonly string[]): string {
+  return items.length < 3 ? items.join(" and ") : `${items.slice(0, -1).join(", ")}, and ${items[items.length - 1]}`;
 }
 
 /** `text` as a SQL string literal. */
@@ -124,7 +189,7 @@ export function generatedTableHash(rows: readonly (readonly string[])[]): string
 
 function makeTable(random: Random): Table {
   const domain = random.pick(DOMAINS);
-  const columns = [domain.key, ...domain.columns];
+  const columns = [domain.key, ...domain.columns].map((spec) => ({ ...spec, name: random.pick(spec.names) }));
   const count = random.integer(6, 14);
   const keys = new Set<string>();
   const rows: string[][] = [];
@@ -134,7 +199,7 @@ function makeTable(random: Random): Table {
     keys.add(key.toLowerCase());
     rows.push([key, ...domain.columns.map((column) => column.value(random))]);
   }
-  return { domain, name: random.pick(domain.tables), columns, rows };
+  return { domain, name: tableName(domain, random), columns, rows };
 }
 
 /** A row not in the table yet (a fresh key). */
@@ -168,17 +233,22 @@ function makeQuestion(kind: Kind, table: Table, random: Random): Generated | und
   const row = random.pick(rows);
   const categorical = columns.slice(1).filter((column) => !column.numeric);
   const numeric = columns.filter((column) => column.numeric);
-  const at = (column: ColumnSpec) => columns.indexOf(column);
+  const at = (column: Column) => columns.indexOf(column);
   switch (kind) {
     case "INSERT": {
       const added = newRow(table, random);
       const names = columns.map((column) => quoteIdentifier(column.name)).join(", ");
       const sql = `INSERT INTO ${T} (${names}) VALUES (${added.map(literal).join(", ")})`;
       const details = columns.map((column, i) => `${column.name} '${added[i]}'`).join(", ");
+      const quoted = added.map((value) => `'${value}'`);
       const description = random.pick([
         `Add a new ${domain.entity} to the ${table.name} table: ${details}.`,
-        `Insert (${added.map((value) => `'${value}'`).join(", ")}) into the '${table.name}' table.`,
+        `Insert (${quoted.join(", ")}) into the '${table.name}' table.`,
         `A new ${domain.entity} has to be recorded in ${table.name} with ${details}.`,
+        // dbbench's own shapes
+        `Insert into the '${table.name}' table the values for ${andList(columns.map((column) => column.name))}, which are ${andList(quoted)}, respectively.`,
+        `Insert a new row into the '${table.name}' table with the following values: ${columns.map((column, i) => `${column.name} as ${quoted[i]}`).join(", ")}.`,
+        `Insert data into the table named ${table.name}, with values ${andList(columns.map((column, i) => `${quoted[i]} for ${column.name}`))}.`,
       ]);
       return { description, sql, after: [...rows, added] };
     }
@@ -191,6 +261,9 @@ function makeQuestion(kind: Kind, table: Table, random: Random): Generated | und
         `Change the ${column.name} of the ${domain.entity} '${row[0]}' to '${value}' in the ${table.name} table.`,
         `In ${table.name}, set ${column.name} to '${value}' for the ${domain.entity} whose ${key.name} is '${row[0]}'.`,
         `The ${column.name} of ${row[0]} is now '${value}'; update the ${table.name} table.`,
+        // dbbench's own shapes
+        `In the '${table.name}' table, update the '${column.name}' column to '${value}' where the '${key.name}' column equals '${row[0]}'.`,
+        `Alter the '${column.name}' value to '${value}' for the entry with '${key.name}' equal to '${row[0]}' in the '${table.name}' table.`,
       ]);
       return { description, sql, after: rows.map((r) => (r === row ? r.map((v, i) => (i === at(column) ? value : v)) : r)) };
     }
