@@ -1,12 +1,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { WARM_START_RECIPES } from "@agentrl/trainer";
-import { sftOptions, trainingWorldsOption } from "./sft.js";
+import { difficultiesOption, sftOptions, trainingWorldsOption } from "./sft.js";
 
 test("sft: the preset's recipe, overridden by the flags given", () => {
   const preset = sftOptions({ out: "/tmp/o", preset: "default", progress: false });
   assert.ok(preset.steps! > 0 && preset.architecture);
-  const flagged = sftOptions({ out: "/tmp/o", preset: "default", progress: false, steps: 5, tasks: ["kg"], difficulties: [0] });
+  const flagged = sftOptions({ out: "/tmp/o", preset: "default", progress: false, steps: 5, tasks: ["kg"], difficulties: difficultiesOption("0") });
   assert.equal(flagged.steps, 5);
   assert.equal(flagged.scheduleSteps, 5, "--steps sets the schedule's length too");
   assert.equal(flagged.minutes, undefined, "--steps alone lifts the preset's time budget");
@@ -43,4 +43,16 @@ test("sft --training-worlds: a count for every task and/or per task; bad counts 
   assert.throws(() => trainingWorldsOption("kg:0"), /--training-worlds must be an integer ≥ 1, got "0"/);
   assert.throws(() => trainingWorldsOption("many"), /--training-worlds must be an integer/);
   assert.throws(() => trainingWorldsOption("kg:32:1"), /--training-worlds takes a count or task:count, got "kg:32:1"/);
+});
+
+test("sft --difficulties: levels for every task and/or a task's own (ranges); bad levels are errors", () => {
+  assert.deepEqual(difficultiesOption("0,1"), { levels: [0, 1], perTask: {} });
+  assert.deepEqual(difficultiesOption("0, db:0-2, kg:2"), { levels: [0], perTask: { db: [0, 1, 2], kg: [2] } });
+  assert.deepEqual(difficultiesOption("db:0,db:2"), { perTask: { db: [0, 2] } });
+  const perTask = sftOptions({ out: "/tmp/o", preset: "default", progress: false, difficulties: difficultiesOption("db:0-2") });
+  assert.deepEqual(perTask.taskDifficulties, { db: [0, 1, 2] });
+  assert.deepEqual(perTask.difficulties, WARM_START_RECIPES.default.difficulties, "the others keep the preset's");
+  assert.throws(() => difficultiesOption("db:2-0"), /range db:2-0 is empty/);
+  assert.throws(() => difficultiesOption("db:0-1-2"), /task:low-high for a range/);
+  assert.throws(() => difficultiesOption("hard"), /--difficulties must be an integer/);
 });

@@ -18,7 +18,8 @@ export interface SftCommandOptions {
   batchSize?: number;
   learningRate?: number;
   promptLossWeight?: number;
-  difficulties?: number[];
+  /** `--difficulties`: levels of every task and/or a task's own (`db:0-2`). */
+  difficulties?: DifficultiesFlag;
   evalLimit?: number;
   evalEvery?: number;
   seed?: number;
@@ -35,6 +36,35 @@ export interface TrainingWorldsFlag {
   count?: number;
   /** A task's own (`kg:32`). */
   perTask: Record<string, number>;
+}
+
+export interface DifficultiesFlag {
+  /** Levels of every task (`0,1`). */
+  levels?: number[];
+  /** A task's own levels (`db:0-2`), replacing the others' for it. */
+  perTask: Record<string, number[]>;
+}
+
+const difficulty = numberOption("--difficulties", { integer: true, minimum: 0 });
+
+/** `--difficulties 0,1`, `db:0-2` or `0,db:0-2,kg:2`: levels of every task and/or per task (`a-b` a range). */
+export function difficultiesOption(value: string): DifficultiesFlag {
+  const flag: DifficultiesFlag = { perTask: {} };
+  for (const entry of listOption(value)) {
+    const [first, second, ...rest] = entry.split(":");
+    if (rest.length > 0) throw new InvalidArgumentError(`--difficulties takes a level or task:level (task:low-high for a range), got "${entry}"`);
+    if (second === undefined) {
+      (flag.levels ??= []).push(difficulty(first));
+      continue;
+    }
+    const [low, high, ...more] = second.split("-");
+    if (more.length > 0) throw new InvalidArgumentError(`--difficulties takes task:low-high for a range, got "${entry}"`);
+    const from = difficulty(low);
+    const to = high === undefined ? from : difficulty(high);
+    if (to < from) throw new InvalidArgumentError(`--difficulties range ${entry} is empty`);
+    (flag.perTask[first] ??= []).push(...Array.from({ length: to - from + 1 }, (_, i) => from + i));
+  }
+  return flag;
 }
 
 const worldsCount = numberOption("--training-worlds", { integer: true, minimum: 1 });
@@ -78,7 +108,8 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (flags.batchSize !== undefined) options.batchSize = flags.batchSize;
   if (flags.learningRate !== undefined) options.learningRate = flags.learningRate;
   if (flags.promptLossWeight !== undefined) options.promptLossWeight = flags.promptLossWeight;
-  if (flags.difficulties !== undefined) options.difficulties = options.evalDifficulties = flags.difficulties;
+  if (flags.difficulties?.levels !== undefined) options.difficulties = options.evalDifficulties = flags.difficulties.levels;
+  if (flags.difficulties && Object.keys(flags.difficulties.perTask).length > 0) options.taskDifficulties = flags.difficulties.perTask;
   if (flags.evalLimit !== undefined) options.evalLimit = flags.evalLimit;
   if (flags.evalEvery !== undefined) options.evalEvery = flags.evalEvery;
   if (flags.seed !== undefined) options.seed = flags.seed;
@@ -106,7 +137,7 @@ export function registerSftCommand(program: Command): void {
     .option("--batch-size <n>", "expert episodes per step", numberOption("--batch-size", { integer: true, minimum: 1 }))
     .option("--learning-rate <lr>", "peak AdamW learning rate", numberOption("--learning-rate", { minimum: 0, exclusiveMinimum: true }))
     .option("--prompt-loss-weight <w>", "weight of prompt/observation tokens in the loss relative to the assistant's (0 = assistant only)", numberOption("--prompt-loss-weight", { minimum: 0 }))
-    .option("--difficulties <list>", "comma-separated difficulties to train and evaluate on, e.g. 0,1", (value: string) => listOption(value).map(numberOption("--difficulties", { integer: true, minimum: 0 })))
+    .option("--difficulties <list>", "comma-separated difficulties to train and evaluate on, for every task and/or per task (a task's own replace the others' for it), e.g. 0,1 or 0,db:0-2", difficultiesOption)
     .option("--eval-limit <n>", "test instances per task and difficulty in each evaluation (0 = none)", numberOption("--eval-limit", { integer: true, minimum: 0 }))
     .option("--eval-every <n>", "also evaluate every n steps", numberOption("--eval-every", { integer: true, minimum: 0 }))
     .option("--seed <n>", "seed of the weights and the episode stream", numberOption("--seed", { integer: true, minimum: 0 }))
@@ -124,6 +155,7 @@ export function registerSftCommand(program: Command): void {
         "  agentrl sft --out /tmp/ws --tasks kg,alfworld --minutes 5 --eval-limit 10",
         "  agentrl sft --model models/warmstart --out /tmp/ws2 --steps 100 --learning-rate 3e-4 --difficulties 0,1,2",
         "  agentrl sft --preset default --from-stage 4 --model models/warmstart-copy --out models/warmstart   # its last two stages, from run H's model",
+        "  agentrl sft --model models/warmstart --out /tmp/ws3 --tasks kg:4,webshop:2,alfworld,os:3,db:2 --difficulties db:0-2 --steps 450",
         "",
       ].join("\n"),
     )
