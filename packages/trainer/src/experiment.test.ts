@@ -133,6 +133,9 @@ test("evaluationKey: per task; the same model files, test instances and settings
     assert.equal(await evaluationKey(directory, { ...request, client: { getIndices: async () => [50, 51, 52, 99] }, limit: 3 }, "kg"), await evaluationKey(directory, { ...request, limit: 3 }, "kg"), "only the first `limit` instances count");
     assert.notEqual(await evaluationKey(directory, request, "webshop"), key, "another task");
     assert.equal(await evaluationKey(directory, { ...request, tasks: ["kg", "alfworld"] }, "kg"), key, "greedy: the other tasks evaluated alongside do not count");
+    const seeded = (seed: number, temperature: number) => ({ ...request, config: validateConfig({ tasks: [{ name: "kg" }], evaluation: { temperature }, run: { seed } }, "test") });
+    assert.equal(await evaluationKey(directory, seeded(3, 0), "kg"), key, "greedy: the run's seed does not count");
+    assert.notEqual(await evaluationKey(directory, seeded(3, 0.5), "kg"), await evaluationKey(directory, seeded(0, 0.5), "kg"), "sampled: it does");
     const sampled = { ...request, config: validateConfig({ tasks: [{ name: "kg" }], evaluation: { temperature: 0.5 } }, "test"), tasks: ["kg", "webshop"] };
     const sampledKey = await evaluationKey(directory, sampled, "kg");
     assert.notEqual(await evaluationKey(directory, { ...sampled, tasks: ["kg", "alfworld"] }, "kg"), sampledKey, "sampled: the tasks evaluated alongside count");

@@ -237,7 +237,8 @@ async function evaluatePolicy(policy: Policy, request: EvaluationRequest): Promi
       temperature: config.evaluation.temperature,
       concurrency: config.evaluation.concurrency,
       episode: episodeOptions(config),
-      seed: config.run.seed,
+      // Greedy decoding draws no random numbers: seed 0's key, so earlier memos stay valid.
+      seed: config.evaluation.temperature > 0 ? config.run.seed : 0,
       signal: request.signal,
       onProgress: (done) => progress?.update(done),
     });
@@ -253,14 +254,6 @@ async function testInstancesDigest(client: Pick<EnvironmentClient, "getIndices">
 }
 
 /**
- * What determines one task's evaluation result: the model's files, the task, the test
- * instances it is measured on (a digest of their indices, so a changed split or difficulty
- * changes the key by itself), every evaluation setting and the backend (greedy ties may
- * break differently on another backend). Sampled evaluations also depend on the other tasks
- * evaluated with it (they share the episode seeds), so then the whole task list and its
- * instances count. Hex SHA-256, 16 characters.
- */
-/**
  * The episode options that decide how an episode plays. How infrastructure faults are handled
  * (retries, masking) is left out: it changes no episode that meets no fault, and faults are
  * not reproducible anyway, so memos made before those options existed stay valid.
@@ -270,6 +263,16 @@ function playKey(options: EpisodeOptions): EpisodeOptions {
   return play;
 }
 
+/**
+ * What determines one task's evaluation result: the model's files, the task, the test
+ * instances it is measured on (a digest of their indices, so a changed split or difficulty
+ * changes the key by itself), every evaluation setting and the backend (greedy ties may
+ * break differently on another backend). Sampled evaluations also depend on the other tasks
+ * evaluated with it (they share the episode seeds), so then the whole task list and its
+ * instances count, and so does the run's seed; a greedy evaluation plays the same episodes
+ * whatever the seed (it is keyed as seed 0), so a run with another seed reuses its memos.
+ * Hex SHA-256, 16 characters.
+ */
 export async function evaluationKey(directory: string, request: Pick<EvaluationRequest, "config" | "tasks" | "limit"> & { client: Pick<EnvironmentClient, "getIndices"> }, task: string): Promise<string> {
   const hash = createHash("sha256");
   for (const file of (await readdir(directory)).filter((f) => f === "config.json" || f === "tokenizer.json" || f === "tokenizer_config.json" || f.endsWith(".safetensors")).sort()) {
@@ -286,7 +289,8 @@ export async function evaluationKey(directory: string, request: Pick<EvaluationR
       samples: config.evaluation.samples,
       temperature: config.evaluation.temperature,
       episode: playKey(episodeOptions(config)),
-      seed: config.run.seed,
+      // Greedy decoding draws no random numbers: seed 0's key, so earlier memos stay valid.
+      seed: config.evaluation.temperature > 0 ? config.run.seed : 0,
       // World 0 adds nothing to the key, so memos made before worlds had their own seed stay valid.
       ...(config.run.worldSeed !== 0 ? { worldSeed: config.run.worldSeed } : {}),
       backend: await initBackend(),
@@ -515,7 +519,8 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
       batchGroups: config.rl.batchGroups,
       dynamicSamplingGroups: config.rl.dynamicSamplingGroups,
       groupSize: config.rl.groupSize,
-      seed: config.run.seed,
+      // Greedy decoding draws no random numbers: seed 0's key, so earlier memos stay valid.
+      seed: config.evaluation.temperature > 0 ? config.run.seed : 0,
       learner: {
         // The schema names the loss settings as the library does: every GRPO field is taken as is.
         grpo: pickKeys(config.rl, Object.keys(DEFAULT_GRPO) as (keyof typeof DEFAULT_GRPO)[]),
