@@ -155,7 +155,7 @@ export function registerSftCommand(program: Command): void {
         "  agentrl sft --out /tmp/ws --tasks kg,alfworld --minutes 5 --eval-limit 10",
         "  agentrl sft --model models/warmstart --out /tmp/ws2 --steps 100 --learning-rate 3e-4 --difficulties 0,1,2",
         "  agentrl sft --preset default --from-stage 4 --model models/warmstart-copy --out models/warmstart   # its last two stages, from run H's model",
-        "  agentrl sft --model models/warmstart --out /tmp/ws3 --tasks kg:4,webshop:2,alfworld,os:3,db:2 --difficulties db:0-2 --steps 450",
+        "  agentrl sft --preset default --from-stage 5 --model models/warmstart --out /tmp/s7 --tasks kg:4,webshop:2,alfworld,os:3,db:3 --difficulties db:0-2 --steps 585   # the last stage again, with DB's three levels",
         "",
       ].join("\n"),
     )

@@ -31,6 +31,18 @@ describe("generated DB tasks", () => {
     assert.deepEqual([...new Set(samples.map(dbDifficulty))].sort(), [0, 1, 2]);
   });
 
+  test("draw table and column names per table, so that only a copy from the description writes them", () => {
+    const tableNames = new Set(samples.map((sample) => sample.tables[0].table_name));
+    assert.ok(tableNames.size > 300, `${tableNames.size} table names in 600 tasks`);
+    const headers = new Set(samples.map((sample) => sample.tables[0].table_info.columns.map((column) => column.name).join(",")));
+    assert.ok(headers.size > 100, `${headers.size} header lists in 600 tasks`);
+    for (const sample of samples) {
+      const columns = sample.tables[0].table_info.columns.map((column) => column.name);
+      assert.equal(new Set(columns).size, columns.length, `${sample.index}: distinct column names`);
+      if (isModification(sample.type)) assert.ok(sample.description.includes(sample.tables[0].table_name), `${sample.index}: the question names its table`);
+    }
+  });
+
   test("modifications change the table hash; SELECT labels come from the table", () => {
     for (const sample of samples) {
       const table = sample.tables[0];

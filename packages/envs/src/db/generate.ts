@@ -10,8 +10,8 @@
  * its name and column names drawn per table (hundreds of names a domain, so that a model
  * copies them from the description rather than recalls them), every value a string and
  * every column TEXT in the database, as in dbbench; a question in the project's or dbbench's
- * phrasings; the
- * table description dbbench gives (`add_description`), gold SQL that is valid MySQL and:
+ * phrasings; the table description dbbench gives (`add_description`); gold SQL that is valid
+ * MySQL; and:
  * - SELECT kinds: the answers the gold SQL returns, computed here (`label`);
  * - INSERT / UPDATE / DELETE: the gold statement (`label`, which the expert replays) and
  *   `answer_md5`, the table hash after it, computed here exactly as the database computes
