@@ -5,6 +5,8 @@
  *   AGENTRL_BENCH_COPY_CODE_CASE=shown npm run bench -- copy      (click the code as the page spells it)
  *   AGENTRL_BENCH_COPY_PRESETS=warmstart AGENTRL_BENCH_COPY_LR=5e-4 npm run bench -- copy   (train the shipped model on)
  *   AGENTRL_BENCH_COPY_REPEAT_ROWS=8 npm run bench -- copy    (8 more rows a step of pure repetition)
+ *   AGENTRL_BENCH_COPY_ORDER=title-first npm run bench -- copy    (the page lists the title before the code, and
+ *     the agent has written the title: is the look-up learnt when it is a forward copy?)
  *   (also AGENTRL_BENCH_COPY_EVERY, AGENTRL_BENCH_COPY_THREADS=1 to leave a core to another job)
  *
  * KG and WebShop fail because the small model cannot copy entity names and product codes
@@ -45,6 +47,13 @@ const CODE_CASE = process.env.AGENTRL_BENCH_COPY_CODE_CASE === "shown" ? "shown"
 const LEARNING_RATE = Number(process.env.AGENTRL_BENCH_COPY_LR ?? 2e-3);
 /** Extra pure-repetition rows a step (trained on, not scored; 0 = none). */
 const REPEAT_ROWS = Number(process.env.AGENTRL_BENCH_COPY_REPEAT_ROWS ?? 0);
+/**
+ * Where the code stands on the results page: `page` as WebShop lists it (`<code> [SEP] <title>`:
+ * writing the code for a title is a backward look-up), or `title-first` (`<title> [SEP] <code>`,
+ * the prompt ending with the title the agent has written, so the code is what followed it: a
+ * forward copy, as an induction head makes one).
+ */
+const ORDER = process.env.AGENTRL_BENCH_COPY_ORDER === "title-first" ? "title-first" : "page";
 /** Gradient threads of the learner (1 leaves a core to another job). */
 const THREADS: 1 | 2 = process.env.AGENTRL_BENCH_COPY_THREADS === "1" ? 1 : 2;
 
@@ -96,13 +105,18 @@ function makeRow(next: () => number, kind: CopyRow["kind"]): CopyRow {
     price: (5 + next() * 60).toFixed(2),
   }));
   const target = pick(products);
+  const code = (p: (typeof products)[number]) => (CODE_CASE === "shown" ? p.code : p.code.toLowerCase());
+  if (ORDER === "title-first") {
+    const page = products.map((p) => `${p.title} [SEP] ${p.code} [SEP] $${p.price}`).join(" [SEP] ");
+    return { kind, prompt: `Back to Search [SEP] Page 1 [SEP] ${page}\n\nBuy the ${target.title}. Its code:\n${target.title} [SEP]`, answer: ` ${code(target)}` };
+  }
   const page = products.map((p) => `${p.code} [SEP] ${p.title} [SEP] $${p.price}`).join(" [SEP] ");
   // As WebShop's results page: the page, then its clickables (codes in lower case).
   const clickables = JSON.stringify({ has_search_bar: false, clickables: ["back to search", ...products.map((p) => p.code.toLowerCase())] });
   return {
     kind,
     prompt: `Back to Search [SEP] Page 1 [SEP] ${page}\n\nAvailable Actions:\n${clickables}\nBuy the ${target.title}. Click its code:\n`,
-    answer: `click[${CODE_CASE === "shown" ? target.code : target.code.toLowerCase()}]`,
+    answer: `click[${code(target)}]`,
   };
 }
 
@@ -153,7 +167,7 @@ export async function run(): Promise<BenchResult> {
   const lines = [
     "## Copy accuracy vs training minutes (`bench/copy.ts`)",
     "",
-    `${names.every((name) => name === "warmstart") ? "The shipped model, trained on," : `Fresh models${names.includes("warmstart") ? " (preset warmstart: the shipped model itself, trained on)" : ""}`} on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}), ${BATCH} a step${REPEAT_ROWS > 0 ? ` and ${REPEAT_ROWS} rows of pure repetition (12 random words and codes, then again)` : ""}, loss on the answer, AdamW lr ${LEARNING_RATE} cosine; exact match on ${HELD_OUT} held-out rows; ${THREADS === 2 ? "learner + gradient thread (2 threads)" : `${THREADS} thread(s)`}; load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
+    `${names.every((name) => name === "warmstart") ? "The shipped model, trained on," : `Fresh models${names.includes("warmstart") ? " (preset warmstart: the shipped model itself, trained on)" : ""}`} on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}${ORDER === "title-first" ? "; the page lists each title before its code and the prompt ends with the chosen title, so the code is a forward copy" : ""}), ${BATCH} a step${REPEAT_ROWS > 0 ? ` and ${REPEAT_ROWS} rows of pure repetition (12 random words and codes, then again)` : ""}, loss on the answer, AdamW lr ${LEARNING_RATE} cosine; exact match on ${HELD_OUT} held-out rows; ${THREADS === 2 ? "learner + gradient thread (2 threads)" : `${THREADS} thread(s)`}; load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
     "",
     "| preset | parameters | step | train min | name copy: exact | tokens | code look-up: exact | tokens |",
     "|---|---:|---:|---:|---:|---:|---:|---:|",
