@@ -7,6 +7,8 @@
  *   AGENTRL_BENCH_COPY_REPEAT_ROWS=8 npm run bench -- copy    (8 more rows a step of pure repetition)
  *   AGENTRL_BENCH_COPY_ORDER=title-first npm run bench -- copy    (the page lists the title before the code, and
  *     the agent has written the title: is the look-up learnt when it is a forward copy?)
+ *   AGENTRL_BENCH_COPY_CODE_ALPHABET=syllables npm run bench -- copy    (codes of 4 lower-case syllables
+ *     after `B0`, multi-character tokens like a name's, instead of 8 characters from A-Z0-9)
  *   (also AGENTRL_BENCH_COPY_EVERY, AGENTRL_BENCH_COPY_THREADS=1 to leave a core to another job)
  *
  * KG and WebShop fail because the small model cannot copy entity names and product codes
@@ -54,6 +56,8 @@ const REPEAT_ROWS = Number(process.env.AGENTRL_BENCH_COPY_REPEAT_ROWS ?? 0);
  * forward copy, as an induction head makes one).
  */
 const ORDER = process.env.AGENTRL_BENCH_COPY_ORDER === "title-first" ? "title-first" : "page";
+/** What a code is made of after `B0`: 8 characters of A-Z0-9 (WebShop's ASINs) or 4 lower-case syllables. */
+const CODE_ALPHABET = process.env.AGENTRL_BENCH_COPY_CODE_ALPHABET === "syllables" ? "syllables" : "characters";
 /** Gradient threads of the learner (1 leaves a core to another job). */
 const THREADS: 1 | 2 = process.env.AGENTRL_BENCH_COPY_THREADS === "1" ? 1 : 2;
 
@@ -100,7 +104,7 @@ function makeRow(next: () => number, kind: CopyRow["kind"]): CopyRow {
     return { kind, prompt: `Question: what did ${name} found, and who ${relation} it?\nEntities: [${name}]\n`, answer: `get_neighbors("${name}")` };
   }
   const products = Array.from({ length: 8 }, () => ({
-    code: `B0${Array.from({ length: 8 }, () => pick([...ALPHANUMERIC])).join("")}`,
+    code: `B0${CODE_ALPHABET === "syllables" ? Array.from({ length: 4 }, () => pick(SYLLABLES)).join("") : Array.from({ length: 8 }, () => pick([...ALPHANUMERIC])).join("")}`,
     title: `${word()} ${pick(NOUNS)}`,
     price: (5 + next() * 60).toFixed(2),
   }));
@@ -167,7 +171,7 @@ export async function run(): Promise<BenchResult> {
   const lines = [
     "## Copy accuracy vs training minutes (`bench/copy.ts`)",
     "",
-    `${names.every((name) => name === "warmstart") ? "The shipped model, trained on," : `Fresh models${names.includes("warmstart") ? " (preset warmstart: the shipped model itself, trained on)" : ""}`} on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}${ORDER === "title-first" ? "; the page lists each title before its code and the prompt ends with the chosen title, so the code is a forward copy" : ""}), ${BATCH} a step${REPEAT_ROWS > 0 ? ` and ${REPEAT_ROWS} rows of pure repetition (12 random words and codes, then again)` : ""}, loss on the answer, AdamW lr ${LEARNING_RATE} cosine; exact match on ${HELD_OUT} held-out rows; ${THREADS === 2 ? "learner + gradient thread (2 threads)" : `${THREADS} thread(s)`}; load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
+    `${names.every((name) => name === "warmstart") ? "The shipped model, trained on," : `Fresh models${names.includes("warmstart") ? " (preset warmstart: the shipped model itself, trained on)" : ""}`} on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}${ORDER === "title-first" ? "; the page lists each title before its code and the prompt ends with the chosen title, so the code is a forward copy" : ""}${CODE_ALPHABET === "syllables" ? "; codes are `B0` and 4 lower-case syllables" : ""}), ${BATCH} a step${REPEAT_ROWS > 0 ? ` and ${REPEAT_ROWS} rows of pure repetition (12 random words and codes, then again)` : ""}, loss on the answer, AdamW lr ${LEARNING_RATE} cosine; exact match on ${HELD_OUT} held-out rows; ${THREADS === 2 ? "learner + gradient thread (2 threads)" : `${THREADS} thread(s)`}; load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
     "",
     "| preset | parameters | step | train min | name copy: exact | tokens | code look-up: exact | tokens |",
     "|---|---:|---:|---:|---:|---:|---:|---:|",
