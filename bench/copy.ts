@@ -66,6 +66,8 @@ const PRESETS: Record<string, Partial<ModelConfig>> = {
   shipped: { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32 },
   deep: { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 6, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32 },
   wide: { hiddenSize: 192, intermediateSize: 576, numHiddenLayers: 4, numAttentionHeads: 6, numKeyValueHeads: 2, headDim: 32 },
+  /** The shipped width and depth with twice the heads, each half as wide (more look-ups a layer). */
+  heads: { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 8, numKeyValueHeads: 4, headDim: 16 },
 };
 
 /** A seeded uniform generator in [0, 1) (envs' mulberry32). */
