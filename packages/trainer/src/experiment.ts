@@ -237,8 +237,7 @@ async function evaluatePolicy(policy: Policy, request: EvaluationRequest): Promi
       temperature: config.evaluation.temperature,
       concurrency: config.evaluation.concurrency,
       episode: episodeOptions(config),
-      // Greedy decoding draws no random numbers: seed 0's key, so earlier memos stay valid.
-      seed: config.evaluation.temperature > 0 ? config.run.seed : 0,
+      seed: config.run.seed,
       signal: request.signal,
       onProgress: (done) => progress?.update(done),
     });
@@ -519,8 +518,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
       batchGroups: config.rl.batchGroups,
       dynamicSamplingGroups: config.rl.dynamicSamplingGroups,
       groupSize: config.rl.groupSize,
-      // Greedy decoding draws no random numbers: seed 0's key, so earlier memos stay valid.
-      seed: config.evaluation.temperature > 0 ? config.run.seed : 0,
+      seed: config.run.seed,
       learner: {
         // The schema names the loss settings as the library does: every GRPO field is taken as is.
         grpo: pickKeys(config.rl, Object.keys(DEFAULT_GRPO) as (keyof typeof DEFAULT_GRPO)[]),

@@ -47,22 +47,28 @@ export interface DifficultiesFlag {
 
 const difficulty = numberOption("--difficulties", { integer: true, minimum: 0 });
 
+/** One entry of a per-task list flag: `value` (every task) or `task:value`; more colons are an error saying `form`. */
+function taskEntry(flag: string, entry: string, form: string): { task?: string; value: string } {
+  const [first, second, ...rest] = entry.split(":");
+  if (rest.length > 0) throw new InvalidArgumentError(`${flag} takes ${form}, got "${entry}"`);
+  return second === undefined ? { value: first } : { task: first, value: second };
+}
+
 /** `--difficulties 0,1`, `db:0-2` or `0,db:0-2,kg:2`: levels of every task and/or per task (`a-b` a range). */
 export function difficultiesOption(value: string): DifficultiesFlag {
   const flag: DifficultiesFlag = { perTask: {} };
   for (const entry of listOption(value)) {
-    const [first, second, ...rest] = entry.split(":");
-    if (rest.length > 0) throw new InvalidArgumentError(`--difficulties takes a level or task:level (task:low-high for a range), got "${entry}"`);
-    if (second === undefined) {
-      (flag.levels ??= []).push(difficulty(first));
+    const { task, value: levels } = taskEntry("--difficulties", entry, "a level or task:level (task:low-high for a range)");
+    if (task === undefined) {
+      (flag.levels ??= []).push(difficulty(levels));
       continue;
     }
-    const [low, high, ...more] = second.split("-");
+    const [low, high, ...more] = levels.split("-");
     if (more.length > 0) throw new InvalidArgumentError(`--difficulties takes task:low-high for a range, got "${entry}"`);
     const from = difficulty(low);
     const to = high === undefined ? from : difficulty(high);
     if (to < from) throw new InvalidArgumentError(`--difficulties range ${entry} is empty`);
-    (flag.perTask[first] ??= []).push(...Array.from({ length: to - from + 1 }, (_, i) => from + i));
+    (flag.perTask[task] ??= []).push(...Array.from({ length: to - from + 1 }, (_, i) => from + i));
   }
   return flag;
 }
@@ -73,10 +79,9 @@ const worldsCount = numberOption("--training-worlds", { integer: true, minimum: 
 export function trainingWorldsOption(value: string): TrainingWorldsFlag {
   const flag: TrainingWorldsFlag = { perTask: {} };
   for (const entry of listOption(value)) {
-    const [first, second, ...rest] = entry.split(":");
-    if (rest.length > 0) throw new InvalidArgumentError(`--training-worlds takes a count or task:count, got "${entry}"`);
-    if (second === undefined) flag.count = worldsCount(first);
-    else flag.perTask[first] = worldsCount(second);
+    const { task, value: count } = taskEntry("--training-worlds", entry, "a count or task:count");
+    if (task === undefined) flag.count = worldsCount(count);
+    else flag.perTask[task] = worldsCount(count);
   }
   return flag;
 }
