@@ -9,6 +9,9 @@
  *     the agent has written the title: is the look-up learnt when it is a forward copy?)
  *   AGENTRL_BENCH_COPY_CODE_ALPHABET=syllables npm run bench -- copy    (codes of 4 lower-case syllables
  *     after `B0`, multi-character tokens like a name's, instead of 8 characters from A-Z0-9)
+ *   AGENTRL_BENCH_COPY_PRODUCTS=2 AGENTRL_BENCH_COPY_TITLES=distinct AGENTRL_BENCH_COPY_KINDS=code npm run bench -- copy
+ *   AGENTRL_BENCH_COPY_CODE_PREFIX=none    (codes without `B0`: does the fixed prefix blind an induction head?)
+ *     (fewer candidates; titles whose last words differ; code rows only: which part of the look-up is hard?)
  *   (also AGENTRL_BENCH_COPY_EVERY, AGENTRL_BENCH_COPY_THREADS=1 to leave a core to another job)
  *
  * KG and WebShop fail because the small model cannot copy entity names and product codes
@@ -58,6 +61,18 @@ const REPEAT_ROWS = Number(process.env.AGENTRL_BENCH_COPY_REPEAT_ROWS ?? 0);
 const ORDER = process.env.AGENTRL_BENCH_COPY_ORDER === "title-first" ? "title-first" : "page";
 /** What a code is made of after `B0`: 8 characters of A-Z0-9 (WebShop's ASINs) or 4 lower-case syllables. */
 const CODE_ALPHABET = process.env.AGENTRL_BENCH_COPY_CODE_ALPHABET === "syllables" ? "syllables" : "characters";
+/** What every code starts with (`B0`, as ASINs do; `none`: nothing, so no fixed token stands between a title and its code's first varying token). */
+const CODE_PREFIX = process.env.AGENTRL_BENCH_COPY_CODE_PREFIX === "none" ? "" : "B0";
+/** Products on a results page (the look-up's candidates; 8 as WebShop shows). */
+const PRODUCTS = Number(process.env.AGENTRL_BENCH_COPY_PRODUCTS ?? 8);
+/**
+ * How titles are made: `shared` (a random word and one of 8 nouns drawn with replacement, so
+ * titles on a page often end alike, as WebShop's do) or `distinct` (the nouns drawn without
+ * replacement: the last word alone tells the products apart).
+ */
+const TITLES = process.env.AGENTRL_BENCH_COPY_TITLES === "distinct" ? "distinct" : "shared";
+/** Which rows are trained and scored: both kinds, or code look-ups only (`code`). */
+const KINDS: readonly Kind[] = process.env.AGENTRL_BENCH_COPY_KINDS === "code" ? ["code"] : ["name", "code"];
 /** Gradient threads of the learner (1 leaves a core to another job). */
 const THREADS: 1 | 2 = process.env.AGENTRL_BENCH_COPY_THREADS === "1" ? 1 : 2;
 
@@ -84,6 +99,8 @@ interface CopyRow {
   kind: "name" | "code" | "repeat";
   prompt: string;
   answer: string;
+  /** Code rows: the answers naming the page's other products (to find where the choice is made). */
+  others?: string[];
 }
 
 function makeRow(next: () => number, kind: CopyRow["kind"]): CopyRow {
@@ -105,16 +122,18 @@ function makeRow(next: () => number, kind: CopyRow["kind"]): CopyRow {
     // As KG's first user message: the question, then "Entities: [...]" (the copy source).
     return { kind, prompt: `Question: what did ${name} found, and who ${relation} it?\nEntities: [${name}]\n`, answer: `get_neighbors("${name}")` };
   }
-  const products = Array.from({ length: 8 }, () => ({
-    code: `B0${CODE_ALPHABET === "syllables" ? Array.from({ length: 4 }, () => pick(SYLLABLES)).join("") : Array.from({ length: 8 }, () => pick([...ALPHANUMERIC])).join("")}`,
-    title: `${word()} ${pick(NOUNS)}`,
+  if (TITLES === "distinct" && PRODUCTS > NOUNS.length) throw new Error(`distinct titles need at most ${NOUNS.length} products`);
+  const nouns = [...NOUNS];
+  const products = Array.from({ length: PRODUCTS }, () => ({
+    code: `${CODE_PREFIX}${CODE_ALPHABET === "syllables" ? Array.from({ length: 4 }, () => pick(SYLLABLES)).join("") : Array.from({ length: 8 }, () => pick([...ALPHANUMERIC])).join("")}`,
+    title: `${word()} ${TITLES === "distinct" ? nouns.splice(Math.floor(next() * nouns.length), 1)[0] : pick(NOUNS)}`,
     price: (5 + next() * 60).toFixed(2),
   }));
   const target = pick(products);
   const code = (p: (typeof products)[number]) => (CODE_CASE === "shown" ? p.code : p.code.toLowerCase());
   if (ORDER === "title-first") {
     const page = products.map((p) => `${p.title} [SEP] ${p.code} [SEP] $${p.price}`).join(" [SEP] ");
-    return { kind, prompt: `Back to Search [SEP] Page 1 [SEP] ${page}\n\nBuy the ${target.title}. Its code:\n${target.title} [SEP]`, answer: ` ${code(target)}` };
+    return { kind, prompt: `Back to Search [SEP] Page 1 [SEP] ${page}\n\nBuy the ${target.title}. Its code:\n${target.title} [SEP]`, answer: ` ${code(target)}`, others: products.filter((p) => p !== target).map((p) => ` ${code(p)}`) };
   }
   const page = products.map((p) => `${p.code} [SEP] ${p.title} [SEP] $${p.price}`).join(" [SEP] ");
   // As WebShop's results page: the page, then its clickables (codes in lower case).
@@ -123,6 +142,7 @@ function makeRow(next: () => number, kind: CopyRow["kind"]): CopyRow {
     kind,
     prompt: `Back to Search [SEP] Page 1 [SEP] ${page}\n\nAvailable Actions:\n${clickables}\nBuy the ${target.title}. Click its code:\n`,
     answer: `click[${code(target)}]`,
+    others: products.filter((p) => p !== target).map((p) => `click[${code(p)}]`),
   };
 }
 
@@ -130,6 +150,8 @@ interface Encoded {
   row: SupervisedRow;
   /** Positions of the answer tokens. */
   answerFrom: number;
+  /** Code rows: the first answer token that some other product's answer does not share (where the product is chosen). */
+  choiceAt?: number;
 }
 
 function encode(tokenizer: { encode(text: string): number[] }, row: CopyRow): Encoded {
@@ -137,18 +159,23 @@ function encode(tokenizer: { encode(text: string): number[] }, row: CopyRow): En
   const answer = tokenizer.encode(row.answer);
   const tokens = Int32Array.from([...prompt, ...answer]);
   const lossMask = Uint8Array.from(tokens, (_, i) => (i >= prompt.length ? 1 : 0));
-  return { row: { task: row.kind, tokens, lossMask }, answerFrom: prompt.length };
+  const others = (row.others ?? []).map((other) => tokenizer.encode(other));
+  const shared = (i: number) => others.every((other) => other[i] === answer[i]);
+  const firstVarying = others.length > 0 ? answer.findIndex((_, i) => !shared(i)) : -1;
+  return { row: { task: row.kind, tokens, lossMask }, answerFrom: prompt.length, choiceAt: firstVarying >= 0 ? prompt.length + firstVarying : undefined };
 }
 
 type Kind = "name" | "code";
 
 /**
- * Per kind: exact match (every answer token is the argmax given the true prefix) and the
- * share of answer tokens that are (a finer measure while exact matches are still rare).
+ * Per kind: exact match (every answer token is the argmax given the true prefix), the share
+ * of answer tokens that are (a finer measure while exact matches are still rare), and for
+ * codes the share of rows whose first product-specific token is right (did the look-up find
+ * the product? chance is about one in eight).
  */
-function accuracy(policy: Policy, rows: readonly Encoded[]): Record<Kind, { exact: number; tokens: number }> {
-  const totals = { name: { rows: 0, exact: 0, tokens: 0, correct: 0 }, code: { rows: 0, exact: 0, tokens: 0, correct: 0 } };
-  for (const { row, answerFrom } of rows) {
+function accuracy(policy: Policy, rows: readonly Encoded[]): Record<Kind, { exact: number; tokens: number; choice: number }> {
+  const totals = { name: { rows: 0, exact: 0, tokens: 0, correct: 0, choices: 0 }, code: { rows: 0, exact: 0, tokens: 0, correct: 0, choices: 0 } };
+  for (const { row, answerFrom, choiceAt } of rows) {
     const predicted = tf.tidy(() => tf.argMax(policy.model.forward(tf.tensor2d(row.tokens, [1, row.tokens.length], "int32")), -1).dataSync() as Int32Array);
     const total = totals[row.task as Kind];
     let wrong = 0;
@@ -157,9 +184,31 @@ function accuracy(policy: Policy, rows: readonly Encoded[]): Record<Kind, { exac
     total.exact += wrong === 0 ? 1 : 0;
     total.tokens += row.tokens.length - answerFrom;
     total.correct += row.tokens.length - answerFrom - wrong;
+    total.choices += choiceAt !== undefined && predicted[choiceAt - 1] === row.tokens[choiceAt] ? 1 : 0;
   }
-  const share = (kind: Kind) => ({ exact: totals[kind].exact / Math.max(1, totals[kind].rows), tokens: totals[kind].correct / Math.max(1, totals[kind].tokens) });
+  const share = (kind: Kind) => {
+    const { rows, exact, tokens, correct, choices } = totals[kind];
+    return { exact: exact / Math.max(1, rows), tokens: correct / Math.max(1, tokens), choice: choices / Math.max(1, rows) };
+  };
   return { name: share("name"), code: share("code") };
+}
+
+/** The paragraph above the table: what was trained, on which rows, with which options. */
+function describe(names: readonly string[], vocabSize: number, meanTokens: number): string {
+  const models = names.every((name) => name === "warmstart")
+    ? "The shipped model, trained on,"
+    : `Fresh models${names.includes("warmstart") ? " (preset warmstart: the shipped model itself, trained on)" : ""}`;
+  const rowOptions = [
+    KINDS.length === 1 ? "code rows only" : "KG-like name copies and WebShop-like ASIN look-ups",
+    `codes answered ${CODE_CASE === "shown" ? "as the page spells them (upper case)" : "in lower case"}`,
+    ORDER === "title-first" && "the page lists each title before its code and the prompt ends with the chosen title, so the code is a forward copy",
+    CODE_ALPHABET === "syllables" ? `codes are ${CODE_PREFIX ? "`B0` and " : ""}4 lower-case syllables` : !CODE_PREFIX && "codes have no `B0`",
+    PRODUCTS !== 8 && `${PRODUCTS} products a page`,
+    TITLES === "distinct" && "no two titles on a page share their last word",
+  ].filter(Boolean);
+  const repetition = REPEAT_ROWS > 0 ? ` and ${REPEAT_ROWS} rows of pure repetition (12 random words and codes, then again)` : "";
+  const threads = THREADS === 2 ? "learner + gradient thread (2 threads)" : "1 thread";
+  return `${models} on the shipped tokenizer (vocabulary ${vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (${rowOptions.join("; ")}), ${BATCH} a step${repetition}, loss on the answer, AdamW lr ${LEARNING_RATE} cosine; exact match on ${HELD_OUT} held-out rows; ${threads}; load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`;
 }
 
 export async function run(): Promise<BenchResult> {
@@ -168,15 +217,15 @@ export async function run(): Promise<BenchResult> {
   const base = shipped.config;
   shipped.dispose();
   const names = (process.env.AGENTRL_BENCH_COPY_PRESETS ?? Object.keys(PRESETS).join(",")).split(",");
-  const heldOut = Array.from({ length: HELD_OUT }, (_, i) => encode(tokenizer, makeRow(random(1_000_000 + i), i % 2 ? "code" : "name")));
+  const heldOut = Array.from({ length: HELD_OUT }, (_, i) => encode(tokenizer, makeRow(random(1_000_000 + i), KINDS[i % KINDS.length])));
   const meanTokens = heldOut.reduce((n, e) => n + e.row.tokens.length, 0) / heldOut.length;
   const lines = [
     "## Copy accuracy vs training minutes (`bench/copy.ts`)",
     "",
-    `${names.every((name) => name === "warmstart") ? "The shipped model, trained on," : `Fresh models${names.includes("warmstart") ? " (preset warmstart: the shipped model itself, trained on)" : ""}`} on the shipped tokenizer (vocabulary ${base.vocabSize}); rows of ~${meanTokens.toFixed(0)} tokens (KG-like name copies, WebShop-like ASIN look-ups answered ${CODE_CASE === "shown" ? "as the page spells the code (upper case)" : "in lower case"}${ORDER === "title-first" ? "; the page lists each title before its code and the prompt ends with the chosen title, so the code is a forward copy" : ""}${CODE_ALPHABET === "syllables" ? "; codes are `B0` and 4 lower-case syllables" : ""}), ${BATCH} a step${REPEAT_ROWS > 0 ? ` and ${REPEAT_ROWS} rows of pure repetition (12 random words and codes, then again)` : ""}, loss on the answer, AdamW lr ${LEARNING_RATE} cosine; exact match on ${HELD_OUT} held-out rows; ${THREADS === 2 ? "learner + gradient thread (2 threads)" : `${THREADS} thread(s)`}; load average ${loadavg()[0].toFixed(1)} at the start (shared machine).`,
+    describe(names, base.vocabSize, meanTokens),
     "",
-    "| preset | parameters | step | train min | name copy: exact | tokens | code look-up: exact | tokens |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|",
+    "| preset | parameters | step | train min | name copy: exact | tokens | code look-up: exact | tokens | first product token |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
   ];
   for (const name of names) {
     const directory = mkdtempSync(join(tmpdir(), "agentrl-bench-copy-"));
@@ -197,13 +246,14 @@ export async function run(): Promise<BenchResult> {
       try {
         const report = (step: number) => {
           const score = accuracy(learner.policy, heldOut);
-          const line = `| ${name} | ${learner.policy.model.parameterCount.toLocaleString("en-US")} | ${step} | ${(trainMs / 60_000).toFixed(1)} | ${(100 * score.name.exact).toFixed(0)} % | ${(100 * score.name.tokens).toFixed(0)} % | ${(100 * score.code.exact).toFixed(0)} % | ${(100 * score.code.tokens).toFixed(0)} % |`;
+          const percent = (kind: Kind, value: number) => (KINDS.includes(kind) ? `${(100 * value).toFixed(0)} %` : "–");
+          const line = `| ${name} | ${learner.policy.model.parameterCount.toLocaleString("en-US")} | ${step} | ${(trainMs / 60_000).toFixed(1)} | ${percent("name", score.name.exact)} | ${percent("name", score.name.tokens)} | ${percent("code", score.code.exact)} | ${percent("code", score.code.tokens)} | ${percent("code", score.code.choice)} |`;
           console.log(line);
           lines.push(line);
         };
         if (name === "warmstart") report(0); // what the trained model copies before any copy rows
         for (let step = 1; step <= STEPS; step++) {
-          const batch = Array.from({ length: BATCH + REPEAT_ROWS }, (_, i) => encode(tokenizer, makeRow(next, i >= BATCH ? "repeat" : i % 2 ? "code" : "name")).row);
+          const batch = Array.from({ length: BATCH + REPEAT_ROWS }, (_, i) => encode(tokenizer, makeRow(next, i >= BATCH ? "repeat" : KINDS[i % KINDS.length])).row);
           const started = performance.now();
           await learner.supervised(batch);
           trainMs += performance.now() - started;
