@@ -7,6 +7,7 @@
  * when to call what.
  */
 import * as tf from "@tensorflow/tfjs-core";
+import { defaultConfig } from "./config.js";
 
 export const EPSILON = 1e-6;
 
@@ -136,14 +137,17 @@ export interface PolicyLossOptions {
   importanceRatioHigh: number;
 }
 
+/** The RL defaults of the config schema (`rl.*` of ./config.ts): one source for the CLI and the library. */
+const RL_DEFAULTS = defaultConfig().rl;
+
 export const DEFAULT_POLICY_LOSS: PolicyLossOptions = {
-  policyLoss: "ppo_clip",
-  clipLow: 0.2,
-  clipHigh: 0.2,
-  dualClip: 3,
-  importanceCap: 2,
-  importanceRatioLow: 0.5,
-  importanceRatioHigh: 2,
+  policyLoss: RL_DEFAULTS.policyLoss,
+  clipLow: RL_DEFAULTS.clipLow,
+  clipHigh: RL_DEFAULTS.clipHigh,
+  dualClip: RL_DEFAULTS.dualClip,
+  importanceCap: RL_DEFAULTS.importanceCap,
+  importanceRatioLow: RL_DEFAULTS.importanceRatioLow,
+  importanceRatioHigh: RL_DEFAULTS.importanceRatioHigh,
 };
 
 /** Per-token tensors of one (micro-)batch, all [B, T] float32; `mask` is 1 on generated tokens. */
@@ -394,9 +398,9 @@ export interface PolicyObjectiveOptions extends PolicyLossOptions {
 
 export const DEFAULT_POLICY_OBJECTIVE: PolicyObjectiveOptions = {
   ...DEFAULT_POLICY_LOSS,
-  klCoefficient: 1e-4,
-  entropyCoefficient: 0,
-  reduction: "token-mean",
+  klCoefficient: RL_DEFAULTS.klCoefficient,
+  entropyCoefficient: RL_DEFAULTS.entropyCoefficient,
+  reduction: RL_DEFAULTS.reduction,
 };
 
 /**

@@ -20,6 +20,7 @@ import {
   policyObjective,
   type PolicyObjectiveOptions,
 } from "./algorithms.js";
+import { defaultConfig } from "./config.js";
 
 export interface GrpoOptions extends PolicyObjectiveOptions {
   /** Registered advantage estimator: `grpo` ((R − mean)/(std + ε)) or `grpo_no_std`. Default `grpo`. */
@@ -50,16 +51,19 @@ export interface GrpoOptions extends PolicyObjectiveOptions {
   mismatchKlAlarm: number;
 }
 
+/** The RL defaults of the config schema (`rl.*` of ./config.ts): one source for the CLI and the library. */
+const RL_DEFAULTS = defaultConfig().rl;
+
 export const DEFAULT_GRPO: GrpoOptions = {
   ...DEFAULT_POLICY_OBJECTIVE,
-  advantageEstimator: "grpo",
-  taskAdvantageNormalization: true,
-  temperature: 0.8,
-  ppoEpochs: 1,
-  microBatchTokens: 1024,
-  skipUniformGroups: true,
-  negativeAdvantageScale: 1,
-  mismatchKlAlarm: 0.05,
+  advantageEstimator: RL_DEFAULTS.advantageEstimator,
+  taskAdvantageNormalization: RL_DEFAULTS.taskAdvantageNormalization,
+  temperature: RL_DEFAULTS.temperature,
+  ppoEpochs: RL_DEFAULTS.ppoEpochs,
+  microBatchTokens: RL_DEFAULTS.microBatchTokens,
+  skipUniformGroups: RL_DEFAULTS.skipUniformGroups,
+  negativeAdvantageScale: RL_DEFAULTS.negativeAdvantageScale,
+  mismatchKlAlarm: RL_DEFAULTS.mismatchKlAlarm,
 };
 
 /** One episode ready for the loss. */
