@@ -389,7 +389,7 @@ export function maskedMean(values: tf.Tensor, mask: tf.Tensor): tf.Scalar {
 }
 
 export interface PolicyObjectiveOptions extends PolicyLossOptions {
-  /** Coefficient of the KL penalty to the reference policy (k3). Default 1e-4; 0 skips the reference. */
+  /** Coefficient of the KL penalty to the reference policy (k3). Default `rl.klCoefficient` (0.05); 0 skips the reference. */
   klCoefficient: number;
   /** Coefficient of the entropy bonus (subtracted from the loss). Default 0 (none, as the original). */
   entropyCoefficient: number;
