@@ -8,10 +8,11 @@ import type { TaskEvaluation } from "./evaluate.js";
 import { existsSync } from "node:fs";
 import { defaultConfig, validateConfig } from "./config.js";
 import { DOCKER_FAMILIES } from "./warmstart.js";
+import { DEFAULT_GRPO } from "./grpo.js";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SHIPPED_WARM_START, evaluateCached, evaluationKey, openTasks, setAsideEarlierRun, successTable } from "./experiment.js";
+import { SHIPPED_WARM_START, evaluateCached, evaluationKey, openTasks, setAsideEarlierRun, successTable, trainingSettings } from "./experiment.js";
 
 /** A family whose index encodes (difficulty, split, k): difficulty × 100 + (test ? 50 : 0) + k. */
 function fakeFamily(name: string): CurriculumTaskFamily {
@@ -61,6 +62,23 @@ test("openTasks: the worlds come from run.worldSeed, not run.seed (seeds of an a
     await opened.close();
   }
   assert.deepEqual(seeds, [0, 2]);
+});
+
+test("trainingSettings: the RL loop trains with run.seed (greedy evaluation or not) and every rl.* loss, schedule and optimizer setting as configured", () => {
+  for (const temperature of [0, 0.8]) {
+    const config = validateConfig({ run: { seed: 7 }, evaluation: { temperature }, rl: { klCoefficient: 0.2, learningRate: 3e-4, steps: 40, clipHigh: 0.28, adamEpsilon: 1e-6, gradientThreads: 1 } }, "test");
+    const settings = trainingSettings(config);
+    assert.equal(settings.seed, 7, `evaluation temperature ${temperature}`);
+    assert.equal(settings.steps, 40);
+    assert.equal(settings.learner?.grpo?.klCoefficient, 0.2);
+    assert.equal(settings.learner?.grpo?.clipHigh, 0.28);
+    assert.deepEqual(settings.learner?.schedule, { learningRate: 3e-4, warmupSteps: 0, schedule: "cosine", minLearningRateRatio: 0.1, totalSteps: 40 });
+    assert.equal(settings.learner?.optimizer?.epsilon, 1e-6);
+    assert.equal(settings.learner?.gradientThreads, 1);
+  }
+  // The library's GRPO defaults are the schema's (one source for the CLI and a script).
+  const rl = defaultConfig().rl;
+  for (const [key, value] of Object.entries(DEFAULT_GRPO)) assert.equal(value, rl[key as keyof typeof rl], `DEFAULT_GRPO.${key}`);
 });
 
 test("successTable: one column per measured point, percentages and the mean", () => {

@@ -33,7 +33,7 @@ import { isCompleteModelFolder, latestCheckpoint, writeModelFolder } from "./che
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "./config.js";
 import { evaluate, faultedTasks, successCount, type TaskEvaluation } from "./evaluate.js";
 import { DEFAULT_GRPO } from "./grpo.js";
-import { runTraining } from "./loop.js";
+import { runTraining, type TrainingRunOptions } from "./loop.js";
 import { lineChartSvg, type Series } from "./plot.js";
 import { formatPerTask, formatSeconds, type ProgressFactory } from "./progress.js";
 import { DOCKER_FAMILIES, initWarmStartModel, runWarmStart } from "./warmstart.js";
@@ -513,25 +513,7 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
       runDirectory,
       client: config.rollout.injectInfrastructureFaults > 0 ? new FaultInjectingClient(opened.client, { sessionShare: config.rollout.injectInfrastructureFaults, seed: config.run.seed }) : opened.client,
       tasks,
-      mode: config.rl.mode,
-      steps: config.rl.steps,
-      batchGroups: config.rl.batchGroups,
-      dynamicSamplingGroups: config.rl.dynamicSamplingGroups,
-      groupSize: config.rl.groupSize,
-      seed: config.run.seed,
-      learner: {
-        // The schema names the loss settings as the library does: every GRPO field is taken as is.
-        grpo: pickKeys(config.rl, Object.keys(DEFAULT_GRPO) as (keyof typeof DEFAULT_GRPO)[]),
-        schedule: {
-          learningRate: config.rl.learningRate,
-          warmupSteps: config.rl.warmupSteps,
-          schedule: config.rl.schedule,
-          minLearningRateRatio: config.rl.minLearningRateRatio,
-          totalSteps: config.rl.steps,
-        },
-        optimizer: { weightDecay: config.rl.weightDecay, maxGradNorm: config.rl.maxGradNorm, epsilon: config.rl.adamEpsilon },
-        ...(config.rl.gradientThreads === "auto" ? {} : { gradientThreads: config.rl.gradientThreads }),
-      },
+      ...trainingSettings(config),
       rollout: {
         maxConcurrentEpisodes: config.rollout.concurrency,
         engine: { temperature: config.rl.temperature, maxSequenceLength: contextLength },
@@ -572,6 +554,31 @@ async function reinforcementLearning(config: TrainConfig, modelDirectory: string
   await writePlots(runDirectory);
   const last = await latestCheckpoint(checkpoints);
   return { finalModel: last ? join(last.folder, "policy") : undefined, steps: last?.step ?? steps };
+}
+
+/** The RL loop's settings that follow from the configuration alone (the rest are the run's own objects). */
+export function trainingSettings(config: TrainConfig): Pick<TrainingRunOptions, "mode" | "steps" | "batchGroups" | "dynamicSamplingGroups" | "groupSize" | "seed" | "learner"> {
+  return {
+    mode: config.rl.mode,
+    steps: config.rl.steps,
+    batchGroups: config.rl.batchGroups,
+    dynamicSamplingGroups: config.rl.dynamicSamplingGroups,
+    groupSize: config.rl.groupSize,
+    seed: config.run.seed,
+    learner: {
+      // The schema names the loss settings as the library does: every GRPO field is taken as is.
+      grpo: pickKeys(config.rl, Object.keys(DEFAULT_GRPO) as (keyof typeof DEFAULT_GRPO)[]),
+      schedule: {
+        learningRate: config.rl.learningRate,
+        warmupSteps: config.rl.warmupSteps,
+        schedule: config.rl.schedule,
+        minLearningRateRatio: config.rl.minLearningRateRatio,
+        totalSteps: config.rl.steps,
+      },
+      optimizer: { weightDecay: config.rl.weightDecay, maxGradNorm: config.rl.maxGradNorm, epsilon: config.rl.adamEpsilon },
+      ...(config.rl.gradientThreads === "auto" ? {} : { gradientThreads: config.rl.gradientThreads }),
+    },
+  };
 }
 
 /** The fields `keys` of `source`. */
