@@ -10,8 +10,8 @@
  *   AGENTRL_BENCH_COPY_CODE_ALPHABET=syllables npm run bench -- copy    (codes of 4 lower-case syllables
  *     after `B0`, multi-character tokens like a name's, instead of 8 characters from A-Z0-9)
  *   AGENTRL_BENCH_COPY_PRODUCTS=2 AGENTRL_BENCH_COPY_TITLES=distinct AGENTRL_BENCH_COPY_KINDS=code npm run bench -- copy
- *   AGENTRL_BENCH_COPY_CODE_PREFIX=none    (codes without `B0`: does the fixed prefix blind an induction head?)
  *     (fewer candidates; titles whose last words differ; code rows only: which part of the look-up is hard?)
+ *   AGENTRL_BENCH_COPY_CODE_PREFIX=none npm run bench -- copy    (codes without `B0`)
  *   (also AGENTRL_BENCH_COPY_EVERY, AGENTRL_BENCH_COPY_THREADS=1 to leave a core to another job)
  *
  * KG and WebShop fail because the small model cannot copy entity names and product codes
@@ -171,7 +171,7 @@ type Kind = "name" | "code";
  * Per kind: exact match (every answer token is the argmax given the true prefix), the share
  * of answer tokens that are (a finer measure while exact matches are still rare), and for
  * codes the share of rows whose first product-specific token is right (did the look-up find
- * the product? chance is about one in eight).
+ * the product? writing any code of the page scores about one in the number of products).
  */
 function accuracy(policy: Policy, rows: readonly Encoded[]): Record<Kind, { exact: number; tokens: number; choice: number }> {
   const totals = { name: { rows: 0, exact: 0, tokens: 0, correct: 0, choices: 0 }, code: { rows: 0, exact: 0, tokens: 0, correct: 0, choices: 0 } };
