@@ -7,7 +7,7 @@
  * when to call what.
  */
 import * as tf from "@tensorflow/tfjs-core";
-import { defaultConfig } from "./config.js";
+import { RL_DEFAULTS } from "./config.js";
 
 export const EPSILON = 1e-6;
 
@@ -136,9 +136,6 @@ export interface PolicyLossOptions {
   /** Upper bound of ρ: `icepop` rejects tokens above it; the metrics count the share above. Default 2. */
   importanceRatioHigh: number;
 }
-
-/** The RL defaults of the config schema (`rl.*` of ./config.ts): one source for the CLI and the library. */
-const RL_DEFAULTS = defaultConfig().rl;
 
 export const DEFAULT_POLICY_LOSS: PolicyLossOptions = {
   policyLoss: RL_DEFAULTS.policyLoss,

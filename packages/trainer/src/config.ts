@@ -275,6 +275,9 @@ export function defaultConfig(): TrainConfig {
   return TrainConfigSchema.parse({});
 }
 
+/** The schema's `rl.*` defaults, the one source of the library's GRPO, loss, schedule and optimizer defaults. */
+export const RL_DEFAULTS: Readonly<TrainConfig["rl"]> = Object.freeze(defaultConfig().rl);
+
 /** Difficulty levels of a task entry as a list. */
 export function taskDifficulties(task: TaskConfig): number[] {
   return Array.isArray(task.difficulty) ? task.difficulty : [task.difficulty];

@@ -33,6 +33,7 @@ import { isCompleteModelFolder, latestCheckpoint, writeModelFolder } from "./che
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "./config.js";
 import { evaluate, faultedTasks, successCount, type TaskEvaluation } from "./evaluate.js";
 import { DEFAULT_GRPO } from "./grpo.js";
+import { optimizerOf, scheduleOf } from "./learner.js";
 import { runTraining, type TrainingRunOptions } from "./loop.js";
 import { lineChartSvg, type Series } from "./plot.js";
 import { formatPerTask, formatSeconds, type ProgressFactory } from "./progress.js";
@@ -568,14 +569,8 @@ export function trainingSettings(config: TrainConfig): Pick<TrainingRunOptions, 
     learner: {
       // The schema names the loss settings as the library does: every GRPO field is taken as is.
       grpo: pickKeys(config.rl, Object.keys(DEFAULT_GRPO) as (keyof typeof DEFAULT_GRPO)[]),
-      schedule: {
-        learningRate: config.rl.learningRate,
-        warmupSteps: config.rl.warmupSteps,
-        schedule: config.rl.schedule,
-        minLearningRateRatio: config.rl.minLearningRateRatio,
-        totalSteps: config.rl.steps,
-      },
-      optimizer: { weightDecay: config.rl.weightDecay, maxGradNorm: config.rl.maxGradNorm, epsilon: config.rl.adamEpsilon },
+      schedule: scheduleOf(config.rl),
+      optimizer: optimizerOf(config.rl),
       ...(config.rl.gradientThreads === "auto" ? {} : { gradientThreads: config.rl.gradientThreads }),
     },
   };

@@ -20,7 +20,7 @@ import {
   policyObjective,
   type PolicyObjectiveOptions,
 } from "./algorithms.js";
-import { defaultConfig } from "./config.js";
+import { RL_DEFAULTS } from "./config.js";
 
 export interface GrpoOptions extends PolicyObjectiveOptions {
   /** Registered advantage estimator: `grpo` ((R − mean)/(std + ε)) or `grpo_no_std`. Default `grpo`. */
@@ -51,9 +51,7 @@ export interface GrpoOptions extends PolicyObjectiveOptions {
   mismatchKlAlarm: number;
 }
 
-/** The RL defaults of the config schema (`rl.*` of ./config.ts): one source for the CLI and the library. */
-const RL_DEFAULTS = defaultConfig().rl;
-
+/** The schema's `rl.*` defaults (one source for the CLI and the library). */
 export const DEFAULT_GRPO: GrpoOptions = {
   ...DEFAULT_POLICY_OBJECTIVE,
   advantageEstimator: RL_DEFAULTS.advantageEstimator,

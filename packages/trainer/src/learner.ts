@@ -20,7 +20,7 @@ import {
   type OptimizerState,
 } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
-import { defaultConfig } from "./config.js";
+import { RL_DEFAULTS, type TrainConfig } from "./config.js";
 import { checkGrpoOptions, DEFAULT_GRPO, EMPTY_UPDATE_METRICS, grpoUpdate, prepareBatch, type GrpoOptions, type UpdateMetrics } from "./grpo.js";
 import { GradientThread } from "./gradient-thread.js";
 import { sharedSupervisedStep, type SupervisedRow, type SupervisedStepResult } from "./sft.js";
@@ -70,23 +70,21 @@ export interface LearnerSettings {
   gradientThreads?: 1 | 2;
 }
 
-/** The RL defaults of the config schema (`rl.*` of ./config.ts): one source for the CLI and the library. */
-const RL_DEFAULTS = defaultConfig().rl;
+/** The learning-rate schedule a configuration's `rl.*` section names (over its `rl.steps`). */
+export function scheduleOf(rl: Readonly<TrainConfig["rl"]>): LearningRateSchedule {
+  return { learningRate: rl.learningRate, warmupSteps: rl.warmupSteps, schedule: rl.schedule, minLearningRateRatio: rl.minLearningRateRatio, totalSteps: rl.steps };
+}
 
-export const DEFAULT_SCHEDULE: LearningRateSchedule = {
-  learningRate: RL_DEFAULTS.learningRate,
-  warmupSteps: RL_DEFAULTS.warmupSteps,
-  schedule: RL_DEFAULTS.schedule,
-  minLearningRateRatio: RL_DEFAULTS.minLearningRateRatio,
-  totalSteps: RL_DEFAULTS.steps,
-};
+/** AdamW settings a configuration's `rl.*` section names (`rl.weightDecay`, `rl.maxGradNorm`, `rl.adamEpsilon`). */
+export function optimizerOf(rl: Readonly<TrainConfig["rl"]>): Omit<AdamWOptions, "learningRate"> {
+  return { weightDecay: rl.weightDecay, maxGradNorm: rl.maxGradNorm, epsilon: rl.adamEpsilon };
+}
 
-/** AdamW settings of the learner (the schema's `rl.weightDecay`, `rl.maxGradNorm`, `rl.adamEpsilon`). */
-export const DEFAULT_OPTIMIZER: Omit<AdamWOptions, "learningRate"> = {
-  weightDecay: RL_DEFAULTS.weightDecay,
-  maxGradNorm: RL_DEFAULTS.maxGradNorm,
-  epsilon: RL_DEFAULTS.adamEpsilon,
-};
+/** The schema's defaults (./config.ts): one source for the CLI and the library. */
+export const DEFAULT_SCHEDULE: LearningRateSchedule = scheduleOf(RL_DEFAULTS);
+
+/** AdamW settings of the learner: the schema's defaults. */
+export const DEFAULT_OPTIMIZER: Omit<AdamWOptions, "learningRate"> = optimizerOf(RL_DEFAULTS);
 
 export function learningRateAt(step: number, schedule: LearningRateSchedule): number {
   const peak = schedule.learningRate;
