@@ -77,6 +77,19 @@ describe("DockerRuntime on a wedged engine", () => {
   });
 });
 
+describe("DockerRuntime's process cleanup", () => {
+  test("many runtimes share one exit listener (no MaxListenersExceededWarning with many task worlds)", async () => {
+    const idle = { listContainers: async () => [] } as unknown as Docker;
+    const first = new DockerRuntime({ docker: idle, reapSeconds: 0 });
+    const before = { exit: process.listenerCount("exit"), sigterm: process.listenerCount("SIGTERM") };
+    const more = Array.from({ length: 16 }, () => new DockerRuntime({ docker: idle, reapSeconds: 0 }));
+    assert.equal(process.listenerCount("exit"), before.exit, "no exit listener per runtime");
+    assert.equal(process.listenerCount("SIGTERM"), before.sigterm, "no signal listener per runtime");
+    await Promise.all([first, ...more].map((runtime) => runtime.close()));
+    assert.equal(process.listenerCount("exit"), before.exit);
+  });
+});
+
 describe("DockerRuntime", { skip }, () => {
   let runtime: DockerRuntime;
   before(async () => {

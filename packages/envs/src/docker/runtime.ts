@@ -151,7 +151,6 @@ export class DockerRuntime {
   private closed = false;
   private readonly deathListeners = new Map<string, () => void>();
   private events: NodeJS.ReadableStream | undefined;
-  private readonly exitHook = () => this.removeAllSync();
   private readonly startMs: number;
   /** The first reaper run (started with the runtime): resolves to the number of containers removed. */
   readonly reaped: Promise<number>;
@@ -165,9 +164,8 @@ export class DockerRuntime {
     this.startMs = (options.startSeconds ?? 120) * 1000;
     this.cliEnv = options.cliEnv;
     this.runId = options.runId ?? `${Date.now().toString(36)}-${randomBytes(4).toString("hex")}`;
-    process.once("exit", this.exitHook);
     liveRuntimes.add(this);
-    installSignalCleanup();
+    installProcessCleanup();
     this.reaped = this.removeLeftovers().catch(() => 0);
     const every = options.reapSeconds ?? 60;
     if (every > 0) {
@@ -506,7 +504,6 @@ export class DockerRuntime {
   async close(): Promise<void> {
     this.closed = true;
     if (this.reaper) clearInterval(this.reaper);
-    process.removeListener("exit", this.exitHook);
     liveRuntimes.delete(this);
     this.deathListeners.clear();
     (this.events as unknown as { destroy?: () => void } | undefined)?.destroy?.();
@@ -524,15 +521,19 @@ export class DockerRuntime {
 }
 
 const liveRuntimes = new Set<DockerRuntime>();
-let signalsInstalled = false;
+let cleanupInstalled = false;
 
 /**
- * On SIGINT / SIGTERM / SIGHUP, removes the containers of every open runtime, then lets the
- * signal do what it would have done (unless the program has its own handler for it).
+ * At exit and on SIGINT / SIGTERM / SIGHUP, removes the containers of every open runtime (one
+ * listener each for the whole process, not one per runtime: a run over many task worlds opens
+ * dozens); a signal then does what it would have done (unless the program has its own handler).
  */
-function installSignalCleanup(): void {
-  if (signalsInstalled) return;
-  signalsInstalled = true;
+function installProcessCleanup(): void {
+  if (cleanupInstalled) return;
+  cleanupInstalled = true;
+  process.once("exit", () => {
+    for (const runtime of liveRuntimes) runtime.removeAllSync();
+  });
   for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
     const handler = () => {
       for (const runtime of liveRuntimes) runtime.removeAllSync();
