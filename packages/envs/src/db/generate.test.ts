@@ -43,6 +43,26 @@ describe("generated DB tasks", () => {
     }
   });
 
+  test("about half the tables are made of made-up words, used alike in the table, the question and the gold SQL", () => {
+    const wordsOf = (sample: (typeof samples)[number]) => {
+      const table = sample.tables[0];
+      const text = [table.table_name, ...table.table_info.columns.map((column) => column.name), ...table.table_info.rows.flat()].join(" ");
+      return new Set((text.match(/[A-Za-z]{3,}/g) ?? []).map((word) => word.toLowerCase()).filter((word) => word !== "the"));
+    };
+    const samplesWith = new Map<string, number>();
+    for (const sample of samples) for (const word of wordsOf(sample)) samplesWith.set(word, (samplesWith.get(word) ?? 0) + 1);
+    // The generator's own words recur across many tables; a made-up word almost never does.
+    const open = samples.filter((sample) => [...wordsOf(sample)].filter((word) => samplesWith.get(word)! >= 20).length <= 1);
+    assert.ok(open.length > 0.35 * samples.length && open.length < 0.65 * samples.length, `${open.length} of ${samples.length} tables made of made-up words`);
+    for (const sample of open) {
+      // A value the question quotes is the table's, or the new one the gold statement writes.
+      const known = new Set([...wordsOf(sample), ...(sample.sql!.match(/[A-Za-z]{3,}/g) ?? []).map((word) => word.toLowerCase())]);
+      const quoted = [...sample.description.matchAll(/'([^']+)'/g)].map((match) => match[1]);
+      for (const value of quoted) for (const word of value.match(/[A-Za-z]{3,}/g) ?? []) assert.ok(word.toLowerCase() === "the" || known.has(word.toLowerCase()), `${sample.index}: '${word}' of the question`);
+      assert.ok(sample.sql!.includes(sample.tables[0].table_name), `${sample.index}: the gold SQL names the table`);
+    }
+  });
+
   test("modifications change the table hash; SELECT labels come from the table", () => {
     for (const sample of samples) {
       const table = sample.tables[0];

@@ -187,27 +187,70 @@ export function generatedTableHash(rows: readonly (readonly string[])[]): string
   return `[('${createHash("md5").update(joined, "utf8").digest("hex")}',)]`;
 }
 
-function makeTable(random: Random): Table {
+const ONSETS = ["b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z", "br", "ch", "st", "tr"];
+const VOWELS = ["a", "e", "i", "o", "u", "a", "e", "o", "ai", "ou"];
+const CODAS = ["", "", "", "", "n", "r", "s", "l", "m", "t"];
+
+/** A made-up word of 2 or 3 syllables (`Tovarin`, `belsa`): none of the generator's own words. */
+function madeUpWord(random: Random): string {
+  return Array.from({ length: random.chance(0.7) ? 2 : 3 }, () => random.pick(ONSETS) + random.pick(VOWELS) + random.pick(CODAS)).join("");
+}
+
+/**
+ * The renaming of an open-vocabulary table: every word of 3+ letters (but `The`, `and`, …) in
+ * its name, column names and values becomes a made-up word, the same one wherever it occurs
+ * (so the question, the table and the gold SQL agree), keeping the word's capital. With the
+ * generator's ~200 words a model can learn to "copy" by recalling among them (session 19:
+ * table names right on generated tasks, generator words on AgentBench's); made-up words leave
+ * copying as the only way.
+ */
+function renaming(random: Random): (text: string) => string {
+  const KEEP = new Set(["the", "and", "of", "in", "no", "usd", "years", "pages", "km2"]);
+  const words = new Map<string, string>();
+  const used = new Set<string>();
+  const rename = (word: string) => {
+    let made = words.get(word.toLowerCase());
+    while (made === undefined) {
+      const candidate = madeUpWord(random);
+      if (!used.has(candidate)) {
+        used.add(candidate);
+        words.set(word.toLowerCase(), (made = candidate));
+      }
+    }
+    return word[0] === word[0].toUpperCase() ? made[0].toUpperCase() + made.slice(1) : made;
+  };
+  return (text) => text.replace(/[A-Za-z]{3,}/g, (word) => (KEEP.has(word.toLowerCase()) ? word : rename(word)));
+}
+
+/** Share of generated tables whose words are made up (`renaming`). */
+const OPEN_VOCABULARY_SHARE = 0.5;
+
+/**
+ * A table of one domain: `rows` rows, unique keys. `words` (an independent stream, so that the
+ * other tables stay what they were) decides whether its words are made up.
+ */
+function makeTable(random: Random, words: Random): Table {
   const domain = random.pick(DOMAINS);
-  const columns = [domain.key, ...domain.columns].map((spec) => ({ ...spec, name: random.pick(spec.names) }));
+  const rename = words.chance(OPEN_VOCABULARY_SHARE) ? renaming(words) : (text: string) => text;
+  const columns = [domain.key, ...domain.columns].map((spec) => ({ ...spec, name: rename(random.pick(spec.names)), value: (r: Random) => rename(spec.value(r)) }));
   const count = random.integer(6, 14);
   const keys = new Set<string>();
   const rows: string[][] = [];
   while (rows.length < count) {
-    const key = domain.key.value(random);
+    const key = columns[0].value(random);
     if (keys.has(key.toLowerCase())) continue;
     keys.add(key.toLowerCase());
-    rows.push([key, ...domain.columns.map((column) => column.value(random))]);
+    rows.push(columns.map((column, i) => (i === 0 ? key : column.value(random))));
   }
-  return { domain, name: tableName(domain, random), columns, rows };
+  return { domain, name: rename(tableName(domain, random)), columns, rows };
 }
 
 /** A row not in the table yet (a fresh key). */
 function newRow(table: Table, random: Random): string[] {
   const keys = new Set(table.rows.map((row) => row[0].toLowerCase()));
   for (;;) {
-    const key = table.domain.key.value(random);
-    if (!keys.has(key.toLowerCase())) return [key, ...table.domain.columns.map((column) => column.value(random))];
+    const key = table.columns[0].value(random);
+    if (!keys.has(key.toLowerCase())) return [key, ...table.columns.slice(1).map((column) => column.value(random))];
   }
 }
 
@@ -342,8 +385,9 @@ function makeQuestion(kind: Kind, table: Table, random: Random): Generated | und
 /** Generated instance `k` (0-based) of `seed`: a training sample with index GENERATED_OFFSET + k. */
 export function generateDbSample(k: number, seed = 0): DbSample {
   const random = new Random(mixSeeds(seed, 0xdb, k));
+  const words = new Random(mixSeeds(seed, 0xdb0, k));
   for (;;) {
-    const table = makeTable(random);
+    const table = makeTable(random, words);
     const kind = random.weighted(KINDS, KIND_WEIGHTS);
     const question = makeQuestion(kind, table, random);
     if (!question) continue;
