@@ -197,7 +197,7 @@ function madeUpWord(random: Random): string {
 }
 
 /**
- * The renaming of an open-vocabulary table: every word of 3+ letters (but `The`, `and`, …) in
+ * The renaming of an open-vocabulary table: every word of 3+ letters (but `The`, `and`, units) in
  * its name, column names and values becomes a made-up word, the same one wherever it occurs
  * (so the question, the table and the gold SQL agree), keeping the word's capital. With the
  * generator's ~200 words a model can learn to "copy" by recalling among them (session 19:
@@ -205,7 +205,7 @@ function madeUpWord(random: Random): string {
  * copying as the only way.
  */
 function renaming(random: Random): (text: string) => string {
-  const KEEP = new Set(["the", "and", "of", "in", "no", "usd", "years", "pages", "km2"]);
+  const KEEP = new Set(["the", "and", "usd", "years", "pages"]); // function words and units
   const words = new Map<string, string>();
   const used = new Set<string>();
   const rename = (word: string) => {
