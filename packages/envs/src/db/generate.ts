@@ -292,6 +292,8 @@ function makeQuestion(kind: Kind, table: Table, random: Random): Generated | und
         `Insert into the '${table.name}' table the values for ${andList(columns.map((column) => column.name))}, which are ${andList(quoted)}, respectively.`,
         `Insert a new row into the '${table.name}' table with the following values: ${columns.map((column, i) => `${column.name} as ${quoted[i]}`).join(", ")}.`,
         `Insert data into the table named ${table.name}, with values ${andList(columns.map((column, i) => `${quoted[i]} for ${column.name}`))}.`,
+        // dbbench's too: columns in lower case, numbers unquoted (the header list spells them)
+        `Insert a new record into the '${table.name}' table with the values of ${andList(columns.map((column, i) => `${column.name.toLowerCase()} ${column.numeric ? added[i] : quoted[i]}`))}.`,
       ]);
       return { description, sql, after: [...rows, added] };
     }
@@ -307,6 +309,7 @@ function makeQuestion(kind: Kind, table: Table, random: Random): Generated | und
         // dbbench's own shapes
         `In the '${table.name}' table, update the '${column.name}' column to '${value}' where the '${key.name}' column equals '${row[0]}'.`,
         `Alter the '${column.name}' value to '${value}' for the entry with '${key.name}' equal to '${row[0]}' in the '${table.name}' table.`,
+        `Update the ${column.name.toLowerCase()} of ${row[0]} to ${column.numeric ? value : `'${value}'`} in the ${table.name} table.`,
       ]);
       return { description, sql, after: rows.map((r) => (r === row ? r.map((v, i) => (i === at(column) ? value : v)) : r)) };
     }
@@ -329,7 +332,7 @@ function makeQuestion(kind: Kind, table: Table, random: Random): Generated | und
     case "other": {
       const column = random.pick(columns.slice(1));
       const sql = `SELECT ${quoteIdentifier(column.name)} FROM ${T} WHERE ${K} = ${literal(row[0])}`;
-      const description = random.pick([`What is the ${column.name} of the ${domain.entity} '${row[0]}'?`, `Which ${column.name} does ${row[0]} have?`]);
+      const description = random.pick([`What is the ${column.name} of the ${domain.entity} '${row[0]}'?`, `Which ${column.name} does ${row[0]} have?`, `what is the ${column.name.toLowerCase()} of ${row[0]}?`]);
       return { description, sql, answers: [row[at(column)]] };
     }
     case "list": {
