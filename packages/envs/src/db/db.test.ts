@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import Docker from "dockerode";
 import { playEpisode } from "../play.js";
 import { hasAgentBenchData } from "../docker/agentbench.js";
-import { isDockerAvailable, RUN_LABEL } from "../docker/runtime.js";
+import { DockerRuntime, isDockerAvailable, RUN_LABEL } from "../docker/runtime.js";
 import { IMAGES, imageHash } from "../docker/images.js";
 import type { AssistantMessage, Message } from "../types.js";
 import { createTaskFamily, loadDbSamples, unbuildableReason, type DbSession, type DbTaskFamily } from "./index.js";
@@ -44,6 +44,17 @@ describe("DB data", { skip: data ? false : "no AgentBench data in ../shared/data
     // One dev sample's table has an empty column name, which MySQL refuses: the only unbuildable one.
     assert.deepEqual(samples.filter((sample) => unbuildableReason(sample)).map((sample) => sample.index), [10005]);
     assert.match(unbuildableReason(samples.find((sample) => sample.index === 10005)!)!, /historic_sites.*\(""/);
+  });
+
+  test("the family's seed is its world: another seed, other generated tasks; the dev set the same", async () => {
+    const idle = new DockerRuntime({ docker: { listContainers: async () => [] } as unknown as Docker, reapSeconds: 0 });
+    const [home, again, other] = await Promise.all([0, 0, 1000].map((seed) => createTaskFamily({ runtime: idle, seed, generatedSize: 20 })));
+    const generated = (family: DbTaskFamily) => family.samples.filter((sample) => sample.index >= 100_000).map((sample) => sample.description);
+    assert.deepEqual(generated(again), generated(home));
+    assert.notDeepEqual(generated(other), generated(home), "world 1000 is not world 0");
+    assert.deepEqual(other.indices("test"), home.indices("test"));
+    await Promise.all([home, again, other].map((family) => family.close()));
+    await idle.close();
   });
 
   test("a missing data folder is a clear error that says where the data comes from", () => {

@@ -374,7 +374,7 @@ export class DbWrongExpert implements Expert {
 
 /** The DB task family on the local Docker engine. */
 export async function createTaskFamily(options: DbFamilyOptions = {}): Promise<DbTaskFamily> {
-  const samples = options.samples ?? [...loadDbSamples(options.dataDir), ...generateDbSamples(options.generatedSize ?? DEFAULT_GENERATED_COUNT)];
+  const samples = options.samples ?? [...loadDbSamples(options.dataDir), ...generateDbSamples(options.generatedSize ?? DEFAULT_GENERATED_COUNT, options.seed ?? 0)];
   const runtime = options.runtime ?? (await DockerRuntime.connect());
   return new DbTaskFamily(runtime, { ...options, samples }, options.runtime === undefined);
 }
