@@ -1,6 +1,6 @@
 /**
  * Greedy DB success on project-generated tasks of a world no model was trained on (the train
- * split's generated instances of `--world`, default 1000), per difficulty, with the share of
+ * split's generated instances of `--world`, default 1000; the DB family's seed is its world), per difficulty, with the share of
  * first calls that name the question's table. AgentBench's dev set (`agentrl eval --tasks db`)
  * says how a model does on real tables; this says whether it learnt DB on the generator's
  * (docs/warmstart.md, "DB: names right by recall, not by copy"). Needs Docker.
@@ -31,8 +31,9 @@ try {
     onEpisode: (trajectory) => {
       const text = policy.tokenizer!.decode(Array.from(trajectory.tokens));
       const table = /The name of this table is (.*?), and the headers/.exec(text)?.[1] ?? "";
-      const firstCall = text.slice(text.indexOf("<|im_start|>assistant"), text.indexOf("<|im_start|>assistant") + 400);
-      episodes.push({ task: trajectory.task, index: trajectory.index, reward: trajectory.environmentReward ?? 0, namesTable: table !== "" && firstCall.includes(table), text });
+      const answerAt = text.indexOf("<|im_start|>assistant");
+      const firstCall = text.slice(answerAt, answerAt + 400);
+      episodes.push({ task: trajectory.task, index: trajectory.index, reward: trajectory.environmentReward, namesTable: table !== "" && firstCall.includes(table), text });
     },
   });
   for (const [task, result] of Object.entries(results)) {
