@@ -84,6 +84,12 @@ export interface CurriculumTaskFamily extends TaskFamily {
   expert(index: number): Expert;
   /** An agent that answers sample `index` deliberately wrong (must score 0); for checks. */
   wrongExpert?(index: number): Expert;
+  /**
+   * The same family on world `seed` (other generated tasks, the same test split), sharing this
+   * one's containers and servers; closing it ends only its own sessions. Families without it
+   * open a world with `createTaskFamily(name, { seed })`.
+   */
+  atWorld?(seed: number): CurriculumTaskFamily;
 }
 
 /** Errors raised to callers of the environment API (never to the agent). */

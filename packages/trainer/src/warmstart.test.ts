@@ -117,6 +117,22 @@ test("TrainingWorlds: world 0 is the open family; world k is the family of seed 
   }
 });
 
+test("TrainingWorlds opens a world with the home family's atWorld where it has one (its servers, no new family)", async () => {
+  const asked: number[] = [];
+  const home = await createTaskFamily("kg", { seed: 3 });
+  const world = await createTaskFamily("kg", { seed: 4 });
+  const sharing = Object.assign(Object.create(home) as typeof home, { atWorld: (seed: number) => (asked.push(seed), world) });
+  const worlds = new TrainingWorlds(2, { seed: 3, familyOptions: {} });
+  try {
+    assert.equal(await worlds.family(sharing, 1), world);
+    assert.equal(await worlds.family(sharing, 1), world, "opened once");
+    assert.deepEqual(asked, [4], "asked for world seed + 1, once");
+  } finally {
+    await worlds.close();
+    await home.close?.();
+  }
+});
+
 test("warmStartStages merges each stage into the one before; fromStage starts a recipe part-way from a given model", () => {
   const recipe = { out: "/tmp/ws", steps: 2, learningRate: 1e-3, tasks: ["kg"], then: [{ steps: 3 }, { tasks: ["alfworld"], learningRate: 1e-4 }] };
   const stages = warmStartStages(recipe);

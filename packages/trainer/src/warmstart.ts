@@ -467,7 +467,7 @@ export function openDifficulties(difficulties: readonly number[], curriculum: "u
   return difficulties.slice(0, open);
 }
 
-/** A family's other worlds (`seed + k`), each opened on first use and kept until `close`. */
+/** A family's other worlds (`seed + k`), each opened on first use (on the home family's servers where it can, `atWorld`) and kept until `close`. */
 export class TrainingWorlds {
   private readonly opened = new Map<string, Promise<CurriculumTaskFamily>>();
 
@@ -488,7 +488,8 @@ export class TrainingWorlds {
     const key = `${home.name}/${k}`;
     let family = this.opened.get(key);
     if (!family) {
-      family = createTaskFamily(home.name, { ...this.options.familyOptions, seed: this.options.seed + k });
+      const seed = this.options.seed + k;
+      family = home.atWorld ? Promise.resolve(home.atWorld(seed)) : createTaskFamily(home.name, { ...this.options.familyOptions, seed });
       this.opened.set(key, family);
     }
     return family;

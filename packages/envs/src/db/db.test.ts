@@ -107,6 +107,31 @@ describe("DB family on MariaDB", { skip: dockerSkip }, () => {
     await fresh.close();
   });
 
+  test("another world (atWorld) plays its own generated tasks on the same server; closing it leaves the server", async () => {
+    const home = await createTaskFamily({ runtime: family.runtime, seed: 0, generatedSize: 20 });
+    const world = home.atWorld(1000);
+    const alone = await createTaskFamily({ runtime: family.runtime, seed: 1000, generatedSize: 20 });
+    const generated = (of: DbTaskFamily) => of.samples.filter((sample) => sample.index >= 100_000).map((sample) => sample.description);
+    assert.deepEqual(generated(world), generated(alone), "the world's tasks are those of a family made with its seed");
+    assert.notDeepEqual(generated(world), generated(home));
+    assert.deepEqual(world.indices("test"), home.indices("test"));
+    const index = world.indices("train").find((candidate) => candidate >= 100_000)!;
+    const [onHome, onWorld] = await Promise.all([home.startSession(home.indices("train")[0]), world.startSession(index)]);
+    const servers = await docker.listContainers({ filters: { label: [`${RUN_LABEL}=${family.runtime.runId}`, "agentrl.task=db"] } });
+    assert.equal(servers.length, 2, "the shared family's server and home's, none for the world");
+    assert.equal((await world.sharedServer()).containerId, (await home.sharedServer()).containerId);
+    const played = await playEpisode(world, index, world.expert(index));
+    assert.equal(played.reward, 1, "the world's expert solves its own task");
+    await world.close();
+    assert.equal(onWorld.finished, true, "closing the world ends its sessions");
+    assert.equal(onHome.finished, false, "and not home's");
+    const reply = await onHome.interact(call("execute_sql", { query: "SELECT 1" }));
+    assert.equal(reply.messages[0].content, "[(1,)]", "home's server still answers");
+    await home.close();
+    assert.equal(home.activeSessions, 0);
+    await alone.close();
+  });
+
   test("each session has its own database, dropped at the end", async () => {
     const [first, second] = (await Promise.all([family.startSession(family.indices("train")[0]), family.startSession(family.indices("train")[0])])) as DbSession[];
     assert.notEqual(first.database, second.database);

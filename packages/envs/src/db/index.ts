@@ -23,7 +23,7 @@ import { compareDbAnswers, cleanAnswer, hashFromResult } from "./compare.js";
 import { dbDifficulty, initStatements, isModification, loadDbSamples, quoteIdentifier, tableHashQuery, unbuildableReason, type DbSample } from "./data.js";
 import { parsePythonList, pythonRowsRepr, type PythonValue } from "./python-format.js";
 import { MariaDbServer, type MariaDbServerOptions, type SessionLogin } from "./server.js";
-import { DEFAULT_GENERATED_COUNT, generateDbSamples } from "./generate.js";
+import { DEFAULT_GENERATED_COUNT, GENERATED_OFFSET, generateDbSamples } from "./generate.js";
 
 export { compareDbAnswers, cleanAnswer } from "./compare.js";
 export { loadDbSamples, dbDifficulty, initStatements, tableHashQuery, unbuildableReason, type DbSample } from "./data.js";
@@ -98,15 +98,34 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   private server: Promise<MariaDbServer> | undefined;
   private readonly sessions = new Set<DbSession>();
   readonly statementSeconds: number;
+  /** The family whose server and session slots this one uses (`atWorld`); undefined when it has its own. */
+  private readonly host: DbTaskFamily | undefined;
+  /** The families on other worlds that use this one's server (`atWorld`). */
+  private readonly worlds = new Set<DbTaskFamily>();
 
-  constructor(runtime: DockerRuntime, options: DbFamilyOptions = {}, ownsRuntime = false) {
+  constructor(runtime: DockerRuntime, options: DbFamilyOptions = {}, ownsRuntime = false, host?: DbTaskFamily) {
     this.runtime = runtime;
     this.ownsRuntime = ownsRuntime;
+    this.host = host;
     this.samples = options.samples ?? loadDbSamples(options.dataDir);
     this.playable = this.samples.filter((sample) => !unbuildableReason(sample));
     this.statementSeconds = options.statementSeconds ?? DB_QUERY_SECONDS;
     this.serverOptions = { statementSeconds: this.statementSeconds, ...options.server };
-    this.slots = new Slots(options.maxSessions ?? 64);
+    this.slots = host?.slots ?? new Slots(options.maxSessions ?? 64);
+  }
+
+  /**
+   * The family on world `seed`: that seed's generated tasks (AgentBench's are the same), on
+   * this family's server and session slots, so that a training world costs no container.
+   * Closing it ends only its own sessions.
+   */
+  atWorld(seed: number): DbTaskFamily {
+    const host = this.host ?? this;
+    const agentBench = host.samples.filter((sample) => sample.index < GENERATED_OFFSET);
+    const generated = host.samples.length - agentBench.length;
+    const world = new DbTaskFamily(host.runtime, { samples: [...agentBench, ...generateDbSamples(generated, seed)], statementSeconds: host.statementSeconds }, false, host);
+    host.worlds.add(world);
+    return world;
   }
 
   get activeSessions(): number {
@@ -130,6 +149,7 @@ export class DbTaskFamily implements CurriculumTaskFamily {
 
   /** The shared server, started on first use and restarted after it died. */
   async sharedServer(): Promise<MariaDbServer> {
+    if (this.host) return this.host.sharedServer();
     if (!this.server) {
       // Assigned before any await, so sessions starting together share one server.
       const starting = this.runtime.reaped.then(() => MariaDbServer.start(this.runtime, this.serverOptions));
@@ -145,7 +165,7 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   private serverDied(which: Promise<MariaDbServer>): void {
     if (this.server === which) this.server = undefined;
     void which.then((server) => server.dispose());
-    for (const session of this.sessions) void session.fail("the MariaDB container stopped");
+    for (const family of [this, ...this.worlds]) for (const session of family.sessions) void session.fail("the MariaDB container stopped");
   }
 
   /**
@@ -214,7 +234,9 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   }
 
   async close(): Promise<void> {
+    await Promise.all([...this.worlds].map((world) => world.close()));
     await Promise.all([...this.sessions].map((session) => session.cancel()));
+    this.host?.worlds.delete(this);
     const server = this.server;
     this.server = undefined;
     if (server) {
