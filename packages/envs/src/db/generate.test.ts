@@ -63,6 +63,17 @@ describe("generated DB tasks", () => {
     }
   });
 
+  test("made-up words use every letter and hundreds of different syllables (a copy learnt on them is not tied to a few tokenizer pieces)", () => {
+    const names = samples.flatMap((sample) => sample.tables[0].table_name.match(/[A-Za-z]{3,}/g) ?? []).map((word) => word.toLowerCase());
+    const tablesWith = new Map<string, number>();
+    for (const word of names) tablesWith.set(word, (tablesWith.get(word) ?? 0) + 1);
+    const madeUp = names.filter((word) => tablesWith.get(word)! < 5); // the generator's own words recur
+    const letters = new Set(madeUp.join(""));
+    assert.equal(letters.size, 26, `letters of made-up table names: ${[...letters].sort().join("")}`);
+    const trigrams = new Set(madeUp.flatMap((word) => Array.from({ length: word.length - 2 }, (_, k) => word.slice(k, k + 3))));
+    assert.ok(trigrams.size > 800, `${trigrams.size} different three-letter strings in made-up table names`);
+  });
+
   test("modifications change the table hash; SELECT labels come from the table", () => {
     for (const sample of samples) {
       const table = sample.tables[0];

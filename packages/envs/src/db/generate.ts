@@ -187,13 +187,23 @@ export function generatedTableHash(rows: readonly (readonly string[])[]): string
   return `[('${createHash("md5").update(joined, "utf8").digest("hex")}',)]`;
 }
 
-const ONSETS = ["b", "c", "d", "f", "g", "h", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "z", "br", "ch", "st", "tr"];
-const VOWELS = ["a", "e", "i", "o", "u", "a", "e", "o", "ai", "ou"];
-const CODAS = ["", "", "", "", "n", "r", "s", "l", "m", "t"];
+// Every letter of the alphabet and most of English's spellings of a syllable, so that made-up
+// words come out in many tokenizer pieces: a copy learnt on a few hundred pieces (the first
+// inventory, 21 onsets × 10 vowels × 10 codas) garbled AgentBench's names of other pieces
+// (docs/warmstart.md, session 20). Single letters are the most common, as in English.
+const SINGLE_ONSETS = ["", "b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "qu", "r", "s", "t", "v", "w", "x", "y", "z"];
+const CLUSTER_ONSETS = ["bl", "br", "ch", "cl", "cr", "dr", "fl", "fr", "gl", "gr", "kn", "ph", "pl", "pr", "sc", "sh", "sk", "sl", "sm", "sn", "sp", "st", "sw", "th", "tr", "tw", "wh", "wr"];
+const VOWELS = ["a", "e", "i", "o", "u", "y", "a", "e", "i", "o", "ai", "au", "ea", "ee", "ei", "ie", "io", "oa", "oo", "ou", "ue"];
+const SINGLE_CODAS = ["b", "d", "f", "g", "l", "m", "n", "p", "r", "s", "t", "x", "z"];
+const CLUSTER_CODAS = ["ck", "ll", "nd", "ng", "nk", "nt", "rd", "rk", "rn", "ss", "st", "th"];
 
-/** A made-up word of 2 or 3 syllables (`Tovarin`, `belsa`): none of the generator's own words. */
+/** A made-up word of 2 or 3 syllables (`Quelbon`, `twaimex`): none of the generator's own words. */
 function madeUpWord(random: Random): string {
-  return Array.from({ length: random.chance(0.7) ? 2 : 3 }, () => random.pick(ONSETS) + random.pick(VOWELS) + random.pick(CODAS)).join("");
+  const syllable = () =>
+    random.pick(random.chance(0.75) ? SINGLE_ONSETS : CLUSTER_ONSETS) +
+    random.pick(VOWELS) +
+    (random.chance(0.5) ? "" : random.pick(random.chance(0.75) ? SINGLE_CODAS : CLUSTER_CODAS));
+  return Array.from({ length: random.chance(0.7) ? 2 : 3 }, syllable).join("");
 }
 
 /**
