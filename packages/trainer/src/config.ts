@@ -107,7 +107,7 @@ const ExternalModelSchema = z
 const RlSchema = z
   .object({
     mode: z.enum(["async", "sync"]).default("async").describe("`async`: rollout never stops, the learner trains in its own thread (data-parallel with a gradient thread, which holds a second copy of the policy); `sync`: generate a batch, train, repeat (the baseline)."),
-    steps: positiveInteger().default(100).describe("Optimizer steps of the RL phase (the default run: ~18 of its ~23 min on 2 cores; from the shipped warm start a step takes ~10.6 s on average)."),
+    steps: positiveInteger().default(100).describe("Optimizer steps of the RL phase (the default run: ~16 of its ~21 min on a quiet 2-core machine; from the shipped warm start a step takes ~9.5 s on average)."),
     batchGroups: positiveInteger().default(4).describe("Complete groups (task instances) per step."),
     groupSize: positiveInteger().default(8).describe("Episodes per task instance (GRPO's n)."),
     learningRate: z.number().positive().default(2e-4).describe("Peak learning rate (AdamW)."),

@@ -68,7 +68,7 @@ function stopOnSignals(print: Printer): AbortController {
 export function registerTrainCommand(program: Command): void {
   program
     .command("train")
-    .description("Train a policy: warm start, then GRPO over the task mix (no arguments: the embedded default run, ~20-23 min on 2 cores)")
+    .description("Train a policy: warm start, then GRPO over the task mix (no arguments: the embedded default run, ~21 min on a quiet 2-core machine)")
     .option("-c, --config <file>", "YAML configuration (see docs/config.md); default: the embedded default run")
     .option("--set <key=value>", "override a configuration key, e.g. --set rl.steps=20 (repeatable; values are YAML: numbers, booleans, [lists])", (value: string, previous: string[] = []) => [...previous, value])
     .option("--resume", "continue from the newest checkpoint of the run folder")
