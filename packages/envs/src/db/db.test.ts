@@ -12,7 +12,7 @@ import { hasAgentBenchData } from "../docker/agentbench.js";
 import { DockerRuntime, isDockerAvailable, RUN_LABEL } from "../docker/runtime.js";
 import { IMAGES, imageHash } from "../docker/images.js";
 import type { AssistantMessage, Message } from "../types.js";
-import { createTaskFamily, loadDbSamples, unbuildableReason, type DbSession, type DbTaskFamily } from "./index.js";
+import { createTaskFamily, GENERATED_OFFSET, loadDbSamples, unbuildableReason, type DbSession, type DbTaskFamily } from "./index.js";
 
 const docker = new Docker();
 const data = hasAgentBenchData("dbbench");
@@ -24,6 +24,11 @@ const dockerSkip = !data
 
 function call(name: string, args: Record<string, unknown>): AssistantMessage {
   return { role: "assistant", content: null, tool_calls: [{ id: `c_${name}`, type: "function", function: { name, arguments: JSON.stringify(args) } }] };
+}
+
+/** The questions of a family's generated tasks (its world's), in order. */
+function generatedQuestions(family: DbTaskFamily): string[] {
+  return family.samples.filter((sample) => sample.index >= GENERATED_OFFSET).map((sample) => sample.description);
 }
 
 /** The text of a reply message; fails the test when the message has none. */
@@ -49,9 +54,8 @@ describe("DB data", { skip: data ? false : "no AgentBench data in ../shared/data
   test("the family's seed is its world: another seed, other generated tasks; the dev set the same", async () => {
     const idle = new DockerRuntime({ docker: { listContainers: async () => [] } as unknown as Docker, reapSeconds: 0 });
     const [home, again, other] = await Promise.all([0, 0, 1000].map((seed) => createTaskFamily({ runtime: idle, seed, generatedSize: 20 })));
-    const generated = (family: DbTaskFamily) => family.samples.filter((sample) => sample.index >= 100_000).map((sample) => sample.description);
-    assert.deepEqual(generated(again), generated(home));
-    assert.notDeepEqual(generated(other), generated(home), "world 1000 is not world 0");
+    assert.deepEqual(generatedQuestions(again), generatedQuestions(home));
+    assert.notDeepEqual(generatedQuestions(other), generatedQuestions(home), "world 1000 is not world 0");
     assert.deepEqual(other.indices("test"), home.indices("test"));
     await Promise.all([home, again, other].map((family) => family.close()));
     await idle.close();
@@ -111,11 +115,10 @@ describe("DB family on MariaDB", { skip: dockerSkip }, () => {
     const home = await createTaskFamily({ runtime: family.runtime, seed: 0, generatedSize: 20 });
     const world = home.atWorld(1000);
     const alone = await createTaskFamily({ runtime: family.runtime, seed: 1000, generatedSize: 20 });
-    const generated = (of: DbTaskFamily) => of.samples.filter((sample) => sample.index >= 100_000).map((sample) => sample.description);
-    assert.deepEqual(generated(world), generated(alone), "the world's tasks are those of a family made with its seed");
-    assert.notDeepEqual(generated(world), generated(home));
+    assert.deepEqual(generatedQuestions(world), generatedQuestions(alone), "the world's tasks are those of a family made with its seed");
+    assert.notDeepEqual(generatedQuestions(world), generatedQuestions(home));
     assert.deepEqual(world.indices("test"), home.indices("test"));
-    const index = world.indices("train").find((candidate) => candidate >= 100_000)!;
+    const index = world.indices("train").find((candidate) => candidate >= GENERATED_OFFSET)!;
     const [onHome, onWorld] = await Promise.all([home.startSession(home.indices("train")[0]), world.startSession(index)]);
     const servers = await docker.listContainers({ filters: { label: [`${RUN_LABEL}=${family.runtime.runId}`, "agentrl.task=db"] } });
     assert.equal(servers.length, 2, "the shared family's server and home's, none for the world");
