@@ -97,10 +97,15 @@ if failing is not None:
     print("\n".join(failing.source.splitlines()[:8]))
     print("--- its output (last lines) ---")
     print("\n".join(text.splitlines()[-30:]))
-# tslab's compiler watches package.json and .d.ts files under node_modules; when another
-# process rewrites one mid-run (a concurrent build or npm install on a shared work tree),
-# the next cell fails with this internal error, which says nothing about the notebook.
-sys.exit(75 if "Unexpected pending rebuildTimer" in text else 1)
+# Two failures that say nothing about the notebook, worth one retry (exit 75):
+# - tslab's compiler watches package.json and .d.ts files under node_modules; when another
+#   process rewrites one mid-run (a concurrent build or npm install on a shared work tree),
+#   the next cell fails with "Unexpected pending rebuildTimer".
+# - the kernel never answered, so no cell started: tslab 1.0.22 starts its zeromq receive
+#   loops before its sockets finish binding, and a kernel_info request that lands in that
+#   window fails with EBUSY ("Socket is blocked by a bind or unbind operation"), which kills
+#   the shell loop: the kernel lives on, deaf, until nbclient's start-up timeout.
+sys.exit(75 if "Unexpected pending rebuildTimer" in text or not started else 1)
 PYTHON
 }
 
@@ -111,7 +116,8 @@ for notebook in "${notebooks[@]}"; do
   code=0
   run_one "$notebook" >"$log" 2>&1 || code=$?
   if [ "$code" = 75 ]; then
-    say "$notebook: tslab saw files change under it (a concurrent build?); retrying once"
+    say "$notebook: the kernel did not start, or tslab saw files change under it; retrying once"
+    sed 's/^/    /' "$log"
     code=0
     run_one "$notebook" >"$log" 2>&1 || code=$?
   fi

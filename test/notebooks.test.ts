@@ -6,7 +6,7 @@
 import { describe, test, type TestContext } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -104,6 +104,19 @@ describe("notebooks (tslab, headless)", { timeout: 25 * 60_000 }, () => {
     const written = readExecuted(join(run.outputDirectory, "throws.ipynb"));
     assert.match(written.text, /first/);
     assert.doesNotMatch(written.text, /never printed/);
+  });
+
+  test("a kernel that never answers is retried once, then fails the notebook", (t) => {
+    // A kernel spec named tslab, first on JUPYTER_PATH, whose process exits at once: no cell starts.
+    const jupyterPath = mkdtempSync(join(tmpdir(), "agentrl-dead-kernel-"));
+    mkdirSync(join(jupyterPath, "kernels", "tslab"), { recursive: true });
+    writeFileSync(join(jupyterPath, "kernels", "tslab", "kernel.json"),
+      JSON.stringify({ argv: ["/bin/sh", "-c", "exit 3", "{connection_file}"], display_name: "dead", language: "typescript" }));
+    const run = runNotebooks(["notebooks/quickstart.ipynb"], { JUPYTER_PATH: jupyterPath });
+    if (skippedForMissingPrerequisite(t, run)) return;
+    assert.equal(run.code, 1, run.log);
+    assert.equal(run.log.match(/the kernel did not start, or tslab saw files change under it; retrying once/g)?.length, 1, run.log);
+    assert.match(run.log, /quickstart\.ipynb: FAILED/);
   });
 
   test("quickstart and your-own-task run to the end: expert, model, supervised and RL steps, charts", (t) => {
