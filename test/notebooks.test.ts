@@ -106,6 +106,31 @@ describe("notebooks (tslab, headless)", { timeout: 25 * 60_000 }, () => {
     assert.doesNotMatch(written.text, /never printed/);
   });
 
+  test("the kernel preload: a socket's receive during its pending bind waits for the bind (zeromq alone throws EBUSY)", () => {
+    const script = `
+      const { dirname } = require("node:path");
+      if (process.argv[1] === "mended") require(${JSON.stringify(join(root, "scripts", "tslab-zeromq-binds.cjs"))});
+      const zmq = require(require.resolve("zeromq", { paths: [dirname(require.resolve("tslab/package.json"))] }));
+      (async () => {
+        const router = new zmq.Router();
+        const bound = router.bind("tcp://127.0.0.1:0");
+        let received;
+        try { received = router.receive(); } catch (error) { console.log("threw " + error.code); router.close(); return; }
+        await bound;
+        const dealer = new zmq.Dealer();
+        dealer.connect(router.lastEndpoint);
+        await dealer.send("hello");
+        const [, body] = await received;
+        console.log("received " + body);
+        router.close(); dealer.close();
+      })();`;
+    const run = (mode: string) => spawnSync(process.execPath, ["-e", script, mode], { cwd: root, encoding: "utf8", timeout: 30_000 });
+    const plain = run("plain");
+    assert.equal(plain.stdout.trim(), "threw EBUSY", `${plain.stdout}${plain.stderr}`);
+    const mended = run("mended");
+    assert.equal(mended.stdout.trim(), "received hello", `${mended.stdout}${mended.stderr}`);
+  });
+
   test("a kernel that never answers is retried once, then fails the notebook", (t) => {
     // A kernel spec named tslab, first on JUPYTER_PATH, whose process exits at once: no cell starts.
     const jupyterPath = mkdtempSync(join(tmpdir(), "agentrl-dead-kernel-"));
