@@ -59,7 +59,7 @@ rollout:
   maxTurns: 2
   maxNewTokensPerTurn: 12
 evaluation:
-  every: 2
+  every: 1
   limit: 2
   finalLimit: 2
   concurrency: 4
@@ -89,8 +89,12 @@ describe("agentrl train / eval (CLI end to end)", () => {
     assert.ok(existsSync(join(runDirectory, "checkpoints", "step-000002", "policy", "model.safetensors")));
     assert.ok(existsSync(join(runDirectory, "warmstart", "model", "model.safetensors")), "the warm-started model");
     assert.deepEqual(metricSteps(runDirectory), [1, 2]);
-    const metrics = JSON.parse(readFileSync(join(runDirectory, "metrics.jsonl"), "utf8").trim().split("\n")[1]) as Record<string, number>;
-    assert.ok("eval/success/alfworld" in metrics && "eval/success/webshop" in metrics, "the periodic evaluation at step 2");
+    const [atStep1, atStep2] = readFileSync(join(runDirectory, "metrics.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line) as Record<string, number>);
+    assert.ok("eval/success/alfworld" in atStep1 && "eval/success/webshop" in atStep1, "the periodic evaluation at step 1");
+    assert.ok(!("eval/success/alfworld" in atStep2), "none at the last step: the final evaluation measures that policy");
+    const testPlot = readFileSync(join(runDirectory, "success-test.svg"), "utf8");
+    assert.match(testPlot, /last point: final evaluation, 2 a task/);
+    assert.equal(testPlot.match(/<path d="M[\d.]+,[\d.]+ L[\d.]+,[\d.]+"/g)?.length, 2, "a line per task: step 1's evaluation to the final one");
     assert.match(readFileSync(join(runDirectory, "success-train.svg"), "utf8"), /^<svg[\s\S]*alfworld[\s\S]*<\/svg>$/);
     assert.match(first.stdout, /\| task \| after warm start \| after RL \(step 2\) \|/);
     assert.match(first.stdout, /\| alfworld \| \d+\.\d% \| \d+\.\d% \|/);

@@ -218,7 +218,7 @@ const RolloutSchema = z
 
 const EvaluationSchema = z
   .object({
-    every: nonNegativeInteger().default(20).describe("RL steps between evaluations on the test split (success per task into metrics.jsonl and the plot); 0 turns them off."),
+    every: nonNegativeInteger().default(20).describe("RL steps between evaluations on the test split (success per task into metrics.jsonl and the plot); 0 turns them off. The last step has none: the final tables measure that policy."),
     limit: positiveInteger().default(10).describe("Test instances per task in each evaluation (the first ones at the task's difficulty)."),
     finalLimit: positiveInteger().default(200).describe("Test instances per task of the before/after tables."),
     samples: positiveInteger().default(1).describe("Samples per instance (pass@k with k = samples)."),
