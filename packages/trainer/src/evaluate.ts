@@ -87,58 +87,35 @@ export function faultedTasks(results: Record<string, TaskEvaluation>): string[] 
     .map((r) => `${r.task}: ${r.infrastructureFaults} of ${r.episodes}${r.infrastructureFaultError ? ` (e.g. "${r.infrastructureFaultError.slice(0, 160)}")` : ""}`);
 }
 
-/** One of several evaluations played together by {@link evaluateTogether}: its tasks, at its temperature. */
-export interface EvaluationVariant {
-  tasks: readonly string[];
-  /** 0 = greedy. */
-  temperature: number;
-}
-
 export async function evaluate(options: EvaluationOptions): Promise<Record<string, TaskEvaluation>> {
-  const [result] = await evaluateTogether(options, [{ tasks: options.tasks, temperature: options.temperature ?? 0 }]);
-  return result;
-}
-
-/**
- * Several evaluations of one policy (greedy and sampled, say) played as one: their episodes
- * share one engine and one queue of `options.concurrency`, so the second starts while the
- * first's last, longest episodes finish (one tail instead of one each). Returns one result
- * per variant, in order; `options.tasks` and `options.temperature` are the variants' own.
- * The variants' sampled episodes share the engine's random stream with each other (greedy
- * ones draw nothing), as tasks evaluated together always have.
- */
-export async function evaluateTogether(options: Omit<EvaluationOptions, "tasks" | "temperature">, variants: readonly EvaluationVariant[]): Promise<Record<string, TaskEvaluation>[]> {
   const tokenizer: ChatTokenizer | undefined = options.policy.tokenizer;
   if (!tokenizer) throw new Error("the policy has no tokenizer");
   const samples = Math.max(1, options.samples ?? 1);
-  const engine = createPolicyEngine(options.policy, { temperature: variants[0]?.temperature ?? 0, seed: options.seed ?? 0, maxBatchSize: options.concurrency ?? 32 });
+  const engine = createPolicyEngine(options.policy, { temperature: options.temperature ?? 0, seed: options.seed ?? 0, maxBatchSize: options.concurrency ?? 32 });
   const pool = new PolicyPool({ current: engine, seed: options.seed ?? 0 });
   const queue = new PQueue({ concurrency: options.concurrency ?? 32 });
-  const results = variants.map(() => new Map<string, Trajectory[][]>());
-  const jobs: { variant: number; task: string; index: number; sample: number; slot: number }[] = [];
-  for (const [variant, { tasks }] of variants.entries()) {
-    for (const task of tasks) {
-      let indices = await options.client.getIndices(task, options.split ?? "test");
-      if (options.limit !== undefined) indices = indices.slice(0, options.limit);
-      results[variant].set(task, indices.map(() => []));
-      indices.forEach((index, slot) => {
-        for (let sample = 0; sample < samples; sample++) jobs.push({ variant, task, index, sample, slot });
-      });
-    }
+  const results = new Map<string, Trajectory[][]>();
+  const jobs: { task: string; index: number; sample: number; slot: number }[] = [];
+  for (const task of options.tasks) {
+    let indices = await options.client.getIndices(task, options.split ?? "test");
+    if (options.limit !== undefined) indices = indices.slice(0, options.limit);
+    results.set(task, indices.map(() => []));
+    indices.forEach((index, slot) => {
+      for (let sample = 0; sample < samples; sample++) jobs.push({ task, index, sample, slot });
+    });
   }
   let done = 0;
   try {
     await Promise.all(
       jobs.map((job) =>
         queue.add(async () => {
-          const temperature = variants[job.variant].temperature;
           const trajectory = await runEpisode(
             { client: options.client, tokenizer, pool },
-            { task: job.task, index: job.index, groupId: `eval-${job.variant > 0 ? `${job.variant}-` : ""}${job.task}-${job.index}`, member: job.sample },
-            { ...options.episode, temperature },
+            { task: job.task, index: job.index, groupId: `eval-${job.task}-${job.index}`, member: job.sample },
+            { ...options.episode, temperature: options.temperature ?? 0 },
             options.signal,
           );
-          results[job.variant].get(job.task)![job.slot].push(trajectory);
+          results.get(job.task)![job.slot].push(trajectory);
           options.onEpisode?.(trajectory);
           options.onProgress?.(++done, jobs.length);
         }),
@@ -147,11 +124,6 @@ export async function evaluateTogether(options: Omit<EvaluationOptions, "tasks" 
   } finally {
     engine.close();
   }
-  return results.map(summarize);
-}
-
-/** Success, pass@k, reward and turns per task of one evaluation's episodes (per task, per instance). */
-function summarize(results: Map<string, Trajectory[][]>): Record<string, TaskEvaluation> {
   const out: Record<string, TaskEvaluation> = {};
   for (const [task, perInstance] of results) {
     const all = perInstance.flat();

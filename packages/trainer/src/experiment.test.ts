@@ -12,7 +12,7 @@ import { DEFAULT_GRPO } from "./grpo.js";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SHIPPED_WARM_START, evaluateCached, evaluateCachedTogether, evaluationKey, openTasks, setAsideEarlierRun, successTable, trainingSettings } from "./experiment.js";
+import { SHIPPED_WARM_START, evaluateCached, evaluationKey, openTasks, setAsideEarlierRun, successTable, trainingSettings } from "./experiment.js";
 
 /** A family whose index encodes (difficulty, split, k): difficulty × 100 + (test ? 50 : 0) + k. */
 function fakeFamily(name: string): CurriculumTaskFamily {
@@ -234,47 +234,4 @@ test("evaluateCached: a task with infrastructure faults is reported and stored n
   assert.doesNotMatch(successTable([["after RL", clean]]), /faulted/);
   await rm(model, { recursive: true, force: true });
   await rm(run, { recursive: true, force: true });
-});
-
-test("evaluateCachedTogether: greedy and sampled play as one evaluation (one progress phase over both), greedy equals its evaluation alone, each is stored and read back", async () => {
-  await setBackend("cpu", { log: null });
-  const model = await makeSayModel();
-  const run = await mkdtemp(join(tmpdir(), "agentrl-eval-together-"));
-  try {
-    const greedyConfig = validateConfig({ run: { directory: run }, rollout: { maxTurns: 2, maxNewTokensPerTurn: 8 } }, "test");
-    const sampledConfig = { ...greedyConfig, evaluation: { ...greedyConfig.evaluation, temperature: 1 } };
-    const phases: [string, number][] = [];
-    const createProgress = (phase: string, total: number) => (phases.push([phase, total]), { update: () => {}, stop: () => {} });
-    const request = (config: typeof greedyConfig, phase: string) => ({ config, client: new InProcessEnvironmentClient([sayFamily]), tasks: ["say"], limit: 2, phase, createProgress });
-
-    const [greedy, sampled] = await evaluateCachedTogether(model, [
-      { name: "final", request: request(greedyConfig, "eval final (greedy, sampled)") },
-      { name: "final-sampled", request: request(sampledConfig, "eval final, sampled") },
-    ]);
-    assert.deepEqual(phases, [["eval final (greedy, sampled)", 4]], "one phase: 2 instances × 2 variants");
-    assert.equal(greedy.say.episodes, 2);
-    assert.equal(sampled.say.episodes, 2);
-    assert.ok(existsSync(join(run, "evaluations", "final.json")) && existsSync(join(run, "evaluations", "final-sampled.json")));
-    assert.equal((await readdir(join(model, "evaluations"))).length, 2, "a memo per variant");
-
-    // Greedy decoding is the same whether or not sampled episodes share its engine.
-    const alone = await mkdtemp(join(tmpdir(), "agentrl-eval-alone-"));
-    await rm(join(model, "evaluations"), { recursive: true });
-    const single = await evaluateCached("final", model, request({ ...greedyConfig, run: { ...greedyConfig.run, directory: alone } }, "eval final"));
-    await rm(alone, { recursive: true, force: true });
-    assert.deepEqual(single, greedy);
-
-    // Read back from the run's folder: nothing is played.
-    phases.length = 0;
-    const again = await evaluateCachedTogether(model, [
-      { name: "final", request: request(greedyConfig, "eval final (greedy, sampled)") },
-      { name: "final-sampled", request: request(sampledConfig, "eval final, sampled") },
-    ]);
-    const json = (value: unknown) => JSON.parse(JSON.stringify(value)) as unknown;
-    assert.deepEqual(again, json([greedy, sampled]));
-    assert.deepEqual(phases, []);
-  } finally {
-    await rm(model, { recursive: true, force: true });
-    await rm(run, { recursive: true, force: true });
-  }
 });

@@ -31,7 +31,7 @@ import {
 import { FaultInjectingClient, type EpisodeOptions, type TaskMixEntry } from "@agentrl/rollout";
 import { isCompleteModelFolder, latestCheckpoint, writeModelFolder } from "./checkpoint.js";
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "./config.js";
-import { evaluateTogether, faultedTasks, successCount, type TaskEvaluation } from "./evaluate.js";
+import { evaluate, faultedTasks, successCount, type TaskEvaluation } from "./evaluate.js";
 import { DEFAULT_GRPO } from "./grpo.js";
 import { optimizerOf, scheduleOf } from "./learner.js";
 import { runTraining, type TrainingRunOptions } from "./loop.js";
@@ -224,36 +224,24 @@ export interface EvaluationRequest {
 
 /** Evaluates a loaded policy on the test split with a progress bar. */
 async function evaluatePolicy(policy: Policy, request: EvaluationRequest): Promise<Record<string, TaskEvaluation>> {
-  const [result] = await evaluatePolicyTogether(policy, [request]);
-  return result;
-}
-
-/**
- * Evaluates a loaded policy for several requests that differ only in their tasks and their
- * evaluation temperature (greedy and sampled), played together under one progress bar (the
- * first request's phase, client, limit and other settings); one result per request.
- */
-async function evaluatePolicyTogether(policy: Policy, requests: readonly EvaluationRequest[]): Promise<Record<string, TaskEvaluation>[]> {
-  const [first] = requests;
-  const { config } = first;
-  const total = requests.reduce((sum, request) => sum + request.tasks.length, 0) * first.limit * config.evaluation.samples;
-  const progress = first.createProgress?.(first.phase, total, "episode", { plain: first.plain, minimumIntervalMs: 10_000 });
+  const { config } = request;
+  const total = request.tasks.length * request.limit * config.evaluation.samples;
+  const progress = request.createProgress?.(request.phase, total, "episode", { plain: request.plain, minimumIntervalMs: 10_000 });
   try {
-    return await evaluateTogether(
-      {
-        client: first.client,
-        policy,
-        split: "test",
-        limit: first.limit,
-        samples: config.evaluation.samples,
-        concurrency: config.evaluation.concurrency,
-        episode: episodeOptions(config),
-        seed: config.run.seed,
-        signal: first.signal,
-        onProgress: (done) => progress?.update(done),
-      },
-      requests.map((request) => ({ tasks: request.tasks, temperature: request.config.evaluation.temperature })),
-    );
+    return await evaluate({
+      client: request.client,
+      policy,
+      tasks: request.tasks,
+      split: "test",
+      limit: request.limit,
+      samples: config.evaluation.samples,
+      temperature: config.evaluation.temperature,
+      concurrency: config.evaluation.concurrency,
+      episode: episodeOptions(config),
+      seed: config.run.seed,
+      signal: request.signal,
+      onProgress: (done) => progress?.update(done),
+    });
   } finally {
     progress?.stop();
   }
@@ -321,71 +309,49 @@ export async function evaluationKey(directory: string, request: Pick<EvaluationR
  * stored nowhere (it measured the engine as well as the model) and is said in one line.
  */
 export async function evaluateCached(name: string, directory: string, request: EvaluationRequest): Promise<Record<string, TaskEvaluation>> {
-  const [result] = await evaluateCachedTogether(directory, [{ name, request }]);
-  return result;
-}
-
-/**
- * {@link evaluateCached} for several evaluations of one model (greedy and sampled): what no
- * store holds is played in one evaluation under the first request's progress bar, so that the
- * tails of the two overlap. The requests differ only in their evaluation temperature.
- */
-export async function evaluateCachedTogether(directory: string, evaluations: readonly { name: string; request: EvaluationRequest }[]): Promise<Record<string, TaskEvaluation>[]> {
-  const results: Record<string, TaskEvaluation>[] = evaluations.map(() => ({}));
-  const missing = evaluations.map(() => [] as { task: string; key: string }[]);
-  const stored = evaluations.map(({ name, request }) => join(request.config.run.directory, "evaluations", `${name}.json`));
-  for (const [i, { request }] of evaluations.entries()) {
-    if (existsSync(stored[i])) {
-      results[i] = JSON.parse(await readFile(stored[i], "utf8")) as Record<string, TaskEvaluation>;
+  const file = join(request.config.run.directory, "evaluations", `${name}.json`);
+  if (existsSync(file)) return JSON.parse(await readFile(file, "utf8")) as Record<string, TaskEvaluation>;
+  const result: Record<string, TaskEvaluation> = {};
+  const missing: { task: string; key: string }[] = [];
+  for (const task of request.tasks) {
+    const key = await evaluationKey(directory, request, task);
+    const memo = [join(directory, "evaluations", `${key}.json`), join(SHIPPED_WARM_START, "evaluations", `${key}.json`)].find((path) => existsSync(path));
+    if (!memo) {
+      missing.push({ task, key });
       continue;
     }
-    for (const task of request.tasks) {
-      const key = await evaluationKey(directory, request, task);
-      const memo = [join(directory, "evaluations", `${key}.json`), join(SHIPPED_WARM_START, "evaluations", `${key}.json`)].find((path) => existsSync(path));
-      if (!memo) {
-        missing[i].push({ task, key });
-        continue;
-      }
-      results[i][task] = JSON.parse(await readFile(memo, "utf8")) as TaskEvaluation;
-      request.print?.(`${request.phase}: ${task} measured before with the same model files and settings (${memo})`);
-    }
+    result[task] = JSON.parse(await readFile(memo, "utf8")) as TaskEvaluation;
+    request.print?.(`${request.phase}: ${task} measured before with the same model files and settings (${memo})`);
   }
-  const toMeasure = evaluations.flatMap(({ request }, i) => (missing[i].length > 0 ? [{ i, request: { ...request, tasks: missing[i].map((m) => m.task) } }] : []));
-  if (toMeasure.length > 0) {
+  if (missing.length > 0) {
     const policy = await Policy.load(directory, { trainable: false });
-    let measured: Record<string, TaskEvaluation>[];
+    let measured: Record<string, TaskEvaluation>;
     try {
-      measured = await evaluatePolicyTogether(policy, toMeasure.map((m) => m.request));
+      measured = await evaluatePolicy(policy, { ...request, tasks: missing.map((m) => m.task) });
     } finally {
       policy.dispose();
     }
-    const aborted = toMeasure[0].request.signal?.aborted;
-    if (!aborted) await mkdir(join(directory, "evaluations"), { recursive: true }).catch(() => {});
-    for (const [j, { i }] of toMeasure.entries()) {
-      for (const { task, key } of missing[i]) {
-        results[i][task] = measured[j][task];
-        // A result with infrastructure faults measures the engine too: never the model's memo.
-        if (aborted || (measured[j][task].infrastructureFaults ?? 0) > 0) continue;
-        await writeFile(join(directory, "evaluations", `${key}.json`), JSON.stringify(measured[j][task], null, 2)).catch(() => {});
-      }
+    if (request.signal?.aborted) return { ...result, ...measured };
+    await mkdir(join(directory, "evaluations"), { recursive: true }).catch(() => {});
+    for (const { task, key } of missing) {
+      result[task] = measured[task];
+      // A result with infrastructure faults measures the engine too: never the model's memo.
+      if ((measured[task].infrastructureFaults ?? 0) > 0) continue;
+      await writeFile(join(directory, "evaluations", `${key}.json`), JSON.stringify(measured[task], null, 2)).catch(() => {});
     }
-    if (aborted) return results;
   }
-  for (const [i, { request }] of evaluations.entries()) {
-    if (existsSync(stored[i])) continue;
-    const faulted = faultedTasks(results[i]);
-    if (faulted.length > 0) {
-      // Not stored for the run either, so that `--resume` measures those tasks again.
-      request.print?.(
-        `${request.phase}: episodes ended by an infrastructure fault after their retries, counted as failures (${faulted.join(", ")}); ` +
-          `not stored: is the Docker engine answering (docker ps; restart: bash scripts/start-dockerd.sh)? Then measure again with --resume`,
-      );
-      continue;
-    }
-    await mkdir(join(request.config.run.directory, "evaluations"), { recursive: true });
-    await writeFile(stored[i], JSON.stringify(results[i], null, 2));
+  const faulted = faultedTasks(result);
+  if (faulted.length > 0) {
+    // Not stored for the run either, so that `--resume` measures those tasks again.
+    request.print?.(
+      `${request.phase}: episodes ended by an infrastructure fault after their retries, counted as failures (${faulted.join(", ")}); ` +
+        `not stored: is the Docker engine answering (docker ps; restart: bash scripts/start-dockerd.sh)? Then measure again with --resume`,
+    );
+    return result;
   }
-  return results;
+  await mkdir(join(request.config.run.directory, "evaluations"), { recursive: true });
+  await writeFile(file, JSON.stringify(result, null, 2));
+  return result;
 }
 
 /** What the warm-start phase needs; one call, so that the phase can be swapped. */
@@ -725,15 +691,8 @@ export async function runExperiment(options: ExperimentOptions = {}): Promise<Ex
     const start = async () => (startDirectory ??= await startingModel(config, print));
     if (config.evaluation.beforeWarmStart) tables.before = await evaluateCached("before", await start(), evaluation(config.evaluation.finalLimit, "eval start"));
     const warm = await warmModel(config, start, opened, options, print);
-    // Greedy and sampled evaluations of one model play together (one tail instead of two).
-    const greedyAndSampled = async (model: string, name: string, phase: string) => {
-      const [greedy, sampled] = await evaluateCachedTogether(model, [
-        { name, request: evaluation(config.evaluation.finalLimit, sampledConfig ? `${phase} (greedy, sampled)` : phase) },
-        ...(sampledConfig ? [{ name: `${name}-sampled`, request: evaluation(config.evaluation.finalLimit, `${phase}, sampled`, sampledConfig) }] : []),
-      ]);
-      return { greedy, sampled };
-    };
-    if (warm) ({ greedy: tables.warmStart, sampled: sampledTables.warmStart } = await greedyAndSampled(warm, "warmstart", "eval warm"));
+    if (warm) tables.warmStart = await evaluateCached("warmstart", warm, evaluation(config.evaluation.finalLimit, "eval warm"));
+    if (warm && sampledConfig) sampledTables.warmStart = await evaluateCached("warmstart-sampled", warm, evaluation(config.evaluation.finalLimit, "eval warm, sampled", sampledConfig));
     if (options.signal?.aborted) return { runDirectory, finalModel: undefined, steps: 0, tables };
 
     const rlStart = warm ?? (await start());
@@ -742,7 +701,8 @@ export async function runExperiment(options: ExperimentOptions = {}): Promise<Ex
       print(`stopped at RL step ${steps} with a checkpoint${finalModel ? ` (${finalModel})` : ""}; continue with: agentrl train --resume --run-dir ${runDirectory}`);
       return { runDirectory, finalModel, steps, tables, sampledTables };
     }
-    if (finalModel) ({ greedy: tables.final, sampled: sampledTables.final } = await greedyAndSampled(finalModel, `final-step-${steps}`, "eval final"));
+    if (finalModel) tables.final = await evaluateCached(`final-step-${steps}`, finalModel, evaluation(config.evaluation.finalLimit, "eval final"));
+    if (finalModel && sampledConfig) sampledTables.final = await evaluateCached(`final-step-${steps}-sampled`, finalModel, evaluation(config.evaluation.finalLimit, "eval final, sampled", sampledConfig));
     if (tables.final) await writePlots(runDirectory, { step: steps, results: tables.final, instances: config.evaluation.finalLimit });
     const table = successTable([
       ["before warm start", tables.before],
