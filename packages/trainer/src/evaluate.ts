@@ -95,14 +95,23 @@ export async function evaluate(options: EvaluationOptions): Promise<Record<strin
   const pool = new PolicyPool({ current: engine, seed: options.seed ?? 0 });
   const queue = new PQueue({ concurrency: options.concurrency ?? 32 });
   const results = new Map<string, Trajectory[][]>();
-  const jobs: { task: string; index: number; sample: number; slot: number }[] = [];
+  const instances = new Map<string, number[]>();
   for (const task of options.tasks) {
     let indices = await options.client.getIndices(task, options.split ?? "test");
     if (options.limit !== undefined) indices = indices.slice(0, options.limit);
     results.set(task, indices.map(() => []));
-    indices.forEach((index, slot) => {
-      for (let sample = 0; sample < samples; sample++) jobs.push({ task, index, sample, slot });
-    });
+    instances.set(task, indices);
+  }
+  // The tasks take turns in the queue (each one's k-th instance, then the (k+1)-th), so that
+  // episodes waiting on a Docker engine (OS, DB) overlap with the others' decoding instead of
+  // filling the queue by themselves.
+  const jobs: { task: string; index: number; sample: number; slot: number }[] = [];
+  const longest = Math.max(0, ...[...instances.values()].map((indices) => indices.length));
+  for (let slot = 0; slot < longest; slot++) {
+    for (const [task, indices] of instances) {
+      if (slot >= indices.length) continue;
+      for (let sample = 0; sample < samples; sample++) jobs.push({ task, index: indices[slot], sample, slot });
+    }
   }
   let done = 0;
   try {
