@@ -58,7 +58,8 @@ mkdir -p "$output"
 say "writing executed notebooks to $output"
 
 # Executes one notebook in its own folder; writes it to the output folder whatever happens.
-# Exit: 0 ok, 1 a cell failed, 75 tslab's compiler tripped over files changing under it.
+# Exit: 0 ok, 1 a cell failed, 75 worth one retry (the kernel never answered, or tslab's
+# compiler tripped over files changing under it).
 run_one() {
   # The kernel inherits NODE_OPTIONS: a preload that mends tslab's race with its own binds.
   NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require \"$root/scripts/tslab-zeromq-binds.cjs\"" \
