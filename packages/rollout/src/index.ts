@@ -32,6 +32,9 @@ export {
   EpisodeTimeoutError, externalTurnTokens, replyTokens, runEpisode, TurnTimeoutError
 } from "./episode.js";
 export {
+  type EnvironmentRoute, RoutingEnvironmentClient, RoutingError
+} from "./routing.js";
+export {
   FaultInjectingClient, type FaultInjectionOptions, InjectedFaultError
 } from "./faults.js";
 export {

@@ -50,8 +50,9 @@ export class HttpEnvironmentClient implements EnvironmentClient {
     await this.call("POST", "/cancel", {}, sessionId);
   }
 
-  async getIndices(name: string, split?: Split): Promise<number[]> {
-    const query = new URLSearchParams({ name, ...(split ? { split } : {}) });
+  /** Sample indices of `name`: all, one split, or one split at one difficulty (our controller's extension). */
+  async getIndices(name: string, split?: Split, difficulty?: number): Promise<number[]> {
+    const query = new URLSearchParams({ name, ...(split ? { split } : {}), ...(difficulty !== undefined ? { split: split ?? "train", difficulty: String(difficulty) } : {}) });
     return (await this.call("GET", `/get_indices?${query}`)).body as number[];
   }
 

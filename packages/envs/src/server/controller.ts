@@ -24,7 +24,9 @@ import {
   parseRequest,
   sampleNumberOf,
   splitSchema,
+  difficultySchema,
   startSampleRequestSchema,
+  type DifficultyIndices,
   type HeartbeatRequest,
 } from "./protocol.js";
 import { ConnectionError, JsonRequester, closeServer, createJsonServer, errorMessageOf, isLoopbackHost, listen, sessionIdOf, type RouteRequest } from "./http.js";
@@ -93,6 +95,7 @@ interface TaskEntry {
   indices: number[];
   indexSet: Set<number>;
   splits?: { train: number[]; test: number[] };
+  difficulties?: DifficultyIndices;
   workers: Map<number, WorkerEntry>;
   nextWorkerId: number;
 }
@@ -208,7 +211,7 @@ export class Controller {
 
   /** Adds a worker that lives in this process: always alive, called without HTTP. */
   addLocalWorker(worker: TaskWorker): void {
-    const task = this.taskFor(worker.name, worker.indices(), { train: worker.indices("train"), test: worker.indices("test") });
+    const task = this.taskFor(worker.name, worker.indices(), { train: worker.indices("train"), test: worker.indices("test") }, worker.difficultyIndices());
     const id = task.nextWorkerId++;
     task.workers.set(id, {
       id,
@@ -275,6 +278,8 @@ export class Controller {
         const name = request.query.get("name");
         if (!name) throw new EnvironmentApiError(400, "missing query parameter name (e.g. /api/get_indices?name=os)");
         const split = request.query.get("split");
+        const difficulty = request.query.get("difficulty");
+        if (difficulty !== null) return { body: this.getIndicesAt(name, parseRequest(splitSchema, split ?? "", "split"), Number(parseRequest(difficultySchema, difficulty, "difficulty"))) };
         return { body: this.getIndices(name, split === null ? undefined : parseRequest(splitSchema, split, "split")) };
       },
       "POST /api/receive_heartbeat": async (request) => {
@@ -375,6 +380,17 @@ export class Controller {
     return task.splits[split];
   }
 
+  /** Sample indices of `name`'s split at one difficulty (as its workers reported them). */
+  getIndicesAt(requestedName: string, split: "train" | "test", difficulty: number): number[] {
+    const name = this.resolveTaskName(requestedName);
+    const task = name === undefined ? undefined : this.tasks.get(name);
+    if (!task) throw new EnvironmentApiError(404, `unknown task "${requestedName}"; known: ${this.taskNames().join(", ") || "none"}`);
+    if (!task.difficulties) throw new EnvironmentApiError(400, `the workers of task ${name} did not report difficulties; ask without ?difficulty`);
+    const entry = task.difficulties[String(difficulty)];
+    if (!entry) throw new EnvironmentApiError(400, `task ${name} has no difficulty ${difficulty} (its difficulties: ${Object.keys(task.difficulties).join(", ")})`);
+    return entry[split];
+  }
+
   listWorkers(): Record<string, { index_count: number; workers: Record<number, Omit<WorkerEntry, "link" | "lastVisit"> & { last_visit: number }> }> {
     return Object.fromEntries(
       [...this.tasks].map(([name, task]) => [
@@ -400,7 +416,7 @@ export class Controller {
 
   /** Registers a remote worker or refreshes it; a worker that was dead comes back empty. */
   receiveHeartbeat(beat: HeartbeatRequest): void {
-    const task = this.taskFor(beat.name, beat.indices, beat.splits);
+    const task = this.taskFor(beat.name, beat.indices, beat.splits, beat.difficulties);
     const existing = [...task.workers.values()].find((w) => w.address === beat.address && !w.local);
     if (existing) {
       existing.lastVisit = Date.now();
@@ -458,15 +474,16 @@ export class Controller {
 
   // ── internals ─────────────────────────────────────────────────────────────
 
-  private taskFor(name: string, indices: number[], splits: { train: number[]; test: number[] } | undefined): TaskEntry {
+  private taskFor(name: string, indices: number[], splits: { train: number[]; test: number[] } | undefined, difficulties?: DifficultyIndices): TaskEntry {
     const existing = this.tasks.get(name);
     if (existing) {
       const same = existing.indices.length === indices.length && indices.every((index) => existing.indexSet.has(index));
       if (!same) throw new EnvironmentApiError(409, `task ${name} is already served with different indices (${existing.indices.length} vs ${indices.length}); start its workers with the same data and seed`);
       if (!existing.splits && splits) existing.splits = splits;
+      if (!existing.difficulties && difficulties) existing.difficulties = difficulties;
       return existing;
     }
-    const task: TaskEntry = { indices, indexSet: new Set(indices), splits, workers: new Map(), nextWorkerId: 0 };
+    const task: TaskEntry = { indices, indexSet: new Set(indices), splits, difficulties, workers: new Map(), nextWorkerId: 0 };
     this.tasks.set(name, task);
     return task;
   }

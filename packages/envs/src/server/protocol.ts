@@ -11,8 +11,8 @@
  *   POST /cancel_all?name=                                     → {cancelled}
  *   GET  /list_workers                                         → {[task]: {indices, workers}}
  *   GET  /list_sessions                                        → {[session id]: {name, index, ...}}
- *   GET  /get_indices?name=&split=train|test                   → number[]
- *   POST /receive_heartbeat {name, address, concurrency, indices, splits?} → {ok}
+ *   GET  /get_indices?name=&split=train|test&difficulty=       → number[]  (difficulty: curriculum families)
+ *   POST /receive_heartbeat {name, address, concurrency, indices, splits?, difficulties?} → {ok}
  *
  * AgentBench's v0.2 routes are served beside these under `/v0.2/api` (`agentbench.ts`);
  * docs/protocol.md compares the two route by route.
@@ -105,7 +105,15 @@ export const heartbeatRequestSchema = z.object({
   indices: z.array(z.number().int()),
   /** Extension: the indices of each split, for `get_indices?split=`. */
   splits: z.object({ train: z.array(z.number().int()), test: z.array(z.number().int()) }).optional(),
+  /** Extension: the indices of each split at each difficulty (curriculum families), for `get_indices?difficulty=`. */
+  difficulties: z.record(z.string().regex(/^-?\d+$/, "difficulty keys must be integers"), z.object({ train: z.array(z.number().int()), test: z.array(z.number().int()) })).optional(),
 });
+
+/** The indices of each split at each difficulty, keyed by the difficulty's decimal string. */
+export type DifficultyIndices = Record<string, { train: number[]; test: number[] }>;
+
+/** A `difficulty=` query value: an integer. */
+export const difficultySchema = z.string().regex(/^-?\d+$/, "difficulty must be an integer");
 
 export const workerStartRequestSchema = z.object({
   index: sampleIndexSchema.transform((index, context) => {

@@ -7,8 +7,8 @@
  * directly); `serveWorker` puts it behind HTTP and heartbeats to a controller (`env worker`).
  */
 import type http from "node:http";
-import type { AssistantMessage, InteractResult, SampleStatus, Split, StartResult, TaskFamily, TaskSession } from "../types.js";
-import { EnvironmentApiError, SESSION_HEADER, ServerConfigError, parseAssistantTurn, parseRequest, splitSchema, workerStartRequestSchema } from "./protocol.js";
+import type { AssistantMessage, CurriculumTaskFamily, InteractResult, SampleStatus, Split, StartResult, TaskFamily, TaskSession } from "../types.js";
+import { EnvironmentApiError, SESSION_HEADER, ServerConfigError, parseAssistantTurn, parseRequest, splitSchema, workerStartRequestSchema, difficultySchema, type DifficultyIndices } from "./protocol.js";
 import { JsonRequester, closeServer, createJsonServer, errorMessageOf, isLoopbackHost, listen, sessionIdOf } from "./http.js";
 
 export interface TaskWorkerOptions {
@@ -75,6 +75,8 @@ export class TaskWorker {
   private readonly sweeper: NodeJS.Timeout;
   private readonly onSessionEnd?: (sessionId: string, end: InteractResult) => void;
   private splitIndices?: { train: number[]; test: number[]; all: Set<number> };
+  /** undefined: not computed yet; null: the family has no curriculum. */
+  private byDifficulty?: DifficultyIndices | null;
   private closed = false;
 
   constructor(family: TaskFamily, options: TaskWorkerOptions = {}) {
@@ -106,6 +108,31 @@ export class TaskWorker {
       this.splitIndices = { train, test, all: new Set([...train, ...test]) };
     }
     return split ? this.splitIndices[split] : [...this.splitIndices.train, ...this.splitIndices.test];
+  }
+
+  /**
+   * The indices of each split at each difficulty, when the family has a curriculum
+   * (`difficulties` and `indicesAt`), else undefined: what a trainer selects its instances by.
+   */
+  difficultyIndices(): DifficultyIndices | undefined {
+    if (this.byDifficulty !== undefined) return this.byDifficulty ?? undefined;
+    const family = this.family as Partial<Pick<CurriculumTaskFamily, "difficulties" | "indicesAt">>;
+    if (!Array.isArray(family.difficulties) || typeof family.indicesAt !== "function") {
+      this.byDifficulty = null;
+      return undefined;
+    }
+    const indicesAt = family.indicesAt.bind(this.family);
+    this.byDifficulty = Object.fromEntries(family.difficulties.map((difficulty) => [String(difficulty), { train: indicesAt("train", difficulty), test: indicesAt("test", difficulty) }]));
+    return this.byDifficulty;
+  }
+
+  /** Indices of a split at one difficulty; 400 when the family has no such difficulty (or no curriculum). */
+  indicesAtDifficulty(split: Split, difficulty: number): number[] {
+    const table = this.difficultyIndices();
+    if (!table) throw new EnvironmentApiError(400, `task ${this.name} has no difficulties; ask without ?difficulty`);
+    const entry = table[String(difficulty)];
+    if (!entry) throw new EnvironmentApiError(400, `task ${this.name} has no difficulty ${difficulty} (its difficulties: ${Object.keys(table).join(", ")})`);
+    return entry[split];
   }
 
   /** `session id → sample index` of the running sessions. */
@@ -227,6 +254,8 @@ export function workerRoutes(worker: TaskWorker): Record<string, (request: impor
     "GET /api/worker_status": async () => ({ body: { name: worker.name, concurrency: worker.concurrency, current: worker.current } }),
     "GET /api/get_indices": async (request) => {
       const split = request.query.get("split");
+      const difficulty = request.query.get("difficulty");
+      if (difficulty !== null) return { body: worker.indicesAtDifficulty(parseRequest(splitSchema, split ?? "", "split"), Number(parseRequest(difficultySchema, difficulty, "difficulty"))) };
       return { body: worker.indices(split === null ? undefined : parseRequest(splitSchema, split, "split")) };
     },
   };
@@ -291,6 +320,7 @@ export async function serveWorker(worker: TaskWorker, options: WorkerServerOptio
         concurrency: worker.concurrency,
         indices: worker.indices(),
         splits: { train: worker.indices("train"), test: worker.indices("test") },
+        ...(worker.difficultyIndices() ? { difficulties: worker.difficultyIndices() } : {}),
       },
     });
     if (response.status !== 200) throw new EnvironmentApiError(response.status, `controller refused the heartbeat: ${errorMessageOf(response.body)}`);
