@@ -1,7 +1,7 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { InProcessEnvironmentClient, type Message } from "@agentrl/envs";
-import { InferenceEngine } from "./engine.js";
+import { InferenceEngine } from "./engine/index.js";
 import { runEpisode, type EpisodeDependencies } from "./episode.js";
 import { PolicyPool } from "./pool.js";
 import { formatToolCalls } from "./toolcall.js";

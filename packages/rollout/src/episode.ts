@@ -29,7 +29,7 @@
  */
 import { AgentRLError } from "@agentrl/spec";
 import type { AssistantMessage, EnvironmentClient, Message, SampleStatus, ToolSpec } from "@agentrl/envs";
-import { ContextLimitError, type GenerationResult } from "./engine.js";
+import { ContextLimitError, type GenerationResult } from "./engine/index.js";
 import type { PolicyPool } from "./pool.js";
 import { parseToolCalls } from "./toolcall.js";
 import { endCauseOf, NO_POLICY, NO_VERSION, POLICY_CODES, type PolicyId, type Trajectory, type TurnRecord } from "./types.js";

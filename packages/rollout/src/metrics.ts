@@ -4,7 +4,7 @@
  * engines' and the buffer's own counters.
  */
 import type { BufferStats } from "./buffer.js";
-import type { EngineStats } from "./engine.js";
+import type { EngineStats } from "./engine/index.js";
 import type { Trajectory } from "./types.js";
 
 export interface TaskMetrics {

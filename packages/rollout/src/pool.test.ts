@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { TrajectoryBuffer } from "./buffer.js";
-import { InferenceEngine } from "./engine.js";
+import { InferenceEngine } from "./engine/index.js";
 import { runEpisode } from "./episode.js";
 import { ExternalChatModel, ExternalModelError } from "./external.js";
 import { PolicyPool } from "./pool.js";

@@ -9,7 +9,7 @@
  *   its turns are tokenized and enter the trajectory with loss mask 0.
  */
 import { Rng } from "@agentrl/policy";
-import type { GenerationEngine } from "./engine.js";
+import type { GenerationEngine } from "./engine/index.js";
 import type { ExternalChatModel } from "./external.js";
 import type { PolicyId } from "./types.js";
 

@@ -22,7 +22,7 @@
 import { AgentRLError } from "@agentrl/spec";
 import { randomBytes } from "node:crypto";
 import { serializeSafetensors, type ExportedWeights } from "@agentrl/policy";
-import { ContextLimitError, EngineClosedError, type EngineStats, type GenerationEngine, type GenerationRequest, type GenerationResult } from "./engine.js";
+import { ContextLimitError, EngineClosedError, type EngineStats, type GenerationEngine, type GenerationRequest, type GenerationResult } from "./engine/index.js";
 
 /** The agentrl fields of a token-in chat-completions request (beside OpenAI's `model`, `max_tokens`, `temperature`, `n`). */
 export interface TokenCompletionRequest {

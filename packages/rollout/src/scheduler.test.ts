@@ -3,7 +3,7 @@ import assert from "node:assert/strict";
 import * as tf from "@tensorflow/tfjs-core";
 import { tokenLogProbs, type Policy } from "@agentrl/policy";
 import { TrajectoryBuffer } from "./buffer.js";
-import { InferenceEngine, createPolicyEngine } from "./engine.js";
+import { InferenceEngine, createPolicyEngine } from "./engine/index.js";
 import { PolicyPool } from "./pool.js";
 import { RolloutScheduler } from "./scheduler.js";
 import { FaultyClient, ScriptedModel, echoFamily, testPolicy, testTokenizer, turnScript } from "./testing/fixtures.js";

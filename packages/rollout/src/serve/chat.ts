@@ -10,7 +10,7 @@
  * the model continues from there, and that opening is put back in front of the generated
  * text before it is parsed.
  */
-import type { GenerationResult } from "../engine.js";
+import type { GenerationResult } from "../engine/index.js";
 import { parseToolCalls, TOOL_CALL_OPEN } from "../toolcall.js";
 import type { AssistantMessage, Message, ToolCall, ToolSpec } from "@agentrl/envs";
 import { ApiError, type ChatCompletionRequest, type RequestMessage, type RequestTool } from "./schema.js";

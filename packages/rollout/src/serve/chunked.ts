@@ -8,7 +8,7 @@
  * The price: each slice leaves and re-joins the engine's decode batch (under load a join can
  * wait up to the engine's `joinIntervalSteps` decode steps).
  */
-import { ContextLimitError, type GenerationRequest, type GenerationResult } from "../engine.js";
+import { ContextLimitError, type GenerationRequest, type GenerationResult } from "../engine/index.js";
 
 /** What chunked generation needs from an engine (`InferenceEngine` fits). */
 export interface ChunkableEngine {

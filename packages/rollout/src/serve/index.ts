@@ -8,7 +8,7 @@
  */
 import { basename, resolve } from "node:path";
 import { Policy, type Policy as PolicyType } from "@agentrl/policy";
-import { createPolicyEngine, type InferenceEngine } from "../engine.js";
+import { createPolicyEngine, type InferenceEngine } from "../engine/index.js";
 import { ChatServer, type ListeningAddress } from "./server.js";
 
 export * from "./schema.js";

@@ -6,7 +6,7 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { Tokenizer, WeightsError, serializeSafetensors, trainByteLevelBpe, type ExportedWeights } from "@agentrl/policy";
-import { ContextLimitError, type EngineStats, type GenerationRequest, type GenerationResult } from "../engine.js";
+import { ContextLimitError, type EngineStats, type GenerationRequest, type GenerationResult } from "../engine/index.js";
 import { generateInChunks } from "./chunked.js";
 import { ChoiceStreamer, longestSuffixPrefix } from "./stream.js";
 import { ChatServer, isLoopbackHost, ServeConfigError, type ServeEngine } from "./server.js";

@@ -18,7 +18,7 @@ import { AgentRLError } from "@agentrl/spec";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { ContextLimitError, EngineClosedError, type EngineStats, type GenerationRequest, type GenerationResult } from "../engine.js";
+import { ContextLimitError, EngineClosedError, type EngineStats, type GenerationRequest, type GenerationResult } from "../engine/index.js";
 import { buildPrompt, interpretGeneration, samplingSettings, stopStrings, stopTokenIdsFor, type ChatPrompt, type ChoiceOutcome, type ServeTokenizer } from "./chat.js";
 import { ChoiceStreamer, type StreamDelta } from "./stream.js";
 import { generateInChunks } from "./chunked.js";

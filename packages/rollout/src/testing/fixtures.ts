@@ -18,7 +18,7 @@ import {
   type ToolSpec,
 } from "@agentrl/envs";
 import { CHAT_TEMPLATES, Policy, Tokenizer, initBackend, presetConfig, trainByteLevelBpe, type ChatTemplateName, type PresetName } from "@agentrl/policy";
-import type { EngineModel, EngineSequence } from "../engine.js";
+import type { EngineModel, EngineSequence } from "../engine/index.js";
 import { formatToolCalls } from "../toolcall.js";
 
 export { Tokenizer };

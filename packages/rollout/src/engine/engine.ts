@@ -23,192 +23,13 @@
  * update (they were computed with the old weights; see `keepCachesOnUpdate`) and evicted
  * oldest-first under memory pressure.
  */
-import { AgentRLError } from "@agentrl/spec";
-import { Rng, sampleToken, PolicySnapshot, type ExportedWeights, type KVSequence, type Policy } from "@agentrl/policy";
-
-/** A KV-cache sequence of the model (`@agentrl/policy`'s `KVSequence` fits). */
-export interface EngineSequence {
-  /** Tokens in the cache. */
-  readonly length: number;
-  dispose(): void;
-}
-
-/**
- * What the engine needs from a model (`@agentrl/policy`'s `Transformer` fits, via
- * `transformerEngineModel`). Logits rows are [V] floats.
- */
-export interface EngineModel<Sequence extends EngineSequence = EngineSequence, Weights = unknown> {
-  createSequence(): Sequence;
-  /** Appends tokens to the sequence's cache; returns the logits after the last one. */
-  prefill(sequence: Sequence, tokenIds: number[]): Float32Array;
-  /** Feeds tokenIds[i] to sequences[i], all in one batch; returns logits per sequence. */
-  decodeStep(sequences: Sequence[], tokenIds: number[]): Float32Array[];
-  /** A new sequence holding a copy of this one's cache (prefix caching); optional. */
-  fork?(sequence: Sequence): Sequence;
-  /**
-   * Appends tokenLists[i] to sequences[i] in one batch (shared matmuls); returns the logits
-   * after each list's last token. Optional: without it each request is prefilled alone. Must
-   * validate before changing any cache (on an error the engine prefills one by one).
-   */
-  prefillBatch?(sequences: Sequence[], tokenLists: number[][]): Float32Array[];
-  /** Replaces the weights (called between decode steps only). */
-  loadWeights(weights: Weights): void | Promise<void>;
-}
-
-/** What to do with in-flight requests when new weights arrive. */
-export type WeightUpdateMode =
-  /** Stop admitting, let in-flight requests finish on the old weights, then swap. */
-  | "drain"
-  /** Swap between two decode steps; in-flight requests continue on the new weights. */
-  | "continue";
-
-export interface InferenceEngineOptions {
-  /** Most sequences in one decode step. Default 64. */
-  maxBatchSize?: number;
-  /** Budget of KV-cache tokens over all active requests (reserved: prompt + max new tokens) and kept caches. Default 65,536. */
-  maxCacheTokens?: number;
-  /** Longest sequence the model takes (prompt + generation). Default 4,096. */
-  maxSequenceLength?: number;
-  /** New requests admitted per loop iteration. Default 4. */
-  maxPrefillsPerStep?: number;
-  /**
-   * Prompt tokens prefilled per loop iteration (chunked prefill): a long prompt is fed over
-   * several iterations, so the decode batch never stalls behind it. Default 512.
-   */
-  maxPrefillTokensPerStep?: number;
-  /**
-   * Requests whose prefill is done join the decode batch together: when they number at
-   * least `joinFraction` × the sequences decoding, or have waited `joinIntervalSteps` decode
-   * steps, or nothing is decoding. Joining makes the model regroup the batch's caches
-   * (a copy of all of them), so joining one by one would pay that copy at almost every step.
-   * Defaults 0.25 and 8; `joinIntervalSteps: 0` joins at once.
-   */
-  joinFraction?: number;
-  joinIntervalSteps?: number;
-  /**
-   * Prompt prefixes kept for reuse (needs `model.fork`): every prompt of at least
-   * `minPrefixTokens` tokens leaves a copy of its cache (all but its last token); a later
-   * prompt that extends one (the other episodes of a group: same opening prompt) forks it
-   * and prefills only the rest. Least recently used first out; dropped on weight updates.
-   * Defaults 32 entries and 16 tokens; 0 entries turns it off.
-   */
-  prefixCacheEntries?: number;
-  minPrefixTokens?: number;
-  /**
-   * A request that continues a cached sequence (kept between turns, or forked from a prefix)
-   * with at most this many new prompt tokens feeds them through the shared decode steps,
-   * one per step, instead of a prefill call of its own: an environment's short reply then
-   * costs one batch row per token rather than a whole model call. Default 64; 0 turns it off.
-   */
-  decodeFeedTokens?: number;
-  /** …but only while at least this many sequences are decoding (alone, a prefill call is cheaper). Default 4. */
-  decodeFeedMinBatch?: number;
-  /** Default sampling temperature (0 = greedy). Default 1. */
-  temperature?: number;
-  /** Nucleus sampling (the recorded log-prob stays that of the untruncated softmax(logits / T)). Default 1 (off). */
-  topP?: number;
-  /** Keep only the k most likely tokens; 0 = off. Default 0. */
-  topK?: number;
-  /** Token ids that end a generation (included in the output). Default none. */
-  stopTokenIds?: number[];
-  /** What happens to in-flight requests on a weight update. Default `continue`. */
-  updateMode?: WeightUpdateMode;
-  /**
-   * Keep the caches episodes left between turns across a weight update (default false: drop
-   * them, so every later turn re-prefills its whole context with the new weights). With
-   * true, an episode's next turn attends to keys/values its earlier turns computed with the
-   * older weights, as in-flight requests under `continue` already do (PipelineRL-style
-   * in-flight updates). The sampled tokens' log-probs and versions stay exactly those of the
-   * distribution that drew them, so the learner's importance ratios remain correct; what
-   * changes is only that this distribution mixes versions within one context. The prefix
-   * cache (shared prompts) is dropped either way.
-   */
-  keepCachesOnUpdate?: boolean;
-  /** Policy version of the initial weights. Default 0. */
-  initialVersion?: number;
-  /** Seed of the sampler. Default 0. */
-  seed?: number;
-}
-
-export interface GenerationRequest {
-  /** The whole context (prompt) as token ids. */
-  promptTokens: number[];
-  /** Most tokens to generate. */
-  maxNewTokens: number;
-  /** Overrides the engine's temperature. */
-  temperature?: number;
-  /** Overrides the engine's stop tokens. */
-  stopTokenIds?: number[];
-  /** Aborting rejects the request with the signal's reason and frees its slot. */
-  signal?: AbortSignal;
-  /** Keep this request's KV cache for a later request with the same key (e.g. an episode id). */
-  cacheKey?: string;
-}
-
-export interface GenerationResult {
-  /** Generated ids, the stop token included when one ended the generation. */
-  tokens: number[];
-  /** Sampler log-prob of each token (softmax of logits / temperature). */
-  logprobs: number[];
-  /** Policy version that produced each token's logits. */
-  versions: number[];
-  finishReason: "stop" | "length";
-  /** Prompt tokens computed for this request (by prefill, or fed through decode steps); the rest came from a cached sequence. */
-  prefilledTokens: number;
-}
-
-/**
- * What the rollout needs from whatever generates its turns: the local `InferenceEngine`, or
- * `RemoteEngine` (a fleet of `agentrl serve` servers, see remote.ts).
- */
-export interface GenerationEngine<Weights = unknown> {
-  /** Newest policy version the engine samples with. */
-  readonly version: number;
-  generate(request: GenerationRequest): Promise<GenerationResult>;
-  /** Drops the KV cache kept under `cacheKey` (its episode ended). */
-  releaseCache(cacheKey: string): void;
-  /** Installs new weights; resolves once they are in use. */
-  updateWeights(weights: Weights, version: number): Promise<void>;
-  stats(): EngineStats;
-  close(): void;
-}
-
-/** The prompt does not fit the model's context. */
-export class ContextLimitError extends AgentRLError {}
-
-/** The engine was closed. */
-export class EngineClosedError extends AgentRLError {}
-
-export interface EngineStats {
-  version: number;
-  /** Requests waiting for a slot. */
-  waiting: number;
-  /** Sequences in the decode batch. */
-  active: number;
-  /** KV tokens reserved by active requests and kept caches. */
-  reservedCacheTokens: number;
-  keptCaches: number;
-  /** Entries of the prefix cache. */
-  cachedPrefixes: number;
-  decodeSteps: number;
-  generatedTokens: number;
-  prefilledTokens: number;
-  /** Calls of the model's prefill (chunks). */
-  prefillCalls: number;
-  /** Prompt tokens fed through shared decode steps instead of prefill. */
-  decodeFedTokens: number;
-  /** Prompt tokens served from kept caches instead of prefill. */
-  reusedCacheTokens: number;
-  completedRequests: number;
-  weightUpdates: number;
-  /** Mean (sequences in a decode step / maxBatchSize) over steps. */
-  meanBatchOccupancy: number;
-  /** Mean sequences per decode step. */
-  meanBatchSize: number;
-  /** Time spent in decode steps and prefill, milliseconds. */
-  decodeMs: number;
-  prefillMs: number;
-}
+import { Rng, sampleToken } from "@agentrl/policy";
+import { checkFits, clampNewTokens, reservationOf } from "./kv-budget.js";
+import { type CachedTokens, PrefixCache } from "./prefix-cache.js";
+import {
+  EngineClosedError, type EngineModel, type EngineSequence, type EngineStats, type GenerationEngine,
+  type GenerationRequest, type GenerationResult, type InferenceEngineOptions, type WeightUpdateMode
+} from "./types.js";
 
 interface ActiveRequest<Sequence> {
   request: GenerationRequest;
@@ -242,11 +63,6 @@ interface WaitingRequest {
   reject: (error: unknown) => void;
 }
 
-interface KeptCache<Sequence> {
-  sequence: Sequence;
-  tokens: number[];
-}
-
 interface PendingUpdate<Weights> {
   weights: Weights;
   version: number;
@@ -277,9 +93,8 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
   private currentVersion: number;
   private waiting: WaitingRequest[] = [];
   private active: ActiveRequest<Sequence>[] = [];
-  private kept = new Map<string, KeptCache<Sequence>>();
-  /** Prefix cache, least recently used first. */
-  private prefixes: KeptCache<Sequence>[] = [];
+  private kept = new Map<string, CachedTokens<Sequence>>();
+  private readonly prefixCache: PrefixCache<Sequence>;
   private pendingUpdates: PendingUpdate<Weights>[] = [];
   private running = false;
   private stepsSinceJoin = 0;
@@ -307,6 +122,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     this.keepCachesOnUpdate = options.keepCachesOnUpdate ?? false;
     this.currentVersion = options.initialVersion ?? 0;
     this.random = new Rng(options.seed ?? 0);
+    this.prefixCache = new PrefixCache(this.prefixCacheEntries, (sequence) => model.fork!(sequence));
     if (!(this.maxBatchSize >= 1)) throw new RangeError(`maxBatchSize must be ≥ 1, got ${this.maxBatchSize}`);
     if (!(this.maxCacheTokens >= 1)) throw new RangeError(`maxCacheTokens must be ≥ 1, got ${this.maxCacheTokens}`);
   }
@@ -323,7 +139,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
   generate(request: GenerationRequest): Promise<GenerationResult> {
     if (this.closed) return Promise.reject(new EngineClosedError("the inference engine is closed"));
     if (request.signal?.aborted) return Promise.reject(request.signal.reason);
-    const limitError = this.checkFits(request);
+    const limitError = checkFits(request, this.maxSequenceLength);
     if (limitError) return Promise.reject(limitError);
     return new Promise((resolve, reject) => {
       this.waiting.push({ request, resolve, reject });
@@ -363,7 +179,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     }
     for (const update of this.pendingUpdates.splice(0)) update.reject(error);
     for (const key of [...this.kept.keys()]) this.releaseCache(key);
-    this.dropPrefixes(this.prefixes.length);
+    this.prefixCache.clear();
   }
 
   stats(): EngineStats {
@@ -374,7 +190,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
       active: this.active.length,
       reservedCacheTokens: this.reservedTokens(),
       keptCaches: this.kept.size,
-      cachedPrefixes: this.prefixes.length,
+      cachedPrefixes: this.prefixCache.size,
       decodeSteps: this.counters.decodeSteps,
       generatedTokens: this.counters.generatedTokens,
       prefilledTokens: this.counters.prefilledTokens,
@@ -435,7 +251,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     this.currentVersion = newest.version;
     this.counters.weightUpdates += 1;
     if (!this.keepCachesOnUpdate) for (const key of [...this.kept.keys()]) this.releaseCache(key);
-    this.dropPrefixes(this.prefixes.length);
+    this.prefixCache.clear();
     for (const update of updates) update.resolve();
   }
 
@@ -458,7 +274,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     let prefills = 0;
     while (this.waiting.length > 0 && this.active.length < this.maxBatchSize && prefills < this.maxPrefillsPerStep) {
       const next = this.waiting[0];
-      const need = this.reservationOf(next.request);
+      const need = reservationOf(next.request, this.maxSequenceLength);
       if (!this.makeRoom(need, next.request.cacheKey)) break;
       this.waiting.shift();
       prefills += 1;
@@ -472,7 +288,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
 
   /** Frees kept caches (oldest first) until `need` more tokens fit. */
   private makeRoom(need: number, ownKey: string | undefined): boolean {
-    while (this.prefixes.length > 0 && this.reservedTokens() + need > this.maxCacheTokens) this.dropPrefixes(1);
+    while (this.prefixCache.size > 0 && this.reservedTokens() + need > this.maxCacheTokens) this.prefixCache.dropOldest(1);
     for (const [key] of this.kept) {
       if (this.reservedTokens() + need <= this.maxCacheTokens) break;
       if (key !== ownKey) this.releaseCache(key);
@@ -489,7 +305,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
       request,
       sequence,
       fed,
-      maxNewTokens: this.clampNewTokens(request),
+      maxNewTokens: clampNewTokens(request, this.maxSequenceLength),
       temperature: request.temperature ?? this.temperature,
       stop: new Set(request.stopTokenIds ?? this.stopTokenIds),
       reserved,
@@ -545,7 +361,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
       this.counters.prefilledTokens += chunk.length;
       this.counters.prefillCalls += batched ? (index === 0 ? 1 : 0) : 1;
       active.fed.push(...chunk);
-      if (active.fed.length === active.cacheAt) this.rememberPrefix(active);
+      if (active.fed.length === active.cacheAt) this.prefixCache.remember(active.fed, active.sequence);
       if (active.pending.length === 0) this.accept(active, logits);
     }
     this.counters.prefillMs += performance.now() - began;
@@ -566,35 +382,12 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
       kept.sequence.dispose();
     }
     const prompt = request.promptTokens;
-    const prefix = this.longestPrefix(prompt);
+    const prefix = this.prefixCache.longestPrefixOf(prompt);
     if (prefix && this.model.fork) {
-      this.prefixes = [...this.prefixes.filter((other) => other !== prefix), prefix];
       this.counters.reusedCacheTokens += prefix.tokens.length;
       return { sequence: this.model.fork(prefix.sequence), fed: [...prefix.tokens], suffix: prompt.slice(prefix.tokens.length) };
     }
     return { sequence: this.model.createSequence(), fed: [], suffix: [...prompt] };
-  }
-
-  /** The longest cached prefix strictly shorter than `prompt` that starts it. */
-  private longestPrefix(prompt: readonly number[]): KeptCache<Sequence> | undefined {
-    let best: KeptCache<Sequence> | undefined;
-    for (const prefix of this.prefixes) {
-      if (prefix.tokens.length >= prompt.length || (best && best.tokens.length >= prefix.tokens.length)) continue;
-      if (prefix.tokens.every((token, i) => token === prompt[i])) best = prefix;
-    }
-    return best;
-  }
-
-  private rememberPrefix(active: ActiveRequest<Sequence>): void {
-    if (!this.model.fork) return;
-    const tokens = [...active.fed];
-    if (this.prefixes.some((prefix) => prefix.tokens.length === tokens.length && prefix.tokens.every((token, i) => token === tokens[i]))) return;
-    this.prefixes.push({ tokens, sequence: this.model.fork(active.sequence) });
-    if (this.prefixes.length > this.prefixCacheEntries) this.dropPrefixes(this.prefixes.length - this.prefixCacheEntries);
-  }
-
-  private dropPrefixes(count: number): void {
-    for (const prefix of this.prefixes.splice(0, count)) prefix.sequence.dispose();
   }
 
   /** Runs one decode step over every active sequence. */
@@ -681,59 +474,10 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
 
   // ------------------------------------------------------------------ accounting
 
-  private clampNewTokens(request: GenerationRequest): number {
-    return Math.max(1, Math.min(request.maxNewTokens, this.maxSequenceLength - request.promptTokens.length));
-  }
-
-  private reservationOf(request: GenerationRequest): number {
-    return request.promptTokens.length + this.clampNewTokens(request);
-  }
-
   private reservedTokens(): number {
     let total = 0;
     for (const active of this.active) total += active.reserved;
     for (const kept of this.kept.values()) total += kept.tokens.length;
-    for (const prefix of this.prefixes) total += prefix.tokens.length;
-    return total;
+    return total + this.prefixCache.tokenCount;
   }
-
-  private checkFits(request: GenerationRequest): Error | undefined {
-    if (request.promptTokens.length === 0) return new RangeError("a generation request needs at least one prompt token");
-    if (!(request.maxNewTokens >= 1)) return new RangeError(`maxNewTokens must be ≥ 1, got ${request.maxNewTokens}`);
-    if (request.promptTokens.length >= this.maxSequenceLength) {
-      return new ContextLimitError(`prompt of ${request.promptTokens.length} tokens leaves no room to generate (maxSequenceLength ${this.maxSequenceLength})`);
-    }
-    return undefined;
-  }
-}
-
-/** What a policy engine accepts as new weights: an in-process snapshot, or exported flat weights. */
-export type PolicyWeights = PolicySnapshot | ExportedWeights;
-
-/**
- * The engine's view of a `Policy` of `@agentrl/policy`. The engine should own its policy
- * (e.g. `trainingPolicy.fromSnapshot(trainingPolicy.snapshot())`), so that training never
- * changes the sampler's weights behind the engine's back: new weights arrive only through
- * `engine.updateWeights`.
- */
-export function policyEngineModel(policy: Policy): EngineModel<KVSequence, PolicyWeights> {
-  const model = policy.model;
-  return {
-    createSequence: () => model.createSequence(),
-    fork: (sequence) => sequence.fork(),
-    prefill: (sequence, tokenIds) => model.prefill(sequence, tokenIds),
-    prefillBatch: (sequences, tokenLists) => model.prefillBatch(sequences, tokenLists),
-    decodeStep: (sequences, tokenIds) => model.decodeStep(sequences, tokenIds),
-    loadWeights: (weights) => (weights instanceof PolicySnapshot ? policy.restore(weights) : policy.importWeights(weights)),
-  };
-}
-
-/** An engine serving `policy` (stop tokens from its tokenizer unless given, version from the policy). */
-export function createPolicyEngine(policy: Policy, options: InferenceEngineOptions = {}): InferenceEngine<KVSequence, PolicyWeights> {
-  return new InferenceEngine(policyEngineModel(policy), {
-    stopTokenIds: policy.tokenizer?.stopTokenIds ?? [],
-    maxSequenceLength: policy.config.maxPositionEmbeddings,
-    initialVersion: policy.version,
-    ...options,
-  });
 }

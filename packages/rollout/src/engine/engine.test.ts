@@ -2,8 +2,8 @@ import { test, describe, before } from "node:test";
 import assert from "node:assert/strict";
 import * as tf from "@tensorflow/tfjs-core";
 import { tokenLogProbs, type Policy } from "@agentrl/policy";
-import { ContextLimitError, InferenceEngine, createPolicyEngine } from "./engine.js";
-import { ScriptedModel, testPolicy } from "./testing/fixtures.js";
+import { ContextLimitError, InferenceEngine, createPolicyEngine } from "./index.js";
+import { ScriptedModel, testPolicy } from "../testing/fixtures.js";
 
 /** Log-probs the training side gives each of `generated` after `prompt` ([generated.length]). */
 function scoredLogprobs(policy: Policy, prompt: number[], generated: number[], temperature: number): number[] {
