@@ -25,8 +25,28 @@ export {
   presetConfig,
   parameterCount,
 } from "./config.js";
-export { attentionKernel, setAttentionKernel, simdAttentionAvailable, kernelHeap, KernelHeap, type AttentionKernelName, type HeapBlock } from "./kernels/attention.js";
-export { Transformer, KVSequence, WeightsError, expectedWeightNames, PREFILL_CHUNK_TOKENS, LORA_TARGETS, type LoraTarget, type LoraOptions, type NamedWeight, type ModelInitOptions } from "./model.js";
+export {
+  attentionKernel,
+  setAttentionKernel,
+  simdAttentionAvailable,
+  kernelHeap,
+  KernelHeap,
+  type AttentionKernelName,
+  type HeapBlock,
+} from "./kernels/attention.js";
+export {
+  Transformer,
+  KVSequence,
+  WeightsError,
+  expectedWeightNames,
+  PREFILL_CHUNK_TOKENS,
+  LORA_TARGETS,
+  type LoraTarget,
+  type LoraOptions,
+  type NamedWeight,
+  type ModelInitOptions,
+  type WeightSource,
+} from "./model.js";
 export {
   type SafetensorsDtype,
   type SerializeOptions,
@@ -37,11 +57,24 @@ export {
   parseSafetensors,
   serializeSafetensors,
   readSafetensorsDirectory,
+  SafetensorsReader,
   writeSafetensorsDirectory,
   floatToBfloat16,
   floatToHalf,
 } from "./safetensors.js";
 export { Rng, type RngState } from "./rng.js";
+export {
+  type MemoryUse,
+  type MemoryEstimate,
+  ModelTooLargeError,
+  WASM_HEAP_LIMIT_BYTES,
+  TRAINING_TOKENS,
+  estimateModelMemory,
+  checkModelFits,
+  backendMemoryLimit,
+  inferenceCachePlan,
+  formatBytes,
+} from "./memory.js";
 export {
   type SamplingOptions,
   type GenerateOptions,

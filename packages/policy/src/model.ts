@@ -34,11 +34,30 @@ import { warnIfBackendNotInitialised } from "./backend.js";
 import { AttentionRows } from "./kernels/attention.js";
 import { KVSequence } from "./kv-cache.js";
 import { causalAttention, causalPlan, rotaryTables, type CausalPlan } from "./attention.js";
-import { ModelWeights, WeightsError, type FusedLayer, type Layer, type Linear, type LoraOptions, type ModelInitOptions, type NamedWeight } from "./weights.js";
+import {
+  ModelWeights,
+  WeightsError,
+  type FusedLayer,
+  type Layer,
+  type Linear,
+  type LoraOptions,
+  type ModelInitOptions,
+  type NamedWeight,
+  type WeightSource,
+} from "./weights.js";
 
 export { KVSequence } from "./kv-cache.js";
 export { ATTENTION_CHUNK_POSITIONS } from "./attention.js";
-export { WeightsError, expectedWeightNames, LORA_TARGETS, type LoraTarget, type LoraOptions, type NamedWeight, type ModelInitOptions } from "./weights.js";
+export {
+  WeightsError,
+  expectedWeightNames,
+  LORA_TARGETS,
+  type LoraTarget,
+  type LoraOptions,
+  type NamedWeight,
+  type ModelInitOptions,
+  type WeightSource,
+} from "./weights.js";
 
 let nextModelId = 0;
 
@@ -54,20 +73,55 @@ export class Transformer {
   /** The same tables in JS memory, for the decode path's rotary (applied to read-back rows). */
   private readonly ropeTables: { cos: Float32Array; sin: Float32Array };
   private disposed = false;
+  /** Ids below this can be sampled and scored (see `limitVocabulary`); config.vocabSize by default. */
+  private usableVocabulary: number;
 
   /**
    * Builds a model. `weights` (HF layout, HF names, any float dtype) gives every tensor;
    * without it, weights are initialised randomly (normal σ 0.02, residual outputs scaled by
    * 1/√(2·layers), norms 1, biases 0).
    */
-  constructor(config: ModelConfig, weights?: Map<string, tf.Tensor>, options: ModelInitOptions = {}) {
+  constructor(
+    config: ModelConfig,
+    weights?: Map<string, tf.Tensor> | WeightSource,
+    options: ModelInitOptions = {},
+  ) {
     warnIfBackendNotInitialised();
     this.config = validateConfig(config);
-    this.weights = new ModelWeights(this.config, `agentrl-model-${nextModelId++}`, weights, options);
+    this.usableVocabulary = this.config.vocabSize;
+    this.weights = new ModelWeights(
+      this.config,
+      `agentrl-model-${nextModelId++}`,
+      weights,
+      options,
+    );
     const { maxPositionEmbeddings: positions, headDim } = this.config;
     this.ropeTables = rotaryTables(positions, headDim, this.config.ropeTheta);
     this.ropeCos = tf.tensor2d(this.ropeTables.cos, [positions, headDim / 2]);
     this.ropeSin = tf.tensor2d(this.ropeTables.sin, [positions, headDim / 2]);
+  }
+
+  // ---------------------------------------------------------------- vocabulary padding
+
+  /**
+   * Masks ids ≥ `size` out of every distribution the model gives: a config vocabulary is often
+   * padded past its tokenizer's (Qwen2.5: 151,936 rows, 151,665 tokens), and an id the
+   * tokenizer lacks must never be sampled. Inference logits keep length vocabSize with
+   * -Infinity from `size` on (probability 0 at any temperature, top-k or top-p); training's
+   * log-probs and entropies are over the first `size` ids only.
+   */
+  limitVocabulary(size: number): void {
+    if (!Number.isInteger(size) || size < 1 || size > this.config.vocabSize) {
+      throw new RangeError(
+        `usable vocabulary ${size} must be an integer in [1, ${this.config.vocabSize}] (the config's vocab_size)`,
+      );
+    }
+    this.usableVocabulary = size;
+  }
+
+  /** Ids below this can be sampled and scored. */
+  get vocabularyLimit(): number {
+    return this.usableVocabulary;
   }
 
   // ---------------------------------------------------------------- parameters (weights.ts)
@@ -140,20 +194,23 @@ export class Transformer {
     return tf.tidy(() => {
       const [batch, length] = inputIds.shape;
       const logits = this.headLogits(this.hiddenStates(inputIds));
-      return tf.reshape(logits, [batch, length, this.config.vocabSize]);
+      return tf.reshape(logits, [batch, length, logits.shape[1]]);
     });
   }
 
-  /** LM head over final-norm hidden rows [n, d] → logits [n, V]. Differentiable. */
+  /** LM head over final-norm hidden rows [n, d] → logits [n, vocabularyLimit]. Differentiable. */
   headLogits(hidden: tf.Tensor2D): tf.Tensor2D {
-    return tf.matMul(hidden, this.weights.headWeight(true));
+    return this.weights.headLogits(hidden, this.usableVocabulary, true);
   }
 
   /** Final-norm hidden states [B·T, d] of a causal pass (no cache). */
   hiddenStates(inputIds: tf.Tensor2D): tf.Tensor2D {
     return tf.tidy(() => {
       const [batch, length] = inputIds.shape;
-      if (length > this.config.maxPositionEmbeddings) throw new WeightsError(`sequence of ${length} tokens exceeds max_position_embeddings ${this.config.maxPositionEmbeddings}`);
+      if (length > this.config.maxPositionEmbeddings)
+        throw new WeightsError(
+          `sequence of ${length} tokens exceeds max_position_embeddings ${this.config.maxPositionEmbeddings}`,
+        );
       let x = tf.gather(this.weights.embedding, tf.reshape(inputIds, [-1])) as tf.Tensor2D;
       const half = this.config.headDim / 2;
       const rotary = {
@@ -161,7 +218,8 @@ export class Transformer {
         sin: tf.reshape(tf.slice(this.ropeSin, [0, 0], [length, half]), [1, length, 1, half]),
       };
       const plan = causalPlan(length, this.config.numAttentionHeads / this.config.numKeyValueHeads);
-      for (const layer of this.weights.layers) x = this.trainingBlock(layer, x, batch, length, rotary, plan);
+      for (const layer of this.weights.layers)
+        x = this.trainingBlock(layer, x, batch, length, rotary, plan);
       return rmsNorm(x, this.weights.finalNorm, this.config.rmsNormEps);
     });
   }
@@ -173,11 +231,22 @@ export class Transformer {
    * Queries are pre-scaled by 1/√headDim; attention runs per (sequence, kv head) as rank-2
    * matmuls (see `causalAttention`).
    */
-  private trainingBlock(layer: Layer, x: tf.Tensor2D, batch: number, steps: number, rotary: { cos: tf.Tensor; sin: tf.Tensor }, plan: CausalPlan): tf.Tensor2D {
+  private trainingBlock(
+    layer: Layer,
+    x: tf.Tensor2D,
+    batch: number,
+    steps: number,
+    rotary: { cos: tf.Tensor; sin: tf.Tensor },
+    plan: CausalPlan,
+  ): tf.Tensor2D {
     const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim } = this.config;
     const normed = rmsNorm(x, layer.inputNorm, this.config.rmsNormEps);
-    const heads4d = (t: tf.Tensor2D, count: number) => tf.reshape(t, [batch, steps, count, headDim]) as tf.Tensor4D;
-    const q = applyRotary(heads4d(tf.mul(project(normed, layer.q), 1 / Math.sqrt(headDim)), heads), rotary);
+    const heads4d = (t: tf.Tensor2D, count: number) =>
+      tf.reshape(t, [batch, steps, count, headDim]) as tf.Tensor4D;
+    const q = applyRotary(
+      heads4d(tf.mul(project(normed, layer.q), 1 / Math.sqrt(headDim)), heads),
+      rotary,
+    );
     const keys = applyRotary(heads4d(project(normed, layer.k), kvHeads), rotary);
     const values = heads4d(project(normed, layer.v), kvHeads);
     return this.finishBlock(layer, x, causalAttention(q, keys, values, plan));
@@ -188,17 +257,27 @@ export class Transformer {
    * fused weights the biases are NOT added (the caller adds `fused.qkvBias` in JS).
    */
   private qkvRows(layer: Layer, normed: tf.Tensor2D, fused?: FusedLayer): tf.Tensor2D {
-    if (!fused) return tf.concat([project(normed, layer.q), project(normed, layer.k), project(normed, layer.v)], 1) as tf.Tensor2D;
+    if (!fused)
+      return tf.concat(
+        [project(normed, layer.q), project(normed, layer.k), project(normed, layer.v)],
+        1,
+      ) as tf.Tensor2D;
     return tf.matMul(normed, fused.qkv);
   }
 
   /** The rest of a block after attention: x + o(attended), then the MLP with its residual. [rows, d]. */
-  private finishBlock(layer: Layer, x: tf.Tensor2D, attended: tf.Tensor2D, fused?: FusedLayer): tf.Tensor2D {
+  private finishBlock(
+    layer: Layer,
+    x: tf.Tensor2D,
+    attended: tf.Tensor2D,
+    fused?: FusedLayer,
+  ): tf.Tensor2D {
     const afterAttention = tf.add(x, project(attended, layer.o)) as tf.Tensor2D;
     const normed = rmsNorm(afterAttention, layer.postNorm, this.config.rmsNormEps);
     let gate: tf.Tensor2D;
     let up: tf.Tensor2D;
-    if (fused) [gate, up] = tf.split(tf.matMul(normed, fused.gateUp), 2, 1) as tf.Tensor2D[];
+    if (fused?.gateUp)
+      [gate, up] = tf.split(tf.matMul(normed, fused.gateUp), 2, 1) as tf.Tensor2D[];
     else [gate, up] = [project(normed, layer.gate), project(normed, layer.up)];
     const mlp = project(tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D, layer.down);
     return tf.add(afterAttention, mlp) as tf.Tensor2D;
@@ -221,7 +300,9 @@ export class Transformer {
     sequence.assertUsable(this);
     if (tokenIds.length === 0) throw new RangeError("prefill needs at least one token");
     if (sequence.length + tokenIds.length > this.config.maxPositionEmbeddings) {
-      throw new RangeError(`sequence would reach ${sequence.length + tokenIds.length} tokens, over max_position_embeddings ${this.config.maxPositionEmbeddings}`);
+      throw new RangeError(
+        `sequence would reach ${sequence.length + tokenIds.length} tokens, over max_position_embeddings ${this.config.maxPositionEmbeddings}`,
+      );
     }
     // Long inputs go in chunks: attention scores of one chunk are [heads, chunk, length].
     let logits: Float32Array | undefined;
@@ -243,13 +324,17 @@ export class Transformer {
    */
   prefillBatch(sequences: KVSequence[], tokenLists: number[][]): Float32Array[] {
     this.assertAlive();
-    if (sequences.length !== tokenLists.length) throw new RangeError(`${sequences.length} sequences but ${tokenLists.length} token lists`);
-    if (new Set(sequences).size !== sequences.length) throw new RangeError("a sequence appears twice in one prefill batch");
+    if (sequences.length !== tokenLists.length)
+      throw new RangeError(`${sequences.length} sequences but ${tokenLists.length} token lists`);
+    if (new Set(sequences).size !== sequences.length)
+      throw new RangeError("a sequence appears twice in one prefill batch");
     sequences.forEach((sequence, i) => {
       sequence.assertUsable(this);
       if (tokenLists[i].length === 0) throw new RangeError("prefill needs at least one token");
       if (sequence.length + tokenLists[i].length > this.config.maxPositionEmbeddings) {
-        throw new RangeError(`sequence would reach ${sequence.length + tokenLists[i].length} tokens, over max_position_embeddings ${this.config.maxPositionEmbeddings}`);
+        throw new RangeError(
+          `sequence would reach ${sequence.length + tokenLists[i].length} tokens, over max_position_embeddings ${this.config.maxPositionEmbeddings}`,
+        );
       }
     });
     const results: Float32Array[] = new Array(sequences.length);
@@ -257,7 +342,10 @@ export class Transformer {
     let groupRows = 0;
     const flush = () => {
       if (group.length === 0) return;
-      const logits = this.feedRows(group.map((item) => sequences[item.index]), group.map((item) => item.tokens));
+      const logits = this.feedRows(
+        group.map((item) => sequences[item.index]),
+        group.map((item) => item.tokens),
+      );
       group.forEach((item, k) => (results[item.index] = logits[k]));
       group = [];
       groupRows = 0;
@@ -266,7 +354,11 @@ export class Transformer {
       for (let offset = 0; offset < tokens.length; offset += PREFILL_CHUNK_TOKENS) {
         const chunk = tokens.slice(offset, offset + PREFILL_CHUNK_TOKENS);
         // a sequence's chunks go to successive calls (each needs the previous one cached)
-        if (groupRows + chunk.length > PREFILL_CHUNK_TOKENS || group.some((item) => item.index === index)) flush();
+        if (
+          groupRows + chunk.length > PREFILL_CHUNK_TOKENS ||
+          group.some((item) => item.index === index)
+        )
+          flush();
         group.push({ index, tokens: chunk });
         groupRows += chunk.length;
       }
@@ -318,17 +410,37 @@ export class Transformer {
           keyOffsets[row] = owners[row].keyOffset(i);
           valueOffsets[row] = owners[row].valueOffset(i);
         }
-        const context = attention.layer(data, fused?.[i].qkvBias, keyOffsets, valueOffsets, capacities);
+        const context = attention.layer(
+          data,
+          fused?.[i].qkvBias,
+          keyOffsets,
+          valueOffsets,
+          capacities,
+        );
         x = this.finishBlock(layer, x, tf.tensor2d(context, [rows, qWidth]), fused?.[i]);
       });
-      const last = rows === sequences.length ? x : (tf.gather(x, tf.tensor1d(lastRows, "int32")) as tf.Tensor2D);
-      return tf.matMul(rmsNorm(last, this.weights.finalNorm, this.config.rmsNormEps), this.weights.headWeight(false));
+      const last =
+        rows === sequences.length
+          ? x
+          : (tf.gather(x, tf.tensor1d(lastRows, "int32")) as tf.Tensor2D);
+      return this.weights.headLogits(
+        rmsNorm(last, this.weights.finalNorm, this.config.rmsNormEps),
+        this.usableVocabulary,
+        false,
+      );
     });
     tokenLists.forEach((list, i) => sequences[i].setLength(sequences[i].length + list.length));
     const all = logits.dataSync() as Float32Array;
     logits.dispose();
     const V = this.config.vocabSize;
-    return sequences.map((_, i) => all.subarray(i * V, (i + 1) * V));
+    const usable = this.usableVocabulary;
+    if (usable === V) return sequences.map((_, i) => all.subarray(i * V, (i + 1) * V));
+    // padded ids: -Infinity, probability 0 under any sampling setting
+    return sequences.map((_, i) => {
+      const row = new Float32Array(V).fill(-Infinity);
+      row.set(all.subarray(i * usable, (i + 1) * usable));
+      return row;
+    });
   }
 
   /**
@@ -341,15 +453,24 @@ export class Transformer {
    */
   decodeStep(sequences: KVSequence[], tokenIds: number[]): Float32Array[] {
     this.assertAlive();
-    if (sequences.length !== tokenIds.length) throw new RangeError(`${sequences.length} sequences but ${tokenIds.length} tokens`);
+    if (sequences.length !== tokenIds.length)
+      throw new RangeError(`${sequences.length} sequences but ${tokenIds.length} tokens`);
     if (sequences.length === 0) return [];
-    if (new Set(sequences).size !== sequences.length) throw new RangeError("a sequence appears twice in one decode step");
+    if (new Set(sequences).size !== sequences.length)
+      throw new RangeError("a sequence appears twice in one decode step");
     for (const sequence of sequences) {
       sequence.assertUsable(this);
-      if (sequence.length === 0) throw new RangeError("decodeStep on an empty sequence: prefill it first");
-      if (sequence.length >= this.config.maxPositionEmbeddings) throw new RangeError(`sequence is at max_position_embeddings ${this.config.maxPositionEmbeddings}`);
+      if (sequence.length === 0)
+        throw new RangeError("decodeStep on an empty sequence: prefill it first");
+      if (sequence.length >= this.config.maxPositionEmbeddings)
+        throw new RangeError(
+          `sequence is at max_position_embeddings ${this.config.maxPositionEmbeddings}`,
+        );
     }
-    return this.feedRows(sequences, tokenIds.map((token) => [token]));
+    return this.feedRows(
+      sequences,
+      tokenIds.map((token) => [token]),
+    );
   }
 
   // ---------------------------------------------------------------- weights in HF layout
@@ -377,7 +498,14 @@ export class Transformer {
 function project(x: tf.Tensor2D, linear: Linear): tf.Tensor2D {
   let y: tf.Tensor2D = tf.matMul(x, linear.weight as tf.Tensor2D);
   if (linear.bias) y = tf.add<tf.Tensor2D>(y, linear.bias as tf.Tensor);
-  if (linear.lora) y = tf.add<tf.Tensor2D>(y, tf.mul(tf.matMul(tf.matMul(x, linear.lora.a as tf.Tensor2D), linear.lora.b as tf.Tensor2D), linear.lora.scale));
+  if (linear.lora)
+    y = tf.add<tf.Tensor2D>(
+      y,
+      tf.mul(
+        tf.matMul(tf.matMul(x, linear.lora.a as tf.Tensor2D), linear.lora.b as tf.Tensor2D),
+        linear.lora.scale,
+      ),
+    );
   return y;
 }
 
@@ -392,7 +520,10 @@ function applyRotary(x: tf.Tensor4D, rotary: { cos: tf.Tensor; sin: tf.Tensor })
   const half = x.shape[3] / 2;
   const [first, second] = tf.split(x, [half, half], 3);
   return tf.concat(
-    [tf.sub(tf.mul(first, rotary.cos), tf.mul(second, rotary.sin)), tf.add(tf.mul(second, rotary.cos), tf.mul(first, rotary.sin))],
+    [
+      tf.sub(tf.mul(first, rotary.cos), tf.mul(second, rotary.sin)),
+      tf.add(tf.mul(second, rotary.cos), tf.mul(first, rotary.sin)),
+    ],
     3,
   ) as tf.Tensor4D;
 }

@@ -10,9 +10,20 @@ import { readFile, writeFile, mkdir, access } from "node:fs/promises";
 import { join } from "node:path";
 import { type ModelConfig, parseHfConfig, toHfConfig } from "./config.js";
 import { Transformer, type NamedWeight, type LoraOptions, WeightsError } from "./model.js";
-import { readSafetensorsDirectory, writeSafetensorsDirectory, type SafetensorsDtype } from "./safetensors.js";
+import {
+  SafetensorsReader,
+  writeSafetensorsDirectory,
+  type SafetensorsDtype,
+} from "./safetensors.js";
+import { checkModelFits, type MemoryUse } from "./memory.js";
 import { generate, type GenerateOptions, type GenerationResult } from "./generate.js";
-import { AdamW, trainStep, type AdamWOptions, type TrainStepOptions, type TrainStepResult } from "./train.js";
+import {
+  AdamW,
+  trainStep,
+  type AdamWOptions,
+  type TrainStepOptions,
+  type TrainStepResult,
+} from "./train.js";
 import { initBackend } from "./backend.js";
 import { Tokenizer } from "./tokenizer/index.js";
 
@@ -60,6 +71,11 @@ export interface LoadOptions {
   trainable?: boolean;
   /** Load the tokenizer too (needs tokenizer.json); default true when the file exists. */
   tokenizer?: boolean;
+  /**
+   * What the model must fit the backend's memory for, checked before any weight is read
+   * (ModelTooLargeError otherwise): "inference" (default), "lora" or "full" training.
+   */
+  memoryUse?: MemoryUse;
 }
 
 export interface SaveOptions {
@@ -77,17 +93,33 @@ export class Policy {
   /** Bumped by every weight update (trainStep, importWeights, restore). */
   version = 0;
 
-  constructor(model: Transformer, options: { tokenizer?: PolicyTokenizer; generationConfig?: PolicyGenerationConfig; version?: number } = {}) {
+  constructor(
+    model: Transformer,
+    options: {
+      tokenizer?: PolicyTokenizer;
+      generationConfig?: PolicyGenerationConfig;
+      version?: number;
+    } = {},
+  ) {
     this.model = model;
     this.config = model.config;
     this.tokenizer = options.tokenizer;
+    // a config vocabulary padded past the tokenizer's: the padded ids are never sampled
+    if (options.tokenizer && options.tokenizer.vocabSize < model.config.vocabSize)
+      model.limitVocabulary(options.tokenizer.vocabSize);
     this.generationConfig = options.generationConfig ?? {};
     this.version = options.version ?? 0;
   }
 
   /** A freshly initialised policy (random weights). */
-  static create(config: ModelConfig, options: { tokenizer?: PolicyTokenizer; seed?: number; trainable?: boolean } = {}): Policy {
-    const model = new Transformer(config, undefined, { seed: options.seed ?? 0, trainable: options.trainable ?? true });
+  static create(
+    config: ModelConfig,
+    options: { tokenizer?: PolicyTokenizer; seed?: number; trainable?: boolean } = {},
+  ): Policy {
+    const model = new Transformer(config, undefined, {
+      seed: options.seed ?? 0,
+      trainable: options.trainable ?? true,
+    });
     const generationConfig: PolicyGenerationConfig = {};
     if (config.bosTokenId !== undefined) generationConfig.bos_token_id = config.bosTokenId;
     if (config.eosTokenId !== undefined) generationConfig.eos_token_id = config.eosTokenId;
@@ -97,34 +129,47 @@ export class Policy {
 
   /** Loads a Hugging Face model directory (initialises the tfjs backend first). */
   static async load(directory: string, options: LoadOptions = {}): Promise<Policy> {
-    await initBackend();
-    const config = parseHfConfig(JSON.parse(await readFile(join(directory, "config.json"), "utf8")));
+    const backend = await initBackend();
+    const config = parseHfConfig(
+      JSON.parse(await readFile(join(directory, "config.json"), "utf8")),
+    );
+    checkModelFits(config, backend, options.memoryUse ?? "inference", directory);
     const generationConfig = (await exists(join(directory, "generation_config.json")))
-      ? (JSON.parse(await readFile(join(directory, "generation_config.json"), "utf8")) as PolicyGenerationConfig)
+      ? (JSON.parse(
+          await readFile(join(directory, "generation_config.json"), "utf8"),
+        ) as PolicyGenerationConfig)
       : {};
-    const weights = await readSafetensorsDirectory(directory);
-    const tensors = new Map<string, tf.Tensor>();
-    for (const [name, weight] of weights) tensors.set(name, tf.tensor(weight.data, weight.shape, "float32"));
-    let model: Transformer;
-    try {
-      model = new Transformer(config, tensors, { trainable: options.trainable ?? true });
-    } finally {
-      for (const t of tensors.values()) t.dispose();
-    }
     let tokenizer: PolicyTokenizer | undefined;
     if (options.tokenizer !== false && (await exists(join(directory, "tokenizer.json")))) {
       tokenizer = await loadTokenizer(directory);
     } else if (options.tokenizer === true) {
       throw new Error(`no tokenizer.json in ${directory}`);
     }
+    // one tensor widened at a time: the backend never holds a second copy of the model
+    const reader = await SafetensorsReader.open(directory);
+    const source = {
+      names: () => reader.names(),
+      shape: (name: string) => reader.shape(name),
+      load: (name: string) => {
+        const weight = reader.read(name);
+        return tf.tensor(weight.data, weight.shape, "float32");
+      },
+    };
+    const model = new Transformer(config, source, { trainable: options.trainable ?? true });
     return new Policy(model, { tokenizer, generationConfig });
   }
 
   /** Writes config.json, generation_config.json, safetensors and (if present) the tokenizer. */
   async save(directory: string, options: SaveOptions = {}): Promise<void> {
     await mkdir(directory, { recursive: true });
-    await writeFile(join(directory, "config.json"), JSON.stringify(toHfConfig(this.config), null, 2) + "\n");
-    await writeFile(join(directory, "generation_config.json"), JSON.stringify(this.generationConfig, null, 2) + "\n");
+    await writeFile(
+      join(directory, "config.json"),
+      JSON.stringify(toHfConfig(this.config), null, 2) + "\n",
+    );
+    await writeFile(
+      join(directory, "generation_config.json"),
+      JSON.stringify(this.generationConfig, null, 2) + "\n",
+    );
     await writeSafetensorsDirectory(directory, this.model.exportHfWeights(), {
       dtype: options.dtype,
       maxShardBytes: options.maxShardBytes,
@@ -135,7 +180,8 @@ export class Policy {
 
   /** Token ids that end a turn: the tokenizer's stop tokens, else eos from the configs. */
   get stopTokenIds(): number[] {
-    if (this.tokenizer && this.tokenizer.stopTokenIds.length > 0) return this.tokenizer.stopTokenIds;
+    if (this.tokenizer && this.tokenizer.stopTokenIds.length > 0)
+      return this.tokenizer.stopTokenIds;
     const eos = this.generationConfig.eos_token_id ?? this.config.eosTokenId;
     return eos === undefined ? [] : Array.isArray(eos) ? eos : [eos];
   }
@@ -149,7 +195,11 @@ export class Policy {
   /** Batched generation from token ids (stop tokens default to `stopTokenIds`). */
   generate(prompts: number[][], options: GenerateOptions = {}): GenerationResult[] {
     const decode = this.tokenizer ? (ids: number[]) => this.tokenizer!.decode(ids) : undefined;
-    return generate(this.model, prompts, { stopTokenIds: this.stopTokenIds, ...(decode ? { decode } : {}), ...options });
+    return generate(this.model, prompts, {
+      stopTokenIds: this.stopTokenIds,
+      ...(decode ? { decode } : {}),
+      ...options,
+    });
   }
 
   /** An AdamW optimizer over this policy's trainable variables. */
@@ -158,7 +208,12 @@ export class Policy {
   }
 
   /** One optimizer step (see `trainStep`); bumps `version`. */
-  trainStep<MicroBatch>(optimizer: AdamW, microBatches: MicroBatch[], lossFn: (microBatch: MicroBatch) => tf.Scalar, options: TrainStepOptions = {}): TrainStepResult {
+  trainStep<MicroBatch>(
+    optimizer: AdamW,
+    microBatches: MicroBatch[],
+    lossFn: (microBatch: MicroBatch) => tf.Scalar,
+    options: TrainStepOptions = {},
+  ): TrainStepResult {
     const result = trainStep(this.model, optimizer, microBatches, lossFn, options);
     this.bumpVersion();
     return result;
@@ -193,8 +248,15 @@ export class Policy {
    */
   fromSnapshot(snapshot: PolicySnapshot): Policy {
     if (snapshot.isDisposed) throw new Error("snapshot is disposed");
-    const model = new Transformer(this.config, undefined, { trainable: false, values: snapshot.values });
-    return new Policy(model, { tokenizer: this.tokenizer, generationConfig: this.generationConfig, version: snapshot.version });
+    const model = new Transformer(this.config, undefined, {
+      trainable: false,
+      values: snapshot.values,
+    });
+    return new Policy(model, {
+      tokenizer: this.tokenizer,
+      generationConfig: this.generationConfig,
+      version: snapshot.version,
+    });
   }
 
   /** Weights as flat Float32Arrays in HF layout, tagged with the version. */
@@ -206,7 +268,8 @@ export class Policy {
   importWeights(weights: ExportedWeights): void {
     const tensors = new Map<string, tf.Tensor>();
     for (const w of weights.tensors) {
-      if (w.data.length !== w.shape.reduce((a, b) => a * b, 1)) throw new WeightsError(`${w.name}: ${w.data.length} values for shape [${w.shape}]`);
+      if (w.data.length !== w.shape.reduce((a, b) => a * b, 1))
+        throw new WeightsError(`${w.name}: ${w.data.length} values for shape [${w.shape}]`);
       tensors.set(w.name, tf.tensor(w.data, w.shape, "float32"));
     }
     try {
@@ -227,5 +290,8 @@ async function loadTokenizer(directory: string): Promise<PolicyTokenizer> {
 }
 
 async function exists(path: string): Promise<boolean> {
-  return access(path).then(() => true, () => false);
+  return access(path).then(
+    () => true,
+    () => false,
+  );
 }

@@ -27,12 +27,22 @@ const HeaderEntrySchema = z.object({
   data_offsets: z.tuple([z.number().int().nonnegative(), z.number().int().nonnegative()]),
 });
 
-/** Parses one safetensors file into float32 tensors (copies; F16/BF16 widened). */
-export function parseSafetensors(bytes: Uint8Array, source = "safetensors"): Map<string, NamedWeight> {
+/** One tensor's place in a safetensors file. */
+interface SafetensorsEntry {
+  name: string;
+  dtype: SafetensorsDtype;
+  shape: number[];
+  /** its bytes within the file */
+  bytes: Uint8Array;
+}
+
+/** Reads a safetensors file's header: every tensor's dtype, shape and bytes (not decoded). */
+function safetensorsEntries(bytes: Uint8Array, source: string): SafetensorsEntry[] {
   if (bytes.byteLength < 8) throw new SafetensorsError(`${source}: file too short`);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const headerLength = Number(view.getBigUint64(0, true));
-  if (8 + headerLength > bytes.byteLength) throw new SafetensorsError(`${source}: header length ${headerLength} exceeds file size`);
+  if (8 + headerLength > bytes.byteLength)
+    throw new SafetensorsError(`${source}: header length ${headerLength} exceeds file size`);
   let header: Record<string, unknown>;
   try {
     header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + headerLength)));
@@ -40,21 +50,121 @@ export function parseSafetensors(bytes: Uint8Array, source = "safetensors"): Map
     throw new SafetensorsError(`${source}: header is not JSON (${(error as Error).message})`);
   }
   const dataStart = 8 + headerLength;
-  const tensors = new Map<string, NamedWeight>();
+  const entries: SafetensorsEntry[] = [];
   for (const [name, raw] of Object.entries(header)) {
     if (name === "__metadata__") continue;
     const parsed = HeaderEntrySchema.safeParse(raw);
     if (!parsed.success) throw new SafetensorsError(`${source}: bad header entry for ${name}`);
-    const { dtype, shape, data_offsets: [begin, end] } = parsed.data;
-    if (!(dtype in BYTES_PER_ELEMENT)) throw new SafetensorsError(`${source}: ${name} has dtype ${dtype}; only F32, F16 and BF16 are read`);
+    const {
+      dtype,
+      shape,
+      data_offsets: [begin, end],
+    } = parsed.data;
+    if (!(dtype in BYTES_PER_ELEMENT))
+      throw new SafetensorsError(
+        `${source}: ${name} has dtype ${dtype}; only F32, F16 and BF16 are read`,
+      );
     const count = shape.reduce((a, b) => a * b, 1);
-    if (end - begin !== count * BYTES_PER_ELEMENT[dtype as SafetensorsDtype] || dataStart + end > bytes.byteLength) {
-      throw new SafetensorsError(`${source}: ${name} offsets [${begin}, ${end}] do not match shape [${shape}] ${dtype}`);
+    if (
+      end - begin !== count * BYTES_PER_ELEMENT[dtype as SafetensorsDtype] ||
+      dataStart + end > bytes.byteLength
+    ) {
+      throw new SafetensorsError(
+        `${source}: ${name} offsets [${begin}, ${end}] do not match shape [${shape}] ${dtype}`,
+      );
     }
-    const data = decode(bytes.subarray(dataStart + begin, dataStart + end), dtype as SafetensorsDtype, count);
-    tensors.set(name, { name, shape, data });
+    entries.push({
+      name,
+      dtype: dtype as SafetensorsDtype,
+      shape,
+      bytes: bytes.subarray(dataStart + begin, dataStart + end),
+    });
+  }
+  return entries;
+}
+
+/** Parses one safetensors file into float32 tensors (copies; F16/BF16 widened). */
+export function parseSafetensors(
+  bytes: Uint8Array,
+  source = "safetensors",
+): Map<string, NamedWeight> {
+  const tensors = new Map<string, NamedWeight>();
+  for (const { name, dtype, shape, bytes: data } of safetensorsEntries(bytes, source)) {
+    tensors.set(name, {
+      name,
+      shape,
+      data: decode(
+        data,
+        dtype,
+        shape.reduce((a, b) => a * b, 1),
+      ),
+    });
   }
   return tensors;
+}
+
+/**
+ * A model directory's safetensors, kept as the files' bytes (BF16 stays 2 bytes a value) and
+ * decoded to float32 one tensor at a time: loading a model holds the files plus one widened
+ * tensor, never every tensor widened at once.
+ */
+export class SafetensorsReader {
+  private constructor(private readonly entries: Map<string, SafetensorsEntry>) {}
+
+  /** Reads `model.safetensors`, or every shard listed in `model.safetensors.index.json` (headers checked, data not decoded). */
+  static async open(directory: string): Promise<SafetensorsReader> {
+    const entries = new Map<string, SafetensorsEntry>();
+    const indexPath = join(directory, SAFETENSORS_INDEX_FILE);
+    if (await exists(indexPath)) {
+      const parsed = IndexSchema.safeParse(JSON.parse(await readFile(indexPath, "utf8")));
+      if (!parsed.success)
+        throw new SafetensorsError(`${indexPath}: not a safetensors index (weight_map missing)`);
+      for (const file of new Set(Object.values(parsed.data.weight_map))) {
+        for (const entry of safetensorsEntries(await readFile(join(directory, file)), file))
+          entries.set(entry.name, entry);
+      }
+      const missing = Object.keys(parsed.data.weight_map).filter((name) => !entries.has(name));
+      if (missing.length > 0)
+        throw new SafetensorsError(`${indexPath}: shards lack ${missing.slice(0, 3).join(", ")}`);
+      return new SafetensorsReader(entries);
+    }
+    const singlePath = join(directory, SAFETENSORS_FILE);
+    if (!(await exists(singlePath)))
+      throw new SafetensorsError(
+        `no ${SAFETENSORS_FILE} or ${SAFETENSORS_INDEX_FILE} in ${directory}`,
+      );
+    for (const entry of safetensorsEntries(await readFile(singlePath), singlePath))
+      entries.set(entry.name, entry);
+    return new SafetensorsReader(entries);
+  }
+
+  names(): string[] {
+    return [...this.entries.keys()];
+  }
+
+  shape(name: string): number[] {
+    return this.entry(name).shape.slice();
+  }
+
+  /** The tensor's values widened to float32 (a new array). */
+  read(name: string): NamedWeight {
+    const { shape, dtype, bytes } = this.entry(name);
+    return {
+      name,
+      shape: shape.slice(),
+      data: decode(
+        bytes,
+        dtype,
+        shape.reduce((a, b) => a * b, 1),
+      ),
+    };
+  }
+
+  private entry(name: string): SafetensorsEntry {
+    const entry = this.entries.get(name);
+    if (!entry) throw new SafetensorsError(`no tensor ${name}`);
+    return entry;
+  }
 }
 
 function decode(bytes: Uint8Array, dtype: SafetensorsDtype, count: number): Float32Array {
@@ -125,16 +235,26 @@ export interface SerializeOptions {
 }
 
 /** One safetensors file holding `weights` (in the given order). */
-export function serializeSafetensors(weights: NamedWeight[], options: SerializeOptions = {}): Uint8Array {
+export function serializeSafetensors(
+  weights: NamedWeight[],
+  options: SerializeOptions = {},
+): Uint8Array {
   const dtype = options.dtype ?? "F32";
   const header: Record<string, unknown> = { __metadata__: options.metadata ?? { format: "pt" } };
   const payloads: Uint8Array[] = [];
   let offset = 0;
   for (const weight of weights) {
     const count = weight.shape.reduce((a, b) => a * b, 1);
-    if (count !== weight.data.length) throw new SafetensorsError(`${weight.name}: shape [${weight.shape}] but ${weight.data.length} values`);
+    if (count !== weight.data.length)
+      throw new SafetensorsError(
+        `${weight.name}: shape [${weight.shape}] but ${weight.data.length} values`,
+      );
     const bytes = encode(weight.data, dtype);
-    header[weight.name] = { dtype, shape: weight.shape, data_offsets: [offset, offset + bytes.byteLength] };
+    header[weight.name] = {
+      dtype,
+      shape: weight.shape,
+      data_offsets: [offset, offset + bytes.byteLength],
+    };
     payloads.push(bytes);
     offset += bytes.byteLength;
   }
@@ -155,26 +275,17 @@ export function serializeSafetensors(weights: NamedWeight[], options: SerializeO
 export const SAFETENSORS_FILE = "model.safetensors";
 export const SAFETENSORS_INDEX_FILE = "model.safetensors.index.json";
 
-const IndexSchema = z.object({ metadata: z.record(z.string(), z.unknown()).optional(), weight_map: z.record(z.string(), z.string()) });
+const IndexSchema = z.object({
+  metadata: z.record(z.string(), z.unknown()).optional(),
+  weight_map: z.record(z.string(), z.string()),
+});
 
-/** Reads `model.safetensors`, or every shard listed in `model.safetensors.index.json`. */
-export async function readSafetensorsDirectory(directory: string): Promise<Map<string, NamedWeight>> {
-  const indexPath = join(directory, SAFETENSORS_INDEX_FILE);
-  if (await exists(indexPath)) {
-    const parsed = IndexSchema.safeParse(JSON.parse(await readFile(indexPath, "utf8")));
-    if (!parsed.success) throw new SafetensorsError(`${indexPath}: not a safetensors index (weight_map missing)`);
-    const files = [...new Set(Object.values(parsed.data.weight_map))];
-    const tensors = new Map<string, NamedWeight>();
-    for (const file of files) {
-      for (const [name, tensor] of parseSafetensors(await readFile(join(directory, file)), file)) tensors.set(name, tensor);
-    }
-    const missing = Object.keys(parsed.data.weight_map).filter((name) => !tensors.has(name));
-    if (missing.length > 0) throw new SafetensorsError(`${indexPath}: shards lack ${missing.slice(0, 3).join(", ")}`);
-    return tensors;
-  }
-  const singlePath = join(directory, SAFETENSORS_FILE);
-  if (!(await exists(singlePath))) throw new SafetensorsError(`no ${SAFETENSORS_FILE} or ${SAFETENSORS_INDEX_FILE} in ${directory}`);
-  return parseSafetensors(await readFile(singlePath), singlePath);
+/** Reads `model.safetensors`, or every shard listed in `model.safetensors.index.json`, widened to float32. */
+export async function readSafetensorsDirectory(
+  directory: string,
+): Promise<Map<string, NamedWeight>> {
+  const reader = await SafetensorsReader.open(directory);
+  return new Map(reader.names().map((name) => [name, reader.read(name)]));
 }
 
 export interface WriteDirectoryOptions extends SerializeOptions {
@@ -183,7 +294,11 @@ export interface WriteDirectoryOptions extends SerializeOptions {
 }
 
 /** Writes `model.safetensors`, or shards `model-0000N-of-0000M.safetensors` with an index. Returns the file names. */
-export async function writeSafetensorsDirectory(directory: string, weights: NamedWeight[], options: WriteDirectoryOptions = {}): Promise<string[]> {
+export async function writeSafetensorsDirectory(
+  directory: string,
+  weights: NamedWeight[],
+  options: WriteDirectoryOptions = {},
+): Promise<string[]> {
   await mkdir(directory, { recursive: true });
   const bytesPerElement = BYTES_PER_ELEMENT[options.dtype ?? "F32"];
   const limit = options.maxShardBytes ?? Infinity;
@@ -214,10 +329,16 @@ export async function writeSafetensorsDirectory(directory: string, weights: Name
       totalSize += weight.data.length * bytesPerElement;
     }
   }
-  await writeFile(join(directory, SAFETENSORS_INDEX_FILE), JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2) + "\n");
+  await writeFile(
+    join(directory, SAFETENSORS_INDEX_FILE),
+    JSON.stringify({ metadata: { total_size: totalSize }, weight_map: weightMap }, null, 2) + "\n",
+  );
   return [...names, SAFETENSORS_INDEX_FILE];
 }
 
 async function exists(path: string): Promise<boolean> {
-  return access(path).then(() => true, () => false);
+  return access(path).then(
+    () => true,
+    () => false,
+  );
 }

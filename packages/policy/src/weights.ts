@@ -11,6 +11,7 @@
 import { AgentRLError } from "@agentrl/spec";
 import * as tf from "@tensorflow/tfjs-core";
 import type { ModelConfig } from "./config.js";
+import { inferenceCachePlan } from "./memory.js";
 
 /** Something wrong with weights given to the model (missing, extra, mis-shaped). */
 export class WeightsError extends AgentRLError {}
@@ -53,13 +54,36 @@ export interface FusedLayer {
   qkv: tf.Tensor2D;
   /** [q + 2·kv], in JS memory: the decode path adds it to the read-back rows */
   qkvBias?: Float32Array;
-  /** [d, 2·m] */
-  gateUp: tf.Tensor2D;
+  /** [d, 2·m]; absent for large models (inferenceCachePlan: it would double the MLP weights) */
+  gateUp?: tf.Tensor2D;
+}
+
+/**
+ * Weights read one at a time (e.g. straight from safetensors bytes), so loading never holds
+ * a second copy of the whole model in the backend: each tensor `load` returns is turned
+ * into its variable and disposed before the next is read.
+ */
+export interface WeightSource {
+  /** Every HF name available. */
+  names(): string[];
+  /** HF-layout shape of a name. */
+  shape(name: string): number[];
+  /** A new float tensor in HF layout; the model disposes it. */
+  load(name: string): tf.Tensor;
 }
 
 /** Projections LoRA can adapt (HF module names). */
-export type LoraTarget = "q_proj" | "k_proj" | "v_proj" | "o_proj" | "gate_proj" | "up_proj" | "down_proj";
-export const LORA_TARGETS: readonly LoraTarget[] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
+export type LoraTarget =
+  "q_proj" | "k_proj" | "v_proj" | "o_proj" | "gate_proj" | "up_proj" | "down_proj";
+export const LORA_TARGETS: readonly LoraTarget[] = [
+  "q_proj",
+  "k_proj",
+  "v_proj",
+  "o_proj",
+  "gate_proj",
+  "up_proj",
+  "down_proj",
+];
 
 export interface LoraOptions {
   /** Adapter rank r. Default 8. */
@@ -104,40 +128,68 @@ export class ModelWeights {
   private headCache?: { source: object; transposed: tf.Tensor2D };
   private fusedCache?: { ids: (object | undefined)[]; layers: FusedLayer[] };
 
-  constructor(private readonly config: ModelConfig, private readonly scope: string, weights?: Map<string, tf.Tensor>, options: ModelInitOptions = {}) {
+  constructor(
+    private readonly config: ModelConfig,
+    private readonly scope: string,
+    given?: Map<string, tf.Tensor> | WeightSource,
+    options: ModelInitOptions = {},
+  ) {
     const { hiddenSize: d, intermediateSize: m, vocabSize: V, headDim } = config;
     const qWidth = config.numAttentionHeads * headDim;
     const kvWidth = config.numKeyValueHeads * headDim;
     const trainable = options.trainable ?? true;
     let seed = options.seed ?? 0;
     const residualStd = 0.02 / Math.sqrt(2 * config.numHiddenLayers);
-    if (weights) checkWeightNames(config, weights);
+    const weights = given instanceof Map ? mapSource(given) : given;
+    if (weights) checkWeightNames(config, new Set(weights.names()));
 
-    const make = (name: string, hfShape: number[], init: "normal" | "residual" | "ones" | "zeros", transposed = false): tf.Variable => {
+    const make = (
+      name: string,
+      hfShape: number[],
+      init: "normal" | "residual" | "ones" | "zeros",
+      transposed = false,
+    ): tf.Variable => {
       const storedShape = transposed ? [hfShape[1], hfShape[0]] : hfShape;
       const value = tf.tidy(() => {
         const own = options.values?.get(name);
         if (own) {
-          if (own.shape.join() !== storedShape.join()) throw new WeightsError(`${name}: shape [${own.shape}] but model stores [${storedShape}]`);
+          if (own.shape.join() !== storedShape.join())
+            throw new WeightsError(
+              `${name}: shape [${own.shape}] but model stores [${storedShape}]`,
+            );
           return tf.clone(own);
         }
-        const given = weights?.get(name);
-        if (given) {
-          if (given.shape.join() !== hfShape.join()) throw new WeightsError(`${name}: shape [${given.shape}] but config needs [${hfShape}]`);
-          const float = given.dtype === "float32" ? given : tf.cast(given, "float32");
+        if (weights) {
+          const shape = weights.shape(name);
+          if (shape.join() !== hfShape.join())
+            throw new WeightsError(`${name}: shape [${shape}] but config needs [${hfShape}]`);
+          const loaded = weights.load(name); // a tensor made inside this tidy is freed at its end
+          const float = loaded.dtype === "float32" ? loaded : tf.cast(loaded, "float32");
           return transposed ? tf.transpose(float) : tf.clone(float);
         }
         seed += 1;
         if (init === "ones") return tf.ones(storedShape);
         if (init === "zeros") return tf.zeros(storedShape);
-        return tf.randomNormal(storedShape, 0, init === "residual" ? residualStd : 0.02, "float32", seed);
+        return tf.randomNormal(
+          storedShape,
+          0,
+          init === "residual" ? residualStd : 0.02,
+          "float32",
+          seed,
+        );
       });
       const variable = tf.variable(value, trainable, `${scope}/${name}`);
       value.dispose();
       this.variables.set(name, variable);
       return variable;
     };
-    const linear = (name: string, inputs: number, outputs: number, bias: boolean, init: "normal" | "residual" = "normal"): Linear => {
+    const linear = (
+      name: string,
+      inputs: number,
+      outputs: number,
+      bias: boolean,
+      init: "normal" | "residual" = "normal",
+    ): Linear => {
       const projection: Linear = {
         weight: make(`${name}.weight`, [outputs, inputs], init, true),
         ...(bias ? { bias: make(`${name}.bias`, [outputs], "zeros") } : {}),
@@ -193,7 +245,8 @@ export class ModelWeights {
   enableLora(options: LoraOptions = {}): void {
     if (this.lora) throw new Error("LoRA is already enabled");
     const rank = options.rank ?? 8;
-    if (!Number.isInteger(rank) || rank <= 0) throw new RangeError(`LoRA rank must be a positive integer, got ${rank}`);
+    if (!Number.isInteger(rank) || rank <= 0)
+      throw new RangeError(`LoRA rank must be a positive integer, got ${rank}`);
     const scale = (options.alpha ?? 16) / rank;
     const targets = new Set(options.targets ?? LORA_TARGETS);
     let seed = options.seed ?? 0;
@@ -203,7 +256,11 @@ export class ModelWeights {
       if (!targets.has(module)) continue;
       const [inputs, outputs] = linear.weight.shape;
       const base = name.slice(0, -".weight".length);
-      const a = tf.variable(tf.randomNormal([inputs, rank], 0, 1 / Math.sqrt(inputs), "float32", ++seed), true, `${this.scope}/${base}.lora_A.weight`);
+      const a = tf.variable(
+        tf.randomNormal([inputs, rank], 0, 1 / Math.sqrt(inputs), "float32", ++seed),
+        true,
+        `${this.scope}/${base}.lora_A.weight`,
+      );
       const b = tf.variable(tf.zeros([rank, outputs]), true, `${this.scope}/${base}.lora_B.weight`);
       linear.lora = { a, b, scale };
       this.lora.set(`${base}.lora_A.weight`, a);
@@ -228,7 +285,8 @@ export class ModelWeights {
 
   /** Zeroes every adapter's B, so the model equals its base weights. */
   private resetLoraUpdates(): void {
-    for (const linear of this.linears.values()) if (linear.lora) linear.lora.b.assign(tf.zerosLike(linear.lora.b));
+    for (const linear of this.linears.values())
+      if (linear.lora) linear.lora.b.assign(tf.zerosLike(linear.lora.b));
   }
 
   // ---------------------------------------------------------------- weights in HF layout
@@ -238,7 +296,14 @@ export class ModelWeights {
     const result = new Map<string, tf.Tensor>();
     for (const [name, variable] of this.variables) {
       const linear = this.linears.get(name);
-      result.set(name, tf.tidy(() => (isStoredTransposed(name) ? tf.transpose(linear ? effectiveWeight(linear) : variable) : tf.clone(variable))));
+      result.set(
+        name,
+        tf.tidy(() =>
+          isStoredTransposed(name)
+            ? tf.transpose(linear ? effectiveWeight(linear) : variable)
+            : tf.clone(variable),
+        ),
+      );
     }
     return result;
   }
@@ -256,11 +321,14 @@ export class ModelWeights {
   /** Overwrites every weight from tensors in HF layout (all names must be present). LoRA adapters are reset (B = 0). */
   loadHfTensors(tensors: Map<string, tf.Tensor>): void {
     this.resetLoraUpdates();
-    checkWeightNames(this.config, tensors);
+    checkWeightNames(this.config, new Set(tensors.keys()));
     for (const [name, variable] of this.variables) {
       const given = tensors.get(name)!;
-      const expected = isStoredTransposed(name) ? [variable.shape[1], variable.shape[0]] : variable.shape;
-      if (given.shape.join() !== expected.join()) throw new WeightsError(`${name}: shape [${given.shape}] but model has [${expected}]`);
+      const expected = isStoredTransposed(name)
+        ? [variable.shape[1], variable.shape[0]]
+        : variable.shape;
+      if (given.shape.join() !== expected.join())
+        throw new WeightsError(`${name}: shape [${given.shape}] but model has [${expected}]`);
       tf.tidy(() => {
         const float = given.dtype === "float32" ? given : tf.cast(given, "float32");
         variable.assign(isStoredTransposed(name) ? tf.transpose(float) : float);
@@ -299,18 +367,30 @@ export class ModelWeights {
    */
   fusedLayers(): FusedLayer[] | undefined {
     if (this.lora) return undefined;
-    const sources = this.layers.flatMap((l) => [l.q.weight, l.k.weight, l.v.weight, l.q.bias, l.k.bias, l.v.bias, l.gate.weight, l.up.weight]);
+    const { fusedMlp } = inferenceCachePlan(this.config);
+    const sources = this.layers.flatMap((l) => [
+      l.q.weight,
+      l.k.weight,
+      l.v.weight,
+      l.q.bias,
+      l.k.bias,
+      l.v.bias,
+      l.gate.weight,
+      l.up.weight,
+    ]);
     const ids = sources.map((v) => (v as unknown as { dataId: object } | undefined)?.dataId);
-    if (this.fusedCache && this.fusedCache.ids.every((id, i) => id === ids[i])) return this.fusedCache.layers;
+    if (this.fusedCache && this.fusedCache.ids.every((id, i) => id === ids[i]))
+      return this.fusedCache.layers;
     this.disposeFused();
     const layers = this.layers.map((l): FusedLayer => {
-      const bias = l.q.bias && l.k.bias && l.v.bias ? tf.concat([l.q.bias, l.k.bias, l.v.bias]) : undefined;
+      const bias =
+        l.q.bias && l.k.bias && l.v.bias ? tf.concat([l.q.bias, l.k.bias, l.v.bias]) : undefined;
       const qkvBias = bias?.dataSync() as Float32Array | undefined;
       bias?.dispose();
       return {
         qkv: tf.concat([l.q.weight, l.k.weight, l.v.weight], 1) as tf.Tensor2D,
         ...(qkvBias ? { qkvBias } : {}),
-        gateUp: tf.concat([l.gate.weight, l.up.weight], 1) as tf.Tensor2D,
+        ...(fusedMlp ? { gateUp: tf.concat([l.gate.weight, l.up.weight], 1) as tf.Tensor2D } : {}),
       };
     });
     this.fusedCache = { ids, layers };
@@ -318,21 +398,38 @@ export class ModelWeights {
   }
 
   private disposeFused(): void {
-    for (const layer of this.fusedCache?.layers ?? []) tf.dispose([layer.qkv, layer.gateUp]);
+    for (const layer of this.fusedCache?.layers ?? [])
+      tf.dispose([layer.qkv, ...(layer.gateUp ? [layer.gateUp] : [])]);
     this.fusedCache = undefined;
   }
 
-  /** LM head [d, V]: the untied matrix, or the embedding transposed (cached outside training). */
-  headWeight(differentiable: boolean): tf.Tensor2D {
-    const { lmHead, embedding } = this;
-    if (lmHead) return lmHead as tf.Tensor2D;
-    if (differentiable) return tf.transpose(embedding) as tf.Tensor2D;
-    const source = (embedding as unknown as { dataId: object }).dataId;
-    if (this.headCache?.source !== source) {
-      this.headCache?.transposed.dispose();
-      this.headCache = { source, transposed: tf.keep(tf.transpose(embedding)) as tf.Tensor2D };
-    }
-    return this.headCache.transposed;
+  /**
+   * Logits [n, columns] of hidden rows [n, d] over the first `columns` vocabulary entries
+   * (ids past the tokenizer's are cut from the logits: they can never be sampled nor scored). Untied: the
+   * [d, V] head. Tied: the embedding transposed, cached outside training while small
+   * (inferenceCachePlan), else the embedding read as it is (a matmul with transposed operand:
+   * no [d, V] copy). Differentiable when `differentiable`.
+   */
+  headLogits(hidden: tf.Tensor2D, columns: number, differentiable: boolean): tf.Tensor2D {
+    return tf.tidy(() => {
+      const { lmHead, embedding } = this;
+      const V = this.config.vocabSize;
+      const keepColumns = (logits: tf.Tensor2D) =>
+        columns < V
+          ? (tf.slice(logits, [0, 0], [logits.shape[0], columns]) as tf.Tensor2D)
+          : logits;
+      if (lmHead) return keepColumns(tf.matMul(hidden, lmHead as tf.Tensor2D));
+      if (!inferenceCachePlan(this.config).transposedHead)
+        return keepColumns(tf.matMul(hidden, embedding as tf.Tensor2D, false, true));
+      if (differentiable)
+        return keepColumns(tf.matMul(hidden, tf.transpose(embedding) as tf.Tensor2D));
+      const source = (embedding as unknown as { dataId: object }).dataId;
+      if (this.headCache?.source !== source) {
+        this.headCache?.transposed.dispose();
+        this.headCache = { source, transposed: tf.keep(tf.transpose(embedding)) as tf.Tensor2D };
+      }
+      return keepColumns(tf.matMul(hidden, this.headCache.transposed));
+    });
   }
 
   dispose(): void {
@@ -371,12 +468,28 @@ export function expectedWeightNames(config: ModelConfig): string[] {
   return names;
 }
 
-function checkWeightNames(config: ModelConfig, weights: Map<string, unknown>): void {
+/** A map of caller-owned tensors as a WeightSource (clones share storage; the map is not disposed). */
+function mapSource(tensors: Map<string, tf.Tensor>): WeightSource {
+  return {
+    names: () => [...tensors.keys()],
+    shape: (name) => tensors.get(name)!.shape,
+    load: (name) => tf.clone(tensors.get(name)!),
+  };
+}
+
+function checkWeightNames(config: ModelConfig, weights: Set<string>): void {
   const expected = expectedWeightNames(config);
   const missing = expected.filter((name) => !weights.has(name));
-  if (missing.length > 0) throw new WeightsError(`missing weights: ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ` (+${missing.length - 5} more)` : ""}`);
+  if (missing.length > 0)
+    throw new WeightsError(
+      `missing weights: ${missing.slice(0, 5).join(", ")}${missing.length > 5 ? ` (+${missing.length - 5} more)` : ""}`,
+    );
   const known = new Set(expected);
   // A tied model may still ship lm_head.weight (a copy); rotary inv_freq buffers are derived.
-  const extra = [...weights.keys()].filter((name) => !known.has(name) && name !== "lm_head.weight" && !name.endsWith("rotary_emb.inv_freq"));
-  if (extra.length > 0) throw new WeightsError(`unexpected weights: ${extra.slice(0, 5).join(", ")}`);
+  const extra = [...weights.keys()].filter(
+    (name) =>
+      !known.has(name) && name !== "lm_head.weight" && !name.endsWith("rotary_emb.inv_freq"),
+  );
+  if (extra.length > 0)
+    throw new WeightsError(`unexpected weights: ${extra.slice(0, 5).join(", ")}`);
 }
