@@ -16,7 +16,7 @@ export {
   type EngineStats, type GenerationRequest, type GenerationResult, InferenceEngine,
   type InferenceEngineOptions, policyEngineModel, type PolicyWeights, type WeightUpdateMode,
   type GenerationEngine
-} from "./engine/index.js";
+} from "./engine.js";
 export {
   ExternalChatModel, type ExternalChatModelOptions, ExternalModelError
 } from "./external.js";
@@ -52,3 +52,8 @@ export {
   parseChatCompletionRequest, type RunningModelServer, ServeConfigError, type ServeEngine,
   startModelServer
 } from "./serve/index.js";
+export {
+  checkTemplate, type EpisodeHandle, type EpisodeIdentity, EpisodeRecorder, type FinishOptions,
+  type GatewayEngine, GatewayError, type GatewayStats, RecordingGateway, type RecordingGatewayOptions,
+  type TemplateCheck
+} from "./gateway/index.js";
