@@ -16,7 +16,7 @@ export {
   type EngineStats, type GenerationRequest, type GenerationResult, InferenceEngine,
   type InferenceEngineOptions, policyEngineModel, type PolicyWeights, type WeightUpdateMode,
   type GenerationEngine
-} from "./engine.js";
+} from "./engine/index.js";
 export {
   ExternalChatModel, type ExternalChatModelOptions, ExternalModelError
 } from "./external.js";
