@@ -12,7 +12,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as tf from "@tensorflow/tfjs-core";
@@ -33,7 +33,8 @@ const STEPS = 5;
 const KILL_AFTER_STEP = 2;
 
 async function servedVersion(url: string): Promise<number> {
-  const response = await fetch(`${url}/weights`, { headers: { authorization: `Bearer ${API_KEY}` } });
+  // The weight routes take the weights key both servers share (the key file the first one generated), not the API key.
+  const response = await fetch(`${url}/weights`, { headers: { authorization: `Bearer ${readFileSync(process.env.AGENTRL_SERVE_KEY_FILE!, "utf8").trim()}` } });
   assert.equal(response.status, 200);
   return ((await response.json()) as { version: number }).version;
 }
@@ -44,6 +45,9 @@ test("a training run rolls out on two agentrl serve servers: exact log-probs, ve
   const policy = await testPolicy({ seed: 3 });
   await policy.save(model);
   policy.dispose();
+  // Both servers start at once with no weights key: one generates it into this file, the other reads it; the trainer finds it there.
+  process.env.AGENTRL_SERVE_KEY_FILE = join(root, "serve-key");
+  delete process.env.AGENTRL_SERVE_KEY;
   const servers = await Promise.all([startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8", "--quiet"], { backend: "cpu" }), startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8", "--quiet"], { backend: "cpu" })]);
   const urls = servers.map((server) => server.url);
   const trajectories: Trajectory[] = [];

@@ -16,6 +16,11 @@
  * gets the newest weights before it takes turns again. With no live server a turn waits at
  * most `unavailableTimeoutMs` (or until its own deadline), then fails: nothing hangs.
  *
+ * Every call has a deadline (`healthTimeoutMs`, `requestTimeoutMs`, `pushTimeoutMs`): a server
+ * that accepts a connection and never answers fails the call with an `InferenceServerError`
+ * naming the server, the route and the deadline, and is marked down. A weight push that no
+ * live server took rejects.
+ *
  * Wire types are exported here (the server in @agentrl/cli imports them; rollout does not
  * depend on cli).
  */
@@ -23,6 +28,7 @@ import { AgentRLError } from "@agentrl/spec";
 import { randomBytes } from "node:crypto";
 import { serializeSafetensors, type ExportedWeights } from "@agentrl/policy";
 import { ContextLimitError, EngineClosedError, type EngineStats, type GenerationEngine, type GenerationRequest, type GenerationResult } from "./engine/index.js";
+import { serveKeyFromEnvironment } from "./serve/key.js";
 
 /** The agentrl fields of a token-in chat-completions request (beside OpenAI's `model`, `max_tokens`, `temperature`, `n`). */
 export interface TokenCompletionRequest {
@@ -52,7 +58,13 @@ export const POLICY_VERSION_HEADER = "x-agentrl-policy-version";
 
 /** An inference server failed a request (down, or answered an error). */
 export class InferenceServerError extends AgentRLError {
-  constructor(message: string, readonly server: string, readonly status?: number) {
+  constructor(
+    message: string,
+    readonly server: string,
+    readonly status?: number,
+    /** Set when the server did not answer within this deadline (milliseconds). */
+    readonly deadlineMs?: number,
+  ) {
     super(message);
   }
 }
@@ -60,8 +72,14 @@ export class InferenceServerError extends AgentRLError {
 export interface RemoteEngineOptions {
   /** Base URLs of the servers (`http://host:port` or `http://host:port/v1`). */
   servers: string[];
-  /** Sent as `Authorization: Bearer <apiKey>`. Default none. */
+  /** Sent as `Authorization: Bearer <apiKey>` on the chat routes. Default none. */
   apiKey?: string;
+  /**
+   * Sent as `Authorization: Bearer <weightsKey>` on `POST /v1/weights` (a server's weight routes
+   * need their own key). Default: env `AGENTRL_SERVE_KEY`, else the key file servers on this
+   * machine write (`AGENTRL_SERVE_KEY_FILE`, else `~/.agentrl/serve-key`), else none.
+   */
+  weightsKey?: string;
   /** Model id the servers serve. Default: each server's own (from GET /health). */
   model?: string;
   /** Temperature of requests that give none. Default 1. */
@@ -74,6 +92,10 @@ export interface RemoteEngineOptions {
   unavailableTimeoutMs?: number;
   /** Time limit of one weight push to one server, milliseconds. Default 600,000. */
   pushTimeoutMs?: number;
+  /** Time limit of one turn (a chat-completions request), milliseconds. Default 600,000. */
+  requestTimeoutMs?: number;
+  /** Time limit of one health probe (GET /health), milliseconds. Default 5,000. */
+  healthTimeoutMs?: number;
   /** An episode stays on the server holding its KV cache unless that server has more than this many sequences in flight above the least loaded. Default 4. */
   affinitySlack?: number;
   /** Warnings (a server went down or came back). Default `console.warn`. */
@@ -96,10 +118,8 @@ interface Server extends RemoteServerState {
   retry?: NodeJS.Timeout;
 }
 
-const HEALTH_TIMEOUT_MS = 5_000;
-
 export class RemoteEngine implements GenerationEngine<ExportedWeights> {
-  private readonly options: Required<Omit<RemoteEngineOptions, "apiKey" | "model" | "stopTokenIds">> & Pick<RemoteEngineOptions, "apiKey" | "model" | "stopTokenIds">;
+  private readonly options: Required<Omit<RemoteEngineOptions, "apiKey" | "weightsKey" | "model" | "stopTokenIds">> & Pick<RemoteEngineOptions, "apiKey" | "weightsKey" | "model" | "stopTokenIds">;
   private readonly servers: Server[];
   /** Cache key (namespaced) → the server holding it. */
   private readonly affinity = new Map<string, Server>();
@@ -114,18 +134,20 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
 
   private constructor(options: RemoteEngineOptions) {
     if (options.servers.length === 0) throw new RangeError("a remote engine needs at least one server URL");
-    this.options = { temperature: 1, retryAfterMs: 2_000, unavailableTimeoutMs: 30_000, pushTimeoutMs: 600_000, affinitySlack: 4, log: (line) => console.warn(line), ...options };
+    this.options = { temperature: 1, retryAfterMs: 2_000, unavailableTimeoutMs: 30_000, pushTimeoutMs: 600_000, requestTimeoutMs: 600_000, healthTimeoutMs: 5_000, affinitySlack: 4, log: (line) => console.warn(line), ...options };
+    this.options.weightsKey ??= serveKeyFromEnvironment();
     this.servers = options.servers.map((url) => ({ url: baseUrl(url), up: false, model: options.model, version: -1, inFlight: 0, requests: 0, failures: 0 }));
   }
 
   /** Probes every server (GET /health); throws InferenceServerError when none answers. */
   static async connect(options: RemoteEngineOptions): Promise<RemoteEngine> {
     const engine = new RemoteEngine(options);
-    await Promise.all(engine.servers.map((server) => engine.probe(server)));
+    const failures = await Promise.all(engine.servers.map((server) => engine.probe(server)));
     const live = engine.servers.filter((server) => server.up);
     if (live.length === 0) {
       engine.close();
-      throw new InferenceServerError(`no inference server answers: ${options.servers.join(", ")}`, options.servers.join(","));
+      const reasons = engine.servers.map((server, index) => `${server.url}: ${failures[index] ?? "no answer"}`).join("; ");
+      throw new InferenceServerError(`no inference server answers GET /health (${reasons})`, options.servers.join(","));
     }
     engine.currentVersion = Math.max(...live.map((server) => server.version));
     for (const server of engine.servers) if (!server.up) engine.markDown(server, "did not answer GET /health");
@@ -161,7 +183,7 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
     server.requests += 1;
     const signal = request.signal ? AbortSignal.any([request.signal, this.closing.signal]) : this.closing.signal;
     try {
-      const answer = await this.call(server, "/chat/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal });
+      const answer = await this.call(server, "/chat/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal }, ["requestTimeoutMs", this.options.requestTimeoutMs]);
       return this.resultOf(server, answer, request.promptTokens.length);
     } catch (error) {
       if (cacheKey !== undefined) this.affinity.delete(cacheKey);
@@ -185,30 +207,37 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
     setImmediate(() => {
       const keys = this.releases.get(server) ?? [];
       this.releases.delete(server);
-      void this.call(server, "/cache/release", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ cache_keys: keys }) }).catch(() => {});
+      void this.call(server, "/cache/release", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ cache_keys: keys }) }, ["healthTimeoutMs", this.options.healthTimeoutMs]).catch(() => {});
     });
   }
 
   /**
    * Pushes new weights to every live server (one safetensors body, encoded once). Resolves
-   * when each live server uses them; a server that fails meanwhile is marked down (it gets
-   * them when it comes back). Rejects when a server refuses them (e.g. another architecture).
+   * when each live server uses them; a server that fails meanwhile (or does not answer within
+   * `pushTimeoutMs`) is marked down (it gets them when it comes back). Rejects when a server
+   * refuses them (e.g. another architecture), or when no server took them.
    */
   async updateWeights(weights: ExportedWeights, version: number): Promise<void> {
     if (this.closed) throw new EngineClosedError("the remote engine is closed");
     const bytes = serializeSafetensors(weights.tensors, { metadata: { format: "pt", version: String(version) } });
     this.latest = { bytes, version };
     const refused: string[] = [];
+    const failed: InferenceServerError[] = [];
+    const live = this.servers.filter((server) => server.up);
     await Promise.all(
-      this.servers.filter((server) => server.up).map(async (server) => {
+      live.map(async (server) => {
         try {
           await this.push(server);
         } catch (error) {
           if (error instanceof InferenceServerError && error.status !== undefined && error.status < 500) refused.push(error.message);
+          else failed.push(error instanceof InferenceServerError ? error : new InferenceServerError(`${server.url}/weights: ${(error as Error).message}`, server.url));
         }
       }),
     );
     if (refused.length > 0) throw new InferenceServerError(`weights of version ${version} refused: ${refused.join("; ")}`, "", 400);
+    if (live.length > 0 && failed.length === live.length) {
+      throw new InferenceServerError(`weights of version ${version} reached no server: ${failed.map((error) => error.message).join("; ")}`, failed.map((error) => error.server).join(","), failed[0].status, failed[0].deadlineMs);
+    }
     this.currentVersion = version;
     this.counters.weightUpdates += 1;
   }
@@ -264,21 +293,31 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
     }
   }
 
-  private async probe(server: Server): Promise<void> {
+  /** GET /health (and the newest weights when it missed them); resolves with why it failed, if it did. */
+  private async probe(server: Server): Promise<string | undefined> {
+    const timeout = AbortSignal.timeout(this.options.healthTimeoutMs);
     try {
-      const response = await fetch(server.url.replace(/\/v1$/, "/health"), { signal: AbortSignal.any([AbortSignal.timeout(HEALTH_TIMEOUT_MS), this.closing.signal]) });
-      if (!response.ok) throw new Error(`HTTP ${response.status}`);
-      const health = (await response.json()) as { model?: string; engine?: { version?: number } };
+      let health: { model?: string; engine?: { version?: number } };
+      try {
+        const response = await fetch(server.url.replace(/\/v1$/, "/health"), { signal: AbortSignal.any([timeout, this.closing.signal]) });
+        if (!response.ok) throw new Error(`HTTP ${response.status}`);
+        health = (await response.json()) as typeof health;
+      } catch (error) {
+        if (timeout.aborted) throw new InferenceServerError(`no answer within ${this.options.healthTimeoutMs} ms (healthTimeoutMs)`, server.url, 504, this.options.healthTimeoutMs);
+        throw error;
+      }
       server.model = this.options.model ?? health.model;
       server.version = health.engine?.version ?? -1;
       if (this.latest) await this.push(server, true);
       if (this.closed) return;
       if (!server.up && server.requests > 0) this.options.log(`inference server ${server.url} is back (version ${server.version})`);
       server.up = true;
+      return undefined;
     } catch (error) {
       server.up = false;
       if (!this.closed) this.scheduleProbe(server);
-      void error;
+      const cause = (error as { cause?: { code?: string } }).cause;
+      return `${(error as Error).message}${cause?.code ? ` (${cause.code})` : ""}`;
     }
   }
 
@@ -302,16 +341,18 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
   /** Sends the newest weights to one server. `reviving`: failures propagate without marking it down again. */
   private async push(server: Server, reviving = false): Promise<void> {
     const latest = this.latest!;
-    const signal = AbortSignal.any([AbortSignal.timeout(this.options.pushTimeoutMs), this.closing.signal]);
-    const init = { method: "POST", headers: { "content-type": "application/octet-stream", [POLICY_VERSION_HEADER]: String(latest.version) }, body: latest.bytes, signal };
-    const answer = (await (reviving ? this.request(server, "/weights", init) : this.call(server, "/weights", init))) as { version?: number };
+    const signal = this.closing.signal;
+    const headers = { "content-type": "application/octet-stream", [POLICY_VERSION_HEADER]: String(latest.version), ...(this.options.weightsKey ? { authorization: `Bearer ${this.options.weightsKey}` } : {}) };
+    const init = { method: "POST", headers, body: latest.bytes, signal };
+    const deadline: Deadline = ["pushTimeoutMs", this.options.pushTimeoutMs];
+    const answer = (await (reviving ? this.request(server, "/weights", init, deadline) : this.call(server, "/weights", init, deadline))) as { version?: number };
     server.version = answer.version ?? latest.version;
   }
 
-  /** One request to a server; a connection failure or a 5xx marks it down. */
-  private async call(server: Server, path: string, init: RequestInit): Promise<unknown> {
+  /** One request to a server; a connection failure, a 5xx or no answer by the deadline marks it down. */
+  private async call(server: Server, path: string, init: RequestInit, deadline: Deadline): Promise<unknown> {
     try {
-      return await this.request(server, path, init);
+      return await this.request(server, path, init, deadline);
     } catch (error) {
       const status = error instanceof InferenceServerError ? error.status : undefined;
       const aborted = (init.signal as AbortSignal | undefined)?.aborted;
@@ -320,23 +361,36 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
     }
   }
 
-  private async request(server: Server, path: string, init: RequestInit): Promise<unknown> {
-    const headers = { ...(init.headers as Record<string, string>), ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}) };
+  /** One request, answered within `deadline` (else an InferenceServerError naming the server, the route and the deadline). */
+  private async request(server: Server, path: string, init: RequestInit, [deadlineName, deadlineMs]: Deadline): Promise<unknown> {
+    const headers = { ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}), ...(init.headers as Record<string, string>) };
+    const timeout = AbortSignal.timeout(deadlineMs);
+    const given = init.signal as AbortSignal | undefined;
+    const signal = given ? AbortSignal.any([given, timeout]) : timeout;
+    const late = () => new InferenceServerError(`${server.url}${path}: no answer within ${deadlineMs} ms (${deadlineName}); the server hangs or is overloaded`, server.url, 504, deadlineMs);
     let response: Response | undefined;
     // A socket closed under the request may be a kept-alive connection the server had just
     // closed (likely after the event loop was blocked): one retry on a new connection tells
     // that apart from a dead server (connection refused).
     for (let attempt = 0; !response; attempt++) {
       try {
-        response = await fetch(server.url + path, { ...init, headers });
+        response = await fetch(server.url + path, { ...init, headers, signal });
       } catch (error) {
-        if ((init.signal as AbortSignal | undefined)?.aborted) throw error;
+        if (given?.aborted) throw error;
+        if (timeout.aborted) throw late();
         const cause = (error as { cause?: { code?: string; message?: string } }).cause;
         if (attempt === 0 && (cause?.code === "UND_ERR_SOCKET" || cause?.code === "ECONNRESET")) continue;
         throw new InferenceServerError(`${server.url}${path}: ${(error as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ""}`, server.url);
       }
     }
-    const text = await response.text();
+    let text: string;
+    try {
+      text = await response.text();
+    } catch (error) {
+      if (given?.aborted) throw error;
+      if (timeout.aborted) throw late();
+      throw new InferenceServerError(`${server.url}${path}: the answer broke off: ${(error as Error).message}`, server.url);
+    }
     let json: unknown;
     try {
       json = JSON.parse(text);
@@ -375,6 +429,9 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
     };
   }
 }
+
+/** A call's deadline: the option that sets it, and its milliseconds. */
+type Deadline = [name: string, milliseconds: number];
 
 /** `http://host:port` or `http://host:port/v1/` → `http://host:port/v1`. */
 function baseUrl(url: string): string {

@@ -16,6 +16,10 @@ export interface ServeCommandOptions {
   host: string;
   /** Default none; required for a non-loopback host. Also read from env AGENTRL_API_KEY. */
   apiKey?: string;
+  /** Key of the weight routes. Default: env AGENTRL_SERVE_KEY, else ~/.agentrl/serve-key (generated when missing). */
+  weightsKey?: string;
+  /** Folders and URL prefixes POST /v1/weights may pull from. Default none. */
+  weightsFrom?: string[];
   /** Default 32. */
   maxBatch: number;
   /** Default: the model directory's name. */
@@ -49,6 +53,8 @@ export async function runServe(options: ServeCommandOptions): Promise<void> {
     port: options.port,
     host: options.host,
     apiKey,
+    weightsKey: options.weightsKey,
+    weightsFrom: options.weightsFrom ?? [],
     maxBatch: options.maxBatch,
     name: options.name,
     temperature: options.temperature,
@@ -63,6 +69,11 @@ export async function runServe(options: ServeCommandOptions): Promise<void> {
   console.error(
     `agentrl serve: model "${running.server.modelName}" (version ${running.policy.version}) at ${running.address.baseUrl}` +
       ` — max batch ${options.maxBatch}${apiKey ? ", API key required" : ""}; Ctrl-C stops`,
+  );
+  const key = running.weightsKey;
+  console.error(
+    `agentrl serve: /v1/weights needs the weights key ${key.source === "--weights-key" || key.source === "AGENTRL_SERVE_KEY" ? `given by ${key.source}` : `in ${key.source}${key.created ? " (generated now, mode 0600)" : ""}`}` +
+      `; pulls from ${options.weightsFrom?.length ? options.weightsFrom.join(", ") : "nowhere (--weights-from)"}`,
   );
   await new Promise<void>((resolve) => {
     const stop = (signal: NodeJS.Signals) => {
@@ -84,7 +95,9 @@ export function registerServeCommand(program: Command): void {
     .requiredOption("--model <dir>", "model directory (config.json, safetensors, tokenizer.json with a chat template)")
     .option("--port <n>", "port to listen on (0 = any free port)", numberOption("--port", { integer: true, minimum: 0, maximum: 65_535 }), 8000)
     .option("--host <address>", "address to bind; anything but loopback needs --api-key", "127.0.0.1")
-    .option("--api-key <key>", "require 'Authorization: Bearer <key>' on /v1/* (env AGENTRL_API_KEY)")
+    .option("--api-key <key>", "require 'Authorization: Bearer <key>' on /v1/* but the weight routes (env AGENTRL_API_KEY)")
+    .option("--weights-key <key>", "key of GET|POST /v1/weights (env AGENTRL_SERVE_KEY; default: ~/.agentrl/serve-key, generated when missing)")
+    .option("--weights-from <location...>", "folders and URL prefixes (http(s)://host:port/path/) POST /v1/weights may pull weights from (default: none)")
     .option("--max-batch <n>", "most sequences in one decode step", numberOption("--max-batch", { integer: true, minimum: 1 }), 32)
     .option("--name <id>", "model id clients send as 'model' (default: the directory's name)")
     .option("--temperature <t>", "temperature of requests that give none (default: generation_config.json, else 1)", numberOption("--temperature", { minimum: 0, maximum: 2 }))
@@ -100,7 +113,8 @@ export function registerServeCommand(program: Command): void {
       `
 Routes: POST /v1/chat/completions (stream, tools, n, stop, …; token-in prompt_token_ids,
 return_token_ids), GET /v1/models, GET /health, GET|POST /v1/weights (install a new policy
-version: safetensors body, or JSON {path | url}), POST /v1/cache/release. See docs/serve.md.
+version: safetensors body, or JSON {path | url} from a --weights-from location; always behind
+the weights key, never the API key), POST /v1/cache/release. See docs/serve.md.
 
 Examples:
   agentrl serve --model models/tiny

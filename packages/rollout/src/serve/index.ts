@@ -10,6 +10,7 @@ import { basename, resolve } from "node:path";
 import { Policy, type Policy as PolicyType } from "@agentrl/policy";
 import { createPolicyEngine, type InferenceEngine } from "../engine/index.js";
 import { ChatServer, type ListeningAddress } from "./server.js";
+import { defaultServeKeyFile, serverWeightsKey } from "./key.js";
 
 export * from "./schema.js";
 export * from "./chat.js";
@@ -17,6 +18,7 @@ export * from "./server.js";
 export * from "./stream.js";
 export * from "./chunked.js";
 export * from "./weights.js";
+export * from "./key.js";
 
 export interface ModelServerOptions {
   /** Model directory (config.json, safetensors, tokenizer.json with a chat template). */
@@ -27,6 +29,15 @@ export interface ModelServerOptions {
   host?: string;
   /** Clients must send `Authorization: Bearer <apiKey>`. Default none. */
   apiKey?: string;
+  /**
+   * Key of the weight routes (`GET|POST /v1/weights`), always required. Default: env
+   * `AGENTRL_SERVE_KEY`, else the key in `weightsKeyFile`, else a new one written there (0600).
+   */
+  weightsKey?: string;
+  /** Where a generated weights key is kept. Default `AGENTRL_SERVE_KEY_FILE`, else `~/.agentrl/serve-key`. */
+  weightsKeyFile?: string;
+  /** Folders and URL prefixes `POST /v1/weights` may pull weights from (JSON `{path | url}`). Default none. */
+  weightsFrom?: readonly string[];
   /** Most sequences in one decode step of the engine. Default 32. */
   maxBatch?: number;
   /** Model id served (the `model` field). Default: the directory's name. */
@@ -54,12 +65,15 @@ export interface RunningModelServer {
   engine: InferenceEngine<any, any>;
   policy: PolicyType;
   address: ListeningAddress;
+  /** The weights key, and where it came from (`--weights-key`, `AGENTRL_SERVE_KEY` or a key file; `created`: written now). */
+  weightsKey: { key: string; source: string; created: boolean };
   /** Stops the server (requests in flight get `graceMs`, default 10 s), the engine, and frees the model. */
   close(graceMs?: number): Promise<void>;
 }
 
 /** Loads `options.model` and starts serving it. */
 export async function startModelServer(options: ModelServerOptions): Promise<RunningModelServer> {
+  const weightsKey = serverWeightsKey(options.weightsKey, options.weightsKeyFile ?? defaultServeKeyFile());
   const policy = await Policy.load(options.model, { tokenizer: true, trainable: false });
   const tokenizer = policy.tokenizer!;
   const generation = policy.generationConfig;
@@ -77,6 +91,8 @@ export async function startModelServer(options: ModelServerOptions): Promise<Run
     tokenizer,
     modelName: options.name ?? basename(resolve(options.model)),
     apiKey: options.apiKey,
+    weightsKey: weightsKey.key,
+    weightSources: options.weightsFrom ?? [],
     defaultTemperature: options.temperature ?? (typeof generation.temperature === "number" ? generation.temperature : 1),
     defaultMaxTokens: options.maxTokens ?? 1024,
     serverSampling: { top_p: topP, seed },
@@ -99,5 +115,5 @@ export async function startModelServer(options: ModelServerOptions): Promise<Run
       engine.close();
       policy.dispose();
     })());
-  return { server, engine, policy, address, close };
+  return { server, engine, policy, address, weightsKey, close };
 }

@@ -9,9 +9,15 @@ import { Tokenizer, WeightsError, serializeSafetensors, trainByteLevelBpe, type 
 import { ContextLimitError, type EngineStats, type GenerationRequest, type GenerationResult } from "../engine/index.js";
 import { generateInChunks } from "./chunked.js";
 import { ChoiceStreamer, longestSuffixPrefix } from "./stream.js";
-import { ChatServer, isLoopbackHost, ServeConfigError, type ServeEngine } from "./server.js";
+import { ChatServer, isLoopbackHost, type ServeEngine } from "./server.js";
 import { buildPrompt, cutAtStop, interpretGeneration } from "./chat.js";
 import { parseChatCompletionRequest } from "./schema.js";
+import { ServeConfigError, serveKeyFromEnvironment, serverWeightsKey } from "./key.js";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 const corpus = [
   "hello world, the weather is fine. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
@@ -64,9 +70,9 @@ const WEATHER_TOOL = {
   function: { name: "get_weather", description: "Weather of a city.", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } },
 };
 
-async function withServer(texts: string[], options: { apiKey?: string } = {}) {
+async function withServer(texts: string[], options: { apiKey?: string; weightsKey?: string; weightSources?: string[] } = {}) {
   const engine = new ScriptedEngine(texts);
-  const server = new ChatServer({ engine, tokenizer, modelName: "scripted", apiKey: options.apiKey, log: null });
+  const server = new ChatServer({ engine, tokenizer, modelName: "scripted", apiKey: options.apiKey, weightsKey: options.weightsKey, weightSources: options.weightSources, log: null });
   const address = await server.listen(0, "127.0.0.1");
   return { engine, server, url: address.baseUrl };
 }
@@ -474,8 +480,8 @@ test("token-in and token-out: prompt_token_ids are the prompt as given; return_t
 });
 
 test("POST /v1/weights installs a pushed version (safetensors body); older versions and wrong weights are refused", async () => {
-  const { engine, server, url } = await withServer(["x"], { apiKey: "k" });
-  const auth = { authorization: "Bearer k" };
+  const { engine, server, url } = await withServer(["x"], { apiKey: "k", weightsKey: "w-key" });
+  const auth = { authorization: "Bearer w-key" };
   const body = (name: string) => serializeSafetensors([{ name, shape: [2], data: Float32Array.from([1, 2]) }], { metadata: { version: "7" } });
   const push = (bytes: Uint8Array, headers: Record<string, string> = {}) =>
     fetch(`${url}/weights`, { method: "POST", headers: { "content-type": "application/octet-stream", ...auth, ...headers }, body: bytes });
@@ -490,10 +496,113 @@ test("POST /v1/weights installs a pushed version (safetensors body); older versi
     assert.equal((await push(body("w"), { "x-agentrl-policy-version": "8" })).status, 409);
     assert.equal((await push(body("other"), { "x-agentrl-policy-version": "10" })).status, 400);
     assert.equal((await push(Uint8Array.from([1, 2, 3]))).status, 400);
-    const missing = await fetch(`${url}/weights`, { method: "POST", headers: { "content-type": "application/json", ...auth }, body: JSON.stringify({ path: "/nonexistent/folder" }) });
-    assert.equal(missing.status, 404);
+    // The API key does not open the weight routes.
+    assert.equal((await push(body("w"), { authorization: "Bearer k", "x-agentrl-policy-version": "20" })).status, 401);
+    assert.equal((await fetch(`${url}/weights`, { headers: { authorization: "Bearer k" } })).status, 401);
     assert.equal(engine.stats().version, 9);
   } finally {
     await server.close();
+  }
+});
+
+test("weight routes need the weights key, also on loopback, and are off without one", async () => {
+  const weights = serializeSafetensors([{ name: "w", shape: [1], data: Float32Array.from([5]) }], { metadata: { version: "4" } });
+  const push = (url: string, headers: Record<string, string> = {}) =>
+    fetch(`${url}/weights`, { method: "POST", headers: { "content-type": "application/octet-stream", ...headers }, body: weights });
+  const open = await withServer(["x"]);
+  try {
+    // No API key, no weights key: chat works, the weight routes are off.
+    assert.equal((await post(open.url, { model: "scripted", messages: [{ role: "user", content: "hi" }] })).status, 200);
+    const off = await push(open.url);
+    assert.equal(off.status, 403);
+    assert.equal((await json(off)).error.code, "weights_routes_off");
+    assert.equal((await fetch(`${open.url}/weights`)).status, 403);
+    assert.equal(open.engine.installed.length, 0);
+  } finally {
+    await open.server.close();
+  }
+  const keyed = await withServer(["x"], { weightsKey: "secret" });
+  try {
+    assert.equal((await push(keyed.url)).status, 401);
+    assert.equal((await push(keyed.url, { authorization: "Bearer wrong!" })).status, 401);
+    assert.equal(keyed.engine.installed.length, 0);
+    assert.equal((await push(keyed.url, { authorization: "Bearer secret" })).status, 200);
+    assert.equal(keyed.engine.stats().version, 4);
+  } finally {
+    await keyed.server.close();
+  }
+});
+
+test("pulls by path or URL only from the allowed folders and URL prefixes", async () => {
+  const root = mkdtempSync(join(tmpdir(), "agentrl-weights-from-"));
+  const allowed = join(root, "allowed");
+  const outside = join(root, "outside");
+  for (const folder of [allowed, outside]) {
+    mkdirSync(join(folder, "model"), { recursive: true });
+    writeFileSync(join(folder, "model", "model.safetensors"), serializeSafetensors([{ name: "w", shape: [1], data: Float32Array.from([1]) }]));
+  }
+  symlinkSync(join(outside, "model"), join(allowed, "escape"));
+  // A file server with one allowed prefix (/weights/) and the same file elsewhere (/private/), and a redirect out.
+  const files = createServer((request, response) => {
+    if (request.url === "/weights/redirect/model.safetensors") return void response.writeHead(302, { location: "/private/m/model.safetensors" }).end();
+    if (!request.url?.endsWith("/model.safetensors")) return void response.writeHead(404).end();
+    response.writeHead(200, { "content-type": "application/octet-stream" }).end(serializeSafetensors([{ name: "w", shape: [1], data: Float32Array.from([2]) }]));
+  });
+  await new Promise<void>((resolve) => files.listen(0, "127.0.0.1", resolve));
+  const origin = `http://127.0.0.1:${(files.address() as AddressInfo).port}`;
+  const { engine, server, url } = await withServer(["x"], { weightsKey: "key", weightSources: [allowed, `${origin}/weights/`] });
+  const pull = async (body: Record<string, unknown>) => {
+    const response = await fetch(`${url}/weights`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer key" }, body: JSON.stringify(body) });
+    return { status: response.status, code: (await json(response)).error?.code };
+  };
+  try {
+    assert.deepEqual(await pull({ path: join(allowed, "model"), version: 10 }), { status: 200, code: undefined });
+    assert.deepEqual(await pull({ path: join(outside, "model"), version: 11 }), { status: 403, code: "weights_source_refused" });
+    assert.deepEqual(await pull({ path: `${allowed}/../outside/model`, version: 11 }), { status: 403, code: "weights_source_refused" });
+    assert.deepEqual(await pull({ path: join(allowed, "escape"), version: 11 }), { status: 403, code: "weights_source_refused" }, "a symbolic link out of the folder");
+    assert.deepEqual(await pull({ path: join(allowed, "missing"), version: 11 }), { status: 404, code: "weights_not_found" });
+    assert.deepEqual(await pull({ url: `${origin}/weights/m`, version: 12 }), { status: 200, code: undefined });
+    assert.deepEqual(await pull({ url: `${origin}/private/m`, version: 13 }), { status: 403, code: "weights_source_refused" });
+    assert.deepEqual(await pull({ url: `${origin}/weights/../private/m`, version: 13 }), { status: 403, code: "weights_source_refused" });
+    assert.deepEqual(await pull({ url: `http://localhost:${(files.address() as AddressInfo).port}/weights/m`, version: 13 }), { status: 403, code: "weights_source_refused" }, "another origin");
+    assert.deepEqual(await pull({ url: `${origin}/weights/redirect`, version: 13 }), { status: 404, code: "weights_not_found" }, "redirects are not followed");
+    assert.deepEqual(engine.installed.map((weights) => weights.version), [10, 12]);
+  } finally {
+    await server.close();
+    files.close();
+    rmSync(root, { recursive: true, force: true });
+  }
+  // Without --weights-from, no pull at all.
+  const closed = await withServer(["x"], { weightsKey: "key" });
+  try {
+    const response = await fetch(`${closed.url}/weights`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer key" }, body: JSON.stringify({ path: tmpdir() }) });
+    assert.equal(response.status, 403);
+  } finally {
+    await closed.server.close();
+  }
+});
+
+test("serverWeightsKey: given, else env, else the key file, else generated into it with mode 0600 (once for two servers)", () => {
+  const folder = mkdtempSync(join(tmpdir(), "agentrl-serve-key-"));
+  const file = join(folder, "nested", "serve-key");
+  const saved = process.env.AGENTRL_SERVE_KEY;
+  delete process.env.AGENTRL_SERVE_KEY;
+  try {
+    assert.deepEqual(serverWeightsKey("given", file), { key: "given", source: "--weights-key", created: false });
+    assert.equal(existsSync(file), false);
+    const first = serverWeightsKey(undefined, file);
+    assert.equal(first.created, true);
+    assert.ok(first.key.length >= 32);
+    assert.equal(statSync(file).mode & 0o777, 0o600);
+    const second = serverWeightsKey(undefined, file);
+    assert.deepEqual(second, { key: first.key, source: file, created: false });
+    assert.equal(serveKeyFromEnvironment(file), first.key);
+    process.env.AGENTRL_SERVE_KEY = "from-env";
+    assert.equal(serverWeightsKey(undefined, file).key, "from-env");
+    assert.equal(serveKeyFromEnvironment(file), "from-env");
+  } finally {
+    if (saved === undefined) delete process.env.AGENTRL_SERVE_KEY;
+    else process.env.AGENTRL_SERVE_KEY = saved;
+    rmSync(folder, { recursive: true, force: true });
   }
 });

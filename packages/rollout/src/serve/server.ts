@@ -6,13 +6,18 @@
  *   GET  /v1/models              {object: "list", data: [{id, object: "model", created, owned_by}]}
  *   POST /v1/chat/completions    OpenAI request → chat.completion, or SSE chat.completion.chunk
  *                                (token-in `prompt_token_ids`, `return_token_ids`: see docs/serve.md)
- *   GET  /v1/weights             {object: "policy_version", version}
- *   POST /v1/weights             install a new policy version (safetensors body, or JSON {path | url, version?})
+ *   GET  /v1/weights             {object: "policy_version", version}                   (weights key)
+ *   POST /v1/weights             install a new policy version (safetensors body, or   (weights key)
+ *                                JSON {path | url, version?} from an allowed location)
  *   POST /v1/cache/release       {cache_keys: [...]} drops KV caches kept under these keys
  *
+ * The weight routes need the weights key (`weightsKey`), never the API key: a client of the
+ * chat routes cannot change the model. Without a weights key they are off (403).
+ *
  * Every failure is answered with `{error: {message, type, param, code}}`: 400 invalid
- * request, 401 missing or wrong key, 404 unknown route or model, 413 body too large, 503
- * shutting down, 409 an older policy version, 500 otherwise. Built on `node:http`.
+ * request, 401 missing or wrong key, 403 weight routes off or a pull from a location not
+ * allowed, 404 unknown route or model, 413 body too large, 503 shutting down, 409 an older
+ * policy version, 500 otherwise. Built on `node:http`.
  */
 import { AgentRLError } from "@agentrl/spec";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
@@ -24,8 +29,9 @@ import { ChoiceStreamer, type StreamDelta } from "./stream.js";
 import { generateInChunks } from "./chunked.js";
 import { ApiError, parseChatCompletionRequest, type ChatCompletionRequest } from "./schema.js";
 import type { ExportedWeights } from "@agentrl/policy";
-import { readWeightsRequest } from "./weights.js";
+import { parseWeightSources, readWeightsRequest, type WeightSources } from "./weights.js";
 import { readJsonBody } from "./body.js";
+import { ServeConfigError } from "./key.js";
 
 /** What the server needs from an inference engine (`@agentrl/rollout`'s `InferenceEngine` fits). */
 export interface ServeEngine {
@@ -42,8 +48,20 @@ export interface ChatServerOptions {
   tokenizer: ServeTokenizer;
   /** The model id clients send in `model` and `/v1/models` lists. */
   modelName: string;
-  /** Required as `Authorization: Bearer <key>` on `/v1/*` when set. Default none (no auth). */
+  /** Required as `Authorization: Bearer <key>` on `/v1/*` but the weight routes, when set. Default none (no auth). */
   apiKey?: string;
+  /**
+   * Required as `Authorization: Bearer <key>` on `GET|POST /v1/weights` (the API key does not
+   * open them). Default none: the weight routes are off (403). `startModelServer` always sets one.
+   */
+  weightsKey?: string;
+  /**
+   * Where `POST /v1/weights` with JSON `{path | url}` may read weights from: folders, and URL
+   * prefixes (`http(s)://host[:port]/path/`). Default none: JSON pulls are refused (403).
+   */
+  weightSources?: readonly string[];
+  /** Time limit of fetching weights from a URL, milliseconds. Default 600,000. */
+  pullTimeoutMs?: number;
   /** Temperature of requests that give none. Default 1 (OpenAI's default). */
   defaultTemperature?: number;
   /** `max_tokens` of requests that give none (the engine also clamps to the context left). Default 1,024. */
@@ -78,8 +96,6 @@ export interface ListeningAddress {
   baseUrl: string;
 }
 
-/** A server configuration that is refused (e.g. a public address without an API key). */
-export class ServeConfigError extends AgentRLError {}
 
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "::1", "localhost", "::ffff:127.0.0.1"]);
 
@@ -96,9 +112,11 @@ export class ChatServer {
   private readonly inFlight = new Set<AbortController>();
   private closing = false;
   private readonly log: ((line: string) => void) | null;
+  private readonly weightSources: WeightSources;
 
   constructor(options: ChatServerOptions) {
     this.options = options;
+    this.weightSources = parseWeightSources(options.weightSources ?? []);
     this.modelName = options.modelName;
     this.log = options.log === undefined ? (line) => console.error(line) : options.log;
     this.server = createServer((request, response) => void this.handle(request, response));
@@ -171,10 +189,10 @@ export class ChatServer {
         this.authorize(request);
         tokens = await this.chatCompletion(request, response);
       } else if (path === "/v1/weights" && request.method === "GET") {
-        this.authorize(request);
+        this.authorizeWeights(request);
         sendJson(response, 200, { object: "policy_version", version: this.options.engine.stats().version });
       } else if (path === "/v1/weights" && request.method === "POST") {
-        this.authorize(request);
+        this.authorizeWeights(request);
         tokens = await this.installWeights(request, response);
       } else if (path === "/v1/cache/release" && request.method === "POST") {
         this.authorize(request);
@@ -202,16 +220,21 @@ export class ChatServer {
     return { id: this.modelName, object: "model", created: this.created, owned_by: "agentrl" };
   }
 
-  private authorize(request: IncomingMessage): void {
-    const key = this.options.apiKey;
+  private authorize(request: IncomingMessage, key = this.options.apiKey, what = "API key"): void {
     if (!key) return;
     const header = request.headers.authorization ?? "";
     const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length).trim() : "";
     const a = Buffer.from(given);
     const b = Buffer.from(key);
     if (given === "" || a.length !== b.length || !timingSafeEqual(a, b)) {
-      throw new ApiError(401, given === "" ? "missing API key: send Authorization: Bearer <key>" : "incorrect API key", "authentication_error", null, "invalid_api_key");
+      throw new ApiError(401, given === "" ? `missing ${what}: send Authorization: Bearer <key>` : `incorrect ${what}`, "authentication_error", null, "invalid_api_key");
     }
+  }
+
+  /** The weight routes: the weights key, always; off without one. */
+  private authorizeWeights(request: IncomingMessage): void {
+    if (!this.options.weightsKey) throw new ApiError(403, "the weight routes are off: this server has no weights key", "authentication_error", null, "weights_routes_off");
+    this.authorize(request, this.options.weightsKey, "weights key (the serve key file, --weights-key or AGENTRL_SERVE_KEY)");
   }
 
   // ------------------------------------------------------------------ chat completions
@@ -364,7 +387,12 @@ export class ChatServer {
   private async installWeights(request: IncomingMessage, response: ServerResponse): Promise<string> {
     const began = performance.now();
     const previous = this.options.engine.stats().version;
-    const weights = await readWeightsRequest(request, { maxBytes: this.options.maxWeightBytes ?? 16 * 1024 ** 3, currentVersion: previous });
+    const weights = await readWeightsRequest(request, {
+      maxBytes: this.options.maxWeightBytes ?? 16 * 1024 ** 3,
+      currentVersion: previous,
+      sources: this.weightSources,
+      pullTimeoutMs: this.options.pullTimeoutMs ?? 600_000,
+    });
     if (weights.version < previous) {
       throw new ApiError(409, `version ${weights.version} is older than the version served (${previous})`, "invalid_request_error", "version", "stale_version");
     }
