@@ -23,7 +23,7 @@
  * larger part of the work. In async mode the learner therefore trains data-parallel (the
  * loop's default, `gradientThreads: 2`): a gradient thread with its own copy of the policy
  * gets the weights and claims micro-batches from the same counter as the learner thread
- * (packages/trainer/src/gradient-thread.ts), so training takes whatever the rollout thread
+ * (packages/trainer/src/rl/threads/gradient-thread.ts), so training takes whatever the rollout thread
  * leaves of the two cores. The update is the single-thread one (up to float summation
  * order). Sync mode keeps the learner in the main thread, single-threaded: the baseline.
  * With a gradient thread the micro-batch budget shrinks to ~4 micro-batches per thread

@@ -270,7 +270,7 @@ test("docs/config.md is generated from the current schema (run scripts/generate-
 });
 
 test("every examples/*.yaml is a valid configuration", async () => {
-  const { loadConfig } = await import("../packages/trainer/src/config.ts");
+  const { loadConfig } = await import("../packages/trainer/src/run/config.ts");
   const examples = readdirSync(join(ROOT, "examples")).filter((name) => name.endsWith(".yaml"));
   assert.ok(examples.includes("ablation.yaml") && examples.includes("five-tasks.yaml"), examples.join(", "));
   for (const name of examples) {

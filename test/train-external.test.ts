@@ -23,8 +23,8 @@ import { Policy, QWEN25_CHAT_TEMPLATE, Tokenizer, presetConfig, renderChatTempla
 import { POLICY_CODES, NO_VERSION, type TrajectoryGroup } from "@agentrl/rollout";
 import { TrainingOptionsError, prepareBatch, runTraining, type StepRecord, type TrainingRunOptions } from "@agentrl/trainer";
 import { startModelServer, type RunningModelServer } from "@agentrl/rollout";
-import { resolveTrainConfig } from "../packages/trainer/src/experiment.js";
-import { ConfigError } from "../packages/trainer/src/config.js";
+import { resolveTrainConfig } from "../packages/trainer/src/run/experiment.js";
+import { ConfigError } from "../packages/trainer/src/run/config.js";
 
 await setBackend("cpu", { log: null });
 process.env.AGENTRL_BACKEND = "cpu"; // every Policy.load (the loop's and the server's) uses the cpu backend too

@@ -136,7 +136,7 @@ export async function summarizeRun(root: string, folder: string, now = Date.now(
   };
 }
 
-/** A step's recorded episodes, as the trainer wrote them (see trainer/src/trajectory-log.ts). */
+/** A step's recorded episodes, as the trainer wrote them (see trainer/src/rl/trajectory-log.ts). */
 export interface TrajectoryStep {
   step: number;
   time: string;

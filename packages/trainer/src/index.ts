@@ -12,73 +12,73 @@ export {
   registerPolicyLoss, getPolicyLoss, policyLossNames, OFF_POLICY_CORRECTED_LOSSES, stopGradient,
   truncatedImportanceTokenLoss, truncatedImportanceSequenceLoss, icepopTokenLoss,
   importanceRatioKept, type MismatchStatistics, mismatchStatistics
-} from "./algorithms.js";
+} from "./rl/algorithms.js";
 export {
   type CheckpointManifest, checkpointName, latestCheckpoint, listCheckpoints, pruneCheckpoints,
   writeCheckpoint, writeFileDurably, writeJson, COMPLETE_MARKER, isCompleteModelFolder,
   writeModelFolder, trimMetrics
-} from "./checkpoint.js";
+} from "./rl/checkpoint.js";
 export {
   crc32c, JsonlWriter, type Metrics, readTensorBoardScalars, TensorBoardWriter
-} from "./logging.js";
+} from "./rl/logging.js";
 export {
   lineChartSvg, type Series
-} from "./plot.js";
+} from "./run/plot.js";
 export {
   type BatchCounts, claimFrom, DEFAULT_GRPO, type EpochWork, type GradientPeer,
   type GrpoDiagnostics, type GrpoOptions, GrpoShard, grpoUpdate, microBatchBudget,
   type MicroBatchTensors, planMicroBatches, prepareBatch, type PreparedBatch, type ShardGradients,
   toTensors, type TrainingRow, type UpdateMetrics, withoutUntrainedTail, EMPTY_UPDATE_METRICS,
   checkGrpoOptions
-} from "./grpo.js";
+} from "./rl/grpo.js";
 export {
   expertSequence, type SupervisedRow, supervisedStep, type SupervisedStepResult,
   sharedSupervisedStep, supervisedGradients, type SupervisedPeer, type SupervisedWork
-} from "./sft.js";
+} from "./rl/sft.js";
 export {
   DEFAULT_OPTIMIZER, DEFAULT_SCHEDULE, Learner, type LearnerOptions, type LearnerSettings,
   type LearnerUpdate, learningRateAt, type LearningRateSchedule, availableGradientThreads
-} from "./learner.js";
+} from "./rl/learner.js";
 export {
   dispatchLearnerCall, type LearnerCall, type LearnerHandle, LearnerWorkerError, openLearner,
   type OpenLearnerOptions, prepareTransfer
-} from "./learner-thread.js";
+} from "./rl/threads/learner-thread.js";
 export {
   evaluate, type EvaluationOptions, faultedTasks, fromOutputNote, isSuccess, successCount, successesFromOutput, type TaskEvaluation
-} from "./evaluate.js";
+} from "./run/evaluate.js";
 export {
   type ExternalPolicyMember, runTraining, type StepRecord, stepSeed, TrainingOptionsError,
   type TrainingRunOptions
-} from "./loop.js";
+} from "./rl/loop.js";
 export {
   ConfigError, configToYaml, DEFAULT_ARCHITECTURE, DEFAULT_TASK_DIFFICULTIES, DEFAULT_TASK_NAMES, DEFAULT_TASK_WEIGHTS,
   defaultConfig, formatKey, loadConfig, type LoadConfigOptions, type Override, parseOverride,
   setPath, type TaskConfig, TaskConfigSchema, taskDifficulties, type TrainConfig,
   TrainConfigSchema, validateConfig
-} from "./config.js";
+} from "./run/config.js";
 export {
   formatPerTask, formatSeconds, type PhaseReporter, type ProgressFactory, type ProgressHints
-} from "./progress.js";
+} from "./run/progress.js";
 export {
   agentBenchProblemTexts, CORPUS_TASKS, defaultTokenizerCorpus, gatherTaskText, TASK_TEXT_SOURCES,
   type TaskTextOptions, tokenizerCorpus
-} from "./corpus.js";
+} from "./run/corpus.js";
 export {
   type ArchitectureSpec, checkStagesRunnable, collectExpertRows, createPolicy, DOCKER_FAMILIES,
   evaluateByDifficulty, type ExpertRowOptions, formatEvaluation, fromStage, initWarmStartModel,
   openDifficulties, openFamilies, resolveWarmStartOptions, runWarmStart, WARM_START_RECIPES,
   WarmStartError, type WarmStartEvaluation, type WarmStartOptions, type WarmStartStage,
   type WarmStartSummary, warmStartStages, withPromptLoss
-} from "./warmstart.js";
-export { type RepetitionOptions, repetitionRows } from "./repetition.js";
+} from "./run/warmstart.js";
+export { type RepetitionOptions, repetitionRows } from "./rl/repetition.js";
 export {
   evaluationKey, type ExperimentOptions, type ExperimentResult, type FamilyFactory,
   type OpenedTasks, openTasks, type Printer, type ResolveConfigOptions, resolveTrainConfig,
   runExperiment, setAsideEarlierRun, SHIPPED_WARM_START, successTable, warmStartPhase, type SuccessColumn,
   type WarmStartPhaseOptions, writePlots
-} from "./experiment.js";
+} from "./run/experiment.js";
 export {
   recordStep, type RecordedEpisode, type RecordedToken, type RecordedTurn,
   ROTATED_TRAJECTORY_FILE, TRAJECTORY_FILE, TrajectoryLog, type TrajectoryLogOptions,
   type TrajectoryStepRecord
-} from "./trajectory-log.js";
+} from "./rl/trajectory-log.js";

@@ -1,6 +1,6 @@
 /** Worker-thread entry of the learner (see learner-thread.ts). */
 import { parentPort, workerData } from "node:worker_threads";
-import { Learner, type LearnerSettings, type LearnerUpdate } from "./learner.js";
+import { Learner, type LearnerSettings, type LearnerUpdate } from "../learner.js";
 import { dispatchLearnerCall, prepareTransfer, type LearnerCall } from "./learner-thread.js";
 import type { ExportedWeights } from "@agentrl/policy";
 import { describeError } from "./worker.js";

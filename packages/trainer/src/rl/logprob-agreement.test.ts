@@ -22,7 +22,7 @@ import { policyObjective } from "./algorithms.js";
 import { planMicroBatches, prepareBatch, toTensors, withoutUntrainedTail, type TrainingRow } from "./grpo.js";
 import { Learner } from "./learner.js";
 
-const MODEL = fileURLToPath(new URL("../../../models/warmstart", import.meta.url));
+const MODEL = fileURLToPath(new URL("../../../../models/warmstart", import.meta.url));
 const HAVE_MODEL = existsSync(`${MODEL}/model.safetensors`) && existsSync(`${MODEL}/tokenizer.json`);
 const TEMPERATURE = 0.8;
 const TOLERANCE = 2e-3;

@@ -38,10 +38,10 @@ import {
 import type { EnvironmentClient } from "@agentrl/envs";
 import { latestCheckpoint, trimMetrics, writeCheckpoint, writeJson } from "./checkpoint.js";
 import { readFile } from "node:fs/promises";
-import { openLearner, type LearnerHandle } from "./learner-thread.js";
+import { openLearner, type LearnerHandle } from "./threads/learner-thread.js";
 import { availableGradientThreads, type LearnerSettings } from "./learner.js";
-import { defaultConfig } from "./config.js";
-import { isSuccess } from "./evaluate.js";
+import { defaultConfig } from "../run/config.js";
+import { isSuccess } from "../run/evaluate.js";
 import { DEFAULT_GRPO } from "./grpo.js";
 import { JsonlWriter, TensorBoardWriter, type Metrics } from "./logging.js";
 import { TrajectoryLog, type TrajectoryLogOptions } from "./trajectory-log.js";

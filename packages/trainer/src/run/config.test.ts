@@ -5,8 +5,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { PolicyPool } from "@agentrl/rollout";
-import { DEFAULT_GRPO } from "./grpo.js";
-import { DEFAULT_OPTIMIZER, DEFAULT_SCHEDULE } from "./learner.js";
+import { DEFAULT_GRPO } from "../rl/grpo.js";
+import { DEFAULT_OPTIMIZER, DEFAULT_SCHEDULE } from "../rl/learner.js";
 import { ConfigError, configToYaml, defaultConfig, formatKey, loadConfig, parseOverride, setPath, validateConfig } from "./config.js";
 
 function writeConfig(text: string): string {

@@ -2,8 +2,8 @@
 import { parentPort, workerData } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs-core";
 import { Policy } from "@agentrl/policy";
-import { claimFrom, GrpoShard } from "./grpo.js";
-import { shareOf, supervisedGradients } from "./sft.js";
+import { claimFrom, GrpoShard } from "../grpo.js";
+import { shareOf, supervisedGradients } from "../sft.js";
 import { assignTrainable, flattenGradients, type GradientEpochResult, type GradientMessage, type GradientSupervisedResult } from "./gradient-thread.js";
 import { describeError } from "./worker.js";
 

@@ -20,7 +20,7 @@ import {
   policyObjective,
   type PolicyObjectiveOptions,
 } from "./algorithms.js";
-import { RL_DEFAULTS } from "./config.js";
+import { RL_DEFAULTS } from "../run/config.js";
 
 export interface GrpoOptions extends PolicyObjectiveOptions {
   /** Registered advantage estimator: `grpo` ((R − mean)/(std + ε)) or `grpo_no_std`. Default `grpo`. */

@@ -5,7 +5,7 @@ import { rm } from "node:fs/promises";
 import { InProcessEnvironmentClient, type EnvironmentClient, type TaskFamily } from "@agentrl/envs";
 import { Policy, setBackend } from "@agentrl/policy";
 import { evaluate, fromOutputNote, successesFromOutput } from "./evaluate.js";
-import { makeSayModel, sayFamily } from "./fixtures/say-run.js";
+import { makeSayModel, sayFamily } from "../rl/fixtures/say-run.js";
 
 /** The fields successesFromOutput reads. */
 const episode = (reward: number, metrics: Record<string, number>) => ({ status: "completed", environmentReward: reward, metrics }) as unknown as Trajectory;

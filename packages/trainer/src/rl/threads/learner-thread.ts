@@ -10,8 +10,8 @@ import { AgentRLError } from "@agentrl/spec";
 import type { Worker } from "node:worker_threads";
 import type { ExportedWeights } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
-import { Learner, type LearnerSettings, type LearnerUpdate } from "./learner.js";
-import type { SupervisedRow, SupervisedStepResult } from "./sft.js";
+import { Learner, type LearnerSettings, type LearnerUpdate } from "../learner.js";
+import type { SupervisedRow, SupervisedStepResult } from "../sft.js";
 import { WorkerChannel, startWorker } from "./worker.js";
 
 export interface LearnerHandle {

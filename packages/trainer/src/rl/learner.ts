@@ -20,9 +20,9 @@ import {
   type OptimizerState,
 } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
-import { RL_DEFAULTS, type TrainConfig } from "./config.js";
+import { RL_DEFAULTS, type TrainConfig } from "../run/config.js";
 import { checkGrpoOptions, DEFAULT_GRPO, EMPTY_UPDATE_METRICS, grpoUpdate, prepareBatch, type GrpoOptions, type UpdateMetrics } from "./grpo.js";
-import { GradientThread } from "./gradient-thread.js";
+import { GradientThread } from "./threads/gradient-thread.js";
 import { sharedSupervisedStep, type SupervisedRow, type SupervisedStepResult } from "./sft.js";
 
 /**

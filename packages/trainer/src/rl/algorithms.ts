@@ -7,7 +7,7 @@
  * when to call what.
  */
 import * as tf from "@tensorflow/tfjs-core";
-import { RL_DEFAULTS } from "./config.js";
+import { RL_DEFAULTS } from "../run/config.js";
 
 export const EPSILON = 1e-6;
 

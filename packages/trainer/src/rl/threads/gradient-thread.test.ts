@@ -6,10 +6,10 @@ import { join } from "node:path";
 import * as tf from "@tensorflow/tfjs-core";
 import { Policy, presetConfig, setBackend, type ExportedWeights } from "@agentrl/policy";
 import type { Trajectory, TrajectoryGroup } from "@agentrl/rollout";
-import { DEFAULT_GRPO, grpoUpdate, prepareBatch, type GradientPeer, type GrpoOptions } from "./grpo.js";
+import { DEFAULT_GRPO, grpoUpdate, prepareBatch, type GradientPeer, type GrpoOptions } from "../grpo.js";
 import { GradientThread } from "./gradient-thread.js";
-import { Learner, type LearnerSettings } from "./learner.js";
-import { shareOf, type SupervisedRow } from "./sft.js";
+import { Learner, type LearnerSettings } from "../learner.js";
+import { shareOf, type SupervisedRow } from "../sft.js";
 
 await setBackend("cpu", { log: null });
 process.env.AGENTRL_BACKEND = "cpu"; // the gradient thread loads its policy on the cpu backend too

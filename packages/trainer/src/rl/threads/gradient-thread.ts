@@ -19,8 +19,8 @@ import type { Worker } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs-core";
 import type { NamedWeight, Transformer } from "@agentrl/policy";
 import type { AccumulatedGradients } from "@agentrl/policy";
-import type { BatchCounts, EpochWork, GradientPeer, GrpoDiagnostics, GrpoOptions, ShardGradients, TrainingRow } from "./grpo.js";
-import type { SupervisedPeer, SupervisedRow, SupervisedWork, ThreadShare } from "./sft.js";
+import type { BatchCounts, EpochWork, GradientPeer, GrpoDiagnostics, GrpoOptions, ShardGradients, TrainingRow } from "../grpo.js";
+import type { SupervisedPeer, SupervisedRow, SupervisedWork, ThreadShare } from "../sft.js";
 import { WorkerChannel, startWorker } from "./worker.js";
 
 export class GradientThreadError extends AgentRLError {}

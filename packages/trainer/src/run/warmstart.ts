@@ -51,9 +51,9 @@ import type { ChatTokenizer } from "@agentrl/rollout";
 import { tokenizerCorpus } from "./corpus.js";
 import { DEFAULT_ARCHITECTURE } from "./config.js";
 import { evaluate } from "./evaluate.js";
-import { Learner, availableGradientThreads } from "./learner.js";
-import { expertSequence, type SupervisedRow } from "./sft.js";
-import { repetitionRows } from "./repetition.js";
+import { Learner, availableGradientThreads } from "../rl/learner.js";
+import { expertSequence, type SupervisedRow } from "../rl/sft.js";
+import { repetitionRows } from "../rl/repetition.js";
 import type { ProgressFactory } from "./progress.js";
 
 /** A warm start that cannot run (bad option, no family could start). */

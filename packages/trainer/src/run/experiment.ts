@@ -29,12 +29,12 @@ import {
   type TaskFamilyOptions,
 } from "@agentrl/envs";
 import { FaultInjectingClient, type EpisodeOptions, type TaskMixEntry } from "@agentrl/rollout";
-import { isCompleteModelFolder, latestCheckpoint, writeModelFolder } from "./checkpoint.js";
+import { isCompleteModelFolder, latestCheckpoint, writeModelFolder } from "../rl/checkpoint.js";
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "./config.js";
 import { evaluate, faultedTasks, successCount, type TaskEvaluation } from "./evaluate.js";
-import { DEFAULT_GRPO } from "./grpo.js";
-import { optimizerOf, scheduleOf } from "./learner.js";
-import { runTraining, type TrainingRunOptions } from "./loop.js";
+import { DEFAULT_GRPO } from "../rl/grpo.js";
+import { optimizerOf, scheduleOf } from "../rl/learner.js";
+import { runTraining, type TrainingRunOptions } from "../rl/loop.js";
 import { lineChartSvg, type Series } from "./plot.js";
 import { formatPerTask, formatSeconds, type ProgressFactory } from "./progress.js";
 import { DOCKER_FAMILIES, initWarmStartModel, runWarmStart } from "./warmstart.js";

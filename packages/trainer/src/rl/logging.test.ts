@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, readdirSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { crc32c, TensorBoardWriter, readTensorBoardScalars, JsonlWriter } from "./logging.js";
-import { lineChartSvg } from "./plot.js";
+import { lineChartSvg } from "../run/plot.js";
 
 test("crc32c matches the Castagnoli check value", () => {
   assert.equal(crc32c(new TextEncoder().encode("123456789")), 0xe3069283);
