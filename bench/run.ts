@@ -23,6 +23,8 @@ const BENCHMARKS: Record<string, string[]> = {
   scale: ["scale-servers", "scale-controller", "scale-model"],
   sft: ["sft"],
   copy: ["copy"],
+  // random folders of Qwen2.5-0.5B's and SmolLM2-135M's exact shapes served: load, peak RSS, prefill/decode tokens/s
+  models: ["models"],
 };
 
 const requested = process.argv.slice(2).filter((a) => !a.startsWith("-"));
@@ -35,7 +37,8 @@ for (const name of names) {
 }
 
 const docPath = join(here, "..", "docs", "benchmarks.md");
-const header = "# Benchmarks\n\nWritten by `npm run bench`; each section is replaced when its benchmark runs again.\nMachine: 2 CPU cores, no GPU (see `shared/design/tfjs-on-this-machine.md`).\n";
+const header =
+  "# Benchmarks\n\nWritten by `npm run bench`; each section is replaced when its benchmark runs again.\nMachine: 2 CPU cores, no GPU (see `shared/design/tfjs-on-this-machine.md`).\n";
 
 function replaceSection(text: string, name: string, body: string): string {
   const start = `<!-- bench:${name} -->`;
@@ -71,7 +74,10 @@ for (const name of names) {
     const stamp = `_Measured ${new Date().toISOString().slice(0, 16).replace("T", " ")} UTC, node ${process.version}._`;
     // Read the file again right before writing: another benchmark may have written its section meanwhile.
     const doc = existsSync(docPath) ? readFileSync(docPath, "utf8") : header;
-    writeFileSync(docPath, replaceSection(doc, name, `## ${name}\n\n${stamp}\n\n${parts.join("\n\n")}`));
+    writeFileSync(
+      docPath,
+      replaceSection(doc, name, `## ${name}\n\n${stamp}\n\n${parts.join("\n\n")}`),
+    );
     console.log(`[bench] wrote the ${name} section of ${docPath}`);
   }
 }

@@ -61,7 +61,10 @@ const HfConfigSchema = z
     hidden_act: z.string().default("silu"),
     tie_word_embeddings: z.boolean().default(false),
     bos_token_id: tokenId.nullable().optional(),
-    eos_token_id: z.union([tokenId, z.array(tokenId)]).nullable().optional(),
+    eos_token_id: z
+      .union([tokenId, z.array(tokenId)])
+      .nullable()
+      .optional(),
     pad_token_id: tokenId.nullable().optional(),
   })
   .loose();
@@ -70,13 +73,17 @@ const HfConfigSchema = z
 export function parseHfConfig(json: unknown): ModelConfig {
   const parsed = HfConfigSchema.safeParse(json);
   if (!parsed.success) {
-    throw new ModelConfigError(`invalid config.json: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`);
+    throw new ModelConfigError(
+      `invalid config.json: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+    );
   }
   const c = parsed.data;
   const architecture = architectureOf(c.architectures, c.model_type);
-  if (c.hidden_act !== "silu") throw new ModelConfigError(`hidden_act '${c.hidden_act}' is not supported (only silu)`);
+  if (c.hidden_act !== "silu")
+    throw new ModelConfigError(`hidden_act '${c.hidden_act}' is not supported (only silu)`);
   if (c.mlp_bias) throw new ModelConfigError("mlp_bias=true is not supported");
-  if (c.rope_scaling !== undefined && c.rope_scaling !== null) throw new ModelConfigError("rope_scaling is not supported");
+  if (c.rope_scaling !== undefined && c.rope_scaling !== null)
+    throw new ModelConfigError("rope_scaling is not supported");
   const config: ModelConfig = {
     architecture,
     vocabSize: c.vocab_size,
@@ -98,10 +105,21 @@ export function parseHfConfig(json: unknown): ModelConfig {
   return validateConfig(config);
 }
 
-function architectureOf(architectures: string[] | undefined, modelType: string | undefined): Architecture {
-  const name = architectures?.[0] ?? (modelType === "qwen2" ? "Qwen2ForCausalLM" : modelType === "llama" ? "LlamaForCausalLM" : undefined);
+function architectureOf(
+  architectures: string[] | undefined,
+  modelType: string | undefined,
+): Architecture {
+  const name =
+    architectures?.[0] ??
+    (modelType === "qwen2"
+      ? "Qwen2ForCausalLM"
+      : modelType === "llama"
+        ? "LlamaForCausalLM"
+        : undefined);
   if (name === "LlamaForCausalLM" || name === "Qwen2ForCausalLM") return name;
-  throw new ModelConfigError(`architecture '${name ?? "missing"}' is not supported (LlamaForCausalLM or Qwen2ForCausalLM)`);
+  throw new ModelConfigError(
+    `architecture '${name ?? "missing"}' is not supported (LlamaForCausalLM or Qwen2ForCausalLM)`,
+  );
 }
 
 /** Checks the shape constraints between fields. Returns the config unchanged. */
@@ -109,9 +127,12 @@ export function validateConfig(config: ModelConfig): ModelConfig {
   const fail = (message: string): never => {
     throw new ModelConfigError(message);
   };
-  if (!Number.isInteger(config.headDim) || config.headDim % 2 !== 0) fail(`head_dim ${config.headDim} must be an even integer`);
+  if (!Number.isInteger(config.headDim) || config.headDim % 2 !== 0)
+    fail(`head_dim ${config.headDim} must be an even integer`);
   if (config.numAttentionHeads % config.numKeyValueHeads !== 0) {
-    fail(`num_attention_heads ${config.numAttentionHeads} must be a multiple of num_key_value_heads ${config.numKeyValueHeads}`);
+    fail(
+      `num_attention_heads ${config.numAttentionHeads} must be a multiple of num_key_value_heads ${config.numKeyValueHeads}`,
+    );
   }
   return config;
 }
@@ -152,28 +173,60 @@ export type PresetName = "test" | "tiny" | "small";
  */
 export const PRESETS: Record<PresetName, Omit<ModelConfig, "vocabSize">> = {
   test: {
-    architecture: "Qwen2ForCausalLM", hiddenSize: 32, intermediateSize: 64, numHiddenLayers: 2,
-    numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 8, maxPositionEmbeddings: 1024,
-    rmsNormEps: 1e-6, ropeTheta: 10000, attentionBias: true, tieWordEmbeddings: true,
+    architecture: "Qwen2ForCausalLM",
+    hiddenSize: 32,
+    intermediateSize: 64,
+    numHiddenLayers: 2,
+    numAttentionHeads: 4,
+    numKeyValueHeads: 2,
+    headDim: 8,
+    maxPositionEmbeddings: 1024,
+    rmsNormEps: 1e-6,
+    ropeTheta: 10000,
+    attentionBias: true,
+    tieWordEmbeddings: true,
   },
   tiny: {
-    architecture: "Qwen2ForCausalLM", hiddenSize: 256, intermediateSize: 688, numHiddenLayers: 4,
-    numAttentionHeads: 8, numKeyValueHeads: 2, headDim: 32, maxPositionEmbeddings: 4096,
-    rmsNormEps: 1e-6, ropeTheta: 10000, attentionBias: true, tieWordEmbeddings: true,
+    architecture: "Qwen2ForCausalLM",
+    hiddenSize: 256,
+    intermediateSize: 688,
+    numHiddenLayers: 4,
+    numAttentionHeads: 8,
+    numKeyValueHeads: 2,
+    headDim: 32,
+    maxPositionEmbeddings: 4096,
+    rmsNormEps: 1e-6,
+    ropeTheta: 10000,
+    attentionBias: true,
+    tieWordEmbeddings: true,
   },
   small: {
-    architecture: "Qwen2ForCausalLM", hiddenSize: 512, intermediateSize: 1376, numHiddenLayers: 8,
-    numAttentionHeads: 8, numKeyValueHeads: 2, headDim: 64, maxPositionEmbeddings: 8192,
-    rmsNormEps: 1e-6, ropeTheta: 1000000, attentionBias: true, tieWordEmbeddings: true,
+    architecture: "Qwen2ForCausalLM",
+    hiddenSize: 512,
+    intermediateSize: 1376,
+    numHiddenLayers: 8,
+    numAttentionHeads: 8,
+    numKeyValueHeads: 2,
+    headDim: 64,
+    maxPositionEmbeddings: 8192,
+    rmsNormEps: 1e-6,
+    ropeTheta: 1000000,
+    attentionBias: true,
+    tieWordEmbeddings: true,
   },
 };
 
 /** Default vocabulary size of each preset's tokenizer. */
-export const PRESET_VOCAB_SIZES: Record<PresetName, number> = { test: 512, tiny: 4096, small: 8192 };
+export const PRESET_VOCAB_SIZES: Record<PresetName, number> = {
+  test: 512,
+  tiny: 4096,
+  small: 8192,
+};
 
 export function presetConfig(name: PresetName, overrides: Partial<ModelConfig> = {}): ModelConfig {
   const preset = PRESETS[name];
-  if (!preset) throw new ModelConfigError(`unknown preset '${name}' (${Object.keys(PRESETS).join(", ")})`);
+  if (!preset)
+    throw new ModelConfigError(`unknown preset '${name}' (${Object.keys(PRESETS).join(", ")})`);
   return validateConfig({ ...preset, vocabSize: PRESET_VOCAB_SIZES[name], ...overrides });
 }
 
@@ -188,3 +241,50 @@ export function parameterCount(config: ModelConfig): number {
   const embeddings = config.vocabSize * d * (config.tieWordEmbeddings ? 1 : 2);
   return embeddings + config.numHiddenLayers * layer + d;
 }
+
+export type ModelShapeName = "qwen2.5-0.5b" | "smollm2-135m";
+
+/**
+ * Real models' exact shapes, for random folders of the same size (`agentrl model init
+ * --shape`): tests and benchmarks of memory and speed without downloading weights.
+ * `tokenizerSize` is the tokenizer's id count (Qwen2.5 pads its 151,665 ids to 151,936 rows).
+ */
+export const MODEL_SHAPES: Record<ModelShapeName, { config: ModelConfig; tokenizerSize: number }> =
+  {
+    "qwen2.5-0.5b": {
+      config: {
+        architecture: "Qwen2ForCausalLM",
+        vocabSize: 151_936,
+        hiddenSize: 896,
+        intermediateSize: 4864,
+        numHiddenLayers: 24,
+        numAttentionHeads: 14,
+        numKeyValueHeads: 2,
+        headDim: 64,
+        maxPositionEmbeddings: 32_768,
+        rmsNormEps: 1e-6,
+        ropeTheta: 1_000_000,
+        attentionBias: true,
+        tieWordEmbeddings: true,
+      },
+      tokenizerSize: 151_665,
+    },
+    "smollm2-135m": {
+      config: {
+        architecture: "LlamaForCausalLM",
+        vocabSize: 49_152,
+        hiddenSize: 576,
+        intermediateSize: 1536,
+        numHiddenLayers: 30,
+        numAttentionHeads: 9,
+        numKeyValueHeads: 3,
+        headDim: 64,
+        maxPositionEmbeddings: 8192,
+        rmsNormEps: 1e-5,
+        ropeTheta: 100_000,
+        attentionBias: false,
+        tieWordEmbeddings: true,
+      },
+      tokenizerSize: 49_152,
+    },
+  };

@@ -19,6 +19,8 @@ export {
   ModelConfigError,
   PRESETS,
   PRESET_VOCAB_SIZES,
+  MODEL_SHAPES,
+  type ModelShapeName,
   parseHfConfig,
   toHfConfig,
   validateConfig,
@@ -63,6 +65,11 @@ export {
   floatToHalf,
 } from "./safetensors.js";
 export { Rng, type RngState } from "./rng.js";
+export {
+  type RandomWeightsOptions,
+  hfWeightShapes,
+  writeRandomSafetensors,
+} from "./random-weights.js";
 export {
   type MemoryUse,
   type MemoryEstimate,
@@ -114,4 +121,5 @@ export {
   Policy,
   PolicySnapshot,
 } from "./policy.js";
+export { snapshotFromFlat, snapshotToFlat } from "./flat-weights.js";
 export * from "./tokenizer/index.js";

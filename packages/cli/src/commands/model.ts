@@ -6,8 +6,13 @@
 import { AgentRLError } from "@agentrl/spec";
 import { type Command } from "commander";
 import { numberOption } from "../options.js";
-import { open, readFile, readdir } from "node:fs/promises";
+import { mkdir, open, readFile, readdir, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import {
+  MODEL_SHAPES,
+  type ModelShapeName,
+  toHfConfig,
+  writeRandomSafetensors,
   PRESETS,
   PRESET_VOCAB_SIZES,
   Policy,
@@ -15,7 +20,6 @@ import {
   initBackend,
   parameterCount,
   parseHfConfig,
-  presetConfig,
   trainByteLevelBpe,
   CHAT_TEMPLATES,
   type ChatTemplateName,
@@ -49,16 +53,86 @@ export interface InitModelResult {
   seconds: number;
 }
 
+export interface InitShapeOptions {
+  /** A real model's exact shape (MODEL_SHAPES): `qwen2.5-0.5b`, `smollm2-135m`. */
+  shape: ModelShapeName;
+  /** Output directory (created; files in it are overwritten). */
+  out: string;
+  /** Seed of the random weights; default 0. */
+  seed?: number;
+}
+
+/**
+ * A random Hugging Face folder of a real model's exact shape: config.json, BF16
+ * model.safetensors written one tensor at a time, and a byte-level BPE tokenizer of the
+ * model's id count (learnt on the agent corpus up to 8,192 ids, then filled with synthetic
+ * merges). For tests and benchmarks of memory and speed; the weights mean nothing.
+ */
+export async function initShape(options: InitShapeOptions): Promise<InitModelResult> {
+  const started = performance.now();
+  const shape = MODEL_SHAPES[options.shape];
+  if (!shape)
+    throw new ModelCommandError(
+      `unknown shape "${options.shape}" (${Object.keys(MODEL_SHAPES).join(", ")})`,
+    );
+  const chatTemplate = CHAT_TEMPLATES["qwen2.5"];
+  const files = trainByteLevelBpe(await tokenizerCorpus({ chatTemplate }), {
+    vocabSize: Math.min(8192, shape.tokenizerSize),
+    chatTemplate,
+    fillToVocabSize: shape.tokenizerSize,
+  });
+  const tokenizer = Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig);
+  if (tokenizer.vocabSize !== shape.tokenizerSize)
+    throw new ModelCommandError(
+      `tokenizer has ${tokenizer.vocabSize} ids, the shape needs ${shape.tokenizerSize}`,
+    );
+  const endOfText = tokenizer.tokenToId("<|endoftext|>");
+  const config: ModelConfig = {
+    ...shape.config,
+    ...(endOfText !== undefined ? { bosTokenId: endOfText } : {}),
+    eosTokenId: tokenizer.eosTokenId,
+  };
+  await mkdir(options.out, { recursive: true });
+  await writeFile(
+    join(options.out, "config.json"),
+    JSON.stringify({ ...toHfConfig(config), torch_dtype: "bfloat16" }, null, 2) + "\n",
+  );
+  await writeFile(
+    join(options.out, "generation_config.json"),
+    JSON.stringify({ bos_token_id: config.bosTokenId, eos_token_id: config.eosTokenId }, null, 2) +
+      "\n",
+  );
+  tokenizer.save(options.out);
+  await writeRandomSafetensors(options.out, config, { seed: options.seed ?? 0, dtype: "BF16" });
+  return {
+    directory: options.out,
+    parameters: parameterCount(config),
+    vocabSize: config.vocabSize,
+    seconds: (performance.now() - started) / 1000,
+  };
+}
+
 /** Trains a byte-level BPE tokenizer, initialises a preset model, saves it and loads it back. */
 export async function initModel(options: InitModelOptions): Promise<InitModelResult> {
   const started = performance.now();
-  if (!(options.preset in PRESETS)) throw new ModelCommandError(`unknown preset "${options.preset}" (${Object.keys(PRESETS).join(", ")})`);
+  if (!(options.preset in PRESETS))
+    throw new ModelCommandError(
+      `unknown preset "${options.preset}" (${Object.keys(PRESETS).join(", ")})`,
+    );
   if (options.chatTemplate !== undefined && !(options.chatTemplate in CHAT_TEMPLATES)) {
-    throw new ModelCommandError(`unknown chat template "${options.chatTemplate}" (${Object.keys(CHAT_TEMPLATES).join(", ")})`);
+    throw new ModelCommandError(
+      `unknown chat template "${options.chatTemplate}" (${Object.keys(CHAT_TEMPLATES).join(", ")})`,
+    );
   }
   const chatTemplate = CHAT_TEMPLATES[options.chatTemplate ?? "qwen2.5"];
-  const corpus = options.corpus && options.corpus.length > 0 ? await readCorpus(options.corpus) : await tokenizerCorpus({ chatTemplate });
-  const files = trainByteLevelBpe(corpus, { vocabSize: options.vocabSize ?? PRESET_VOCAB_SIZES[options.preset], chatTemplate });
+  const corpus =
+    options.corpus && options.corpus.length > 0
+      ? await readCorpus(options.corpus)
+      : await tokenizerCorpus({ chatTemplate });
+  const files = trainByteLevelBpe(corpus, {
+    vocabSize: options.vocabSize ?? PRESET_VOCAB_SIZES[options.preset],
+    chatTemplate,
+  });
   const tokenizer = Tokenizer.fromJson(files.tokenizerJson, files.tokenizerConfig);
   await initBackend();
   const policy = createPolicy(tokenizer, options.preset, {}, options.seed ?? 0);
@@ -66,7 +140,12 @@ export async function initModel(options: InitModelOptions): Promise<InitModelRes
   policy.dispose();
   // Load it back through the same path everyone else uses.
   const loaded = await Policy.load(options.out);
-  const result = { directory: options.out, parameters: loaded.model.parameterCount, vocabSize: loaded.config.vocabSize, seconds: (performance.now() - started) / 1000 };
+  const result = {
+    directory: options.out,
+    parameters: loaded.model.parameterCount,
+    vocabSize: loaded.config.vocabSize,
+    seconds: (performance.now() - started) / 1000,
+  };
   loaded.dispose();
   return result;
 }
@@ -111,7 +190,9 @@ export async function modelInfo(directory: string): Promise<string[]> {
 }
 
 /** Dtypes and element count from the headers of a directory's safetensors files (data not read). */
-async function scanSafetensorsHeaders(directory: string): Promise<{ dtypes: string[]; parameters: number }> {
+async function scanSafetensorsHeaders(
+  directory: string,
+): Promise<{ dtypes: string[]; parameters: number }> {
   const files = (await readdir(directory)).filter((f) => f.endsWith(".safetensors"));
   if (files.length === 0) throw new ModelCommandError(`no .safetensors files in ${directory}`);
   const dtypes = new Set<string>();
@@ -124,7 +205,10 @@ async function scanSafetensorsHeaders(directory: string): Promise<{ dtypes: stri
       const headerLength = Number(prefix.readBigUInt64LE(0));
       const headerBytes = Buffer.alloc(headerLength);
       await handle.read(headerBytes, 0, headerLength, 8);
-      const header = JSON.parse(headerBytes.toString("utf8")) as Record<string, { dtype?: string; shape?: number[] }>;
+      const header = JSON.parse(headerBytes.toString("utf8")) as Record<
+        string,
+        { dtype?: string; shape?: number[] }
+      >;
       for (const [name, entry] of Object.entries(header)) {
         if (name === "__metadata__" || !entry.dtype) continue;
         dtypes.add(entry.dtype);
@@ -138,22 +222,81 @@ async function scanSafetensorsHeaders(directory: string): Promise<{ dtypes: stri
 }
 
 export function registerModelCommands(program: Command): void {
-  const model = program.command("model").description("create and inspect policy models (Hugging Face directories)");
+  const model = program
+    .command("model")
+    .description("create and inspect policy models (Hugging Face directories)");
 
   model
     .command("init")
-    .description("write a fresh model: a preset architecture with a byte-level BPE tokenizer trained on agent text")
+    .description(
+      "write a fresh model: a preset architecture with a byte-level BPE tokenizer trained on agent text, or (--shape) random weights of a real model's exact shape",
+    )
     .requiredOption("--out <dir>", "output directory")
     .option("--preset <name>", `architecture preset: ${Object.keys(PRESETS).join(", ")}`, "tiny")
-    .option("--corpus <file>", "tokenizer training text (repeatable; default: built-in agent corpus)", (value: string, previous: string[]) => [...previous, value], [] as string[])
-    .option("--vocab-size <n>", "tokenizer vocabulary size (default: the preset's)", numberOption("--vocab-size", { integer: true, minimum: 1 }))
-    .option("--seed <n>", "weight initialisation seed", numberOption("--seed", { integer: true, minimum: 0 }), 0)
-    .option("--chat-template <name>", `chat template written with the tokenizer: ${Object.keys(CHAT_TEMPLATES).join(", ")} (compact lists tools as one-line signatures: 3x shorter KG prompts)`, "qwen2.5")
-    .addHelpText("after", "\nExamples:\n  agentrl model init --preset tiny --out models/tiny\n  agentrl model init --preset tiny --chat-template compact --out models/tiny-compact\n  agentrl model init --preset test --out /tmp/m --corpus tasks.txt --corpus more.txt --vocab-size 1024\n")
-    .action(async (options: { out: string; preset: string; corpus: string[]; vocabSize?: number; seed: number; chatTemplate: string }) => {
-      const result = await initModel({ preset: options.preset as PresetName, out: options.out, corpus: options.corpus, vocabSize: options.vocabSize, seed: options.seed, chatTemplate: options.chatTemplate as ChatTemplateName });
-      console.log(`wrote ${result.directory}: ${options.preset} preset, ${result.parameters.toLocaleString("en-US")} parameters, vocabulary ${result.vocabSize} (${result.seconds.toFixed(1)} s)`);
-    });
+    .option(
+      "--shape <name>",
+      `random BF16 weights and a tokenizer of a real model's exact shape (for memory and speed tests): ${Object.keys(MODEL_SHAPES).join(", ")}`,
+    )
+    .option(
+      "--corpus <file>",
+      "tokenizer training text (repeatable; default: built-in agent corpus)",
+      (value: string, previous: string[]) => [...previous, value],
+      [] as string[],
+    )
+    .option(
+      "--vocab-size <n>",
+      "tokenizer vocabulary size (default: the preset's)",
+      numberOption("--vocab-size", { integer: true, minimum: 1 }),
+    )
+    .option(
+      "--seed <n>",
+      "weight initialisation seed",
+      numberOption("--seed", { integer: true, minimum: 0 }),
+      0,
+    )
+    .option(
+      "--chat-template <name>",
+      `chat template written with the tokenizer: ${Object.keys(CHAT_TEMPLATES).join(", ")} (compact lists tools as one-line signatures: 3x shorter KG prompts)`,
+      "qwen2.5",
+    )
+    .addHelpText(
+      "after",
+      "\nExamples:\n  agentrl model init --preset tiny --out models/tiny\n  agentrl model init --shape qwen2.5-0.5b --out runs/qwen-shape\n  agentrl model init --preset tiny --chat-template compact --out models/tiny-compact\n  agentrl model init --preset test --out /tmp/m --corpus tasks.txt --corpus more.txt --vocab-size 1024\n",
+    )
+    .action(
+      async (options: {
+        out: string;
+        preset: string;
+        shape?: string;
+        corpus: string[];
+        vocabSize?: number;
+        seed: number;
+        chatTemplate: string;
+      }) => {
+        if (options.shape !== undefined) {
+          const result = await initShape({
+            shape: options.shape as ModelShapeName,
+            out: options.out,
+            seed: options.seed,
+          });
+          console.log(
+            `wrote ${result.directory}: ${options.shape} shape, random BF16 weights, ${result.parameters.toLocaleString("en-US")} parameters, vocabulary ${result.vocabSize} (${result.seconds.toFixed(1)} s)`,
+          );
+          return;
+        }
+        const result = await initModel({
+          preset: options.preset as PresetName,
+          out: options.out,
+          corpus: options.corpus,
+          vocabSize: options.vocabSize,
+          seed: options.seed,
+          chatTemplate: options.chatTemplate as ChatTemplateName,
+        });
+        console.log(
+          `wrote ${result.directory}: ${options.preset} preset, ${result.parameters.toLocaleString("en-US")} parameters, vocabulary ${result.vocabSize} (${result.seconds.toFixed(1)} s)`,
+        );
+      },
+    );
 
   model
     .command("info")
@@ -164,4 +307,3 @@ export function registerModelCommands(program: Command): void {
       for (const line of await modelInfo(directory)) console.log(line);
     });
 }
-

@@ -69,6 +69,12 @@ export interface TrainByteLevelBpeOptions {
   maxTokenLength?: number;
   /** Chat template written into `tokenizer_config.json`. Default Qwen2.5's. */
   chatTemplate?: string;
+  /**
+   * After the learnt merges, add synthetic ones (a token followed by a byte, lowest priority)
+   * until the tokenizer has exactly this many ids, special tokens included: a tokenizer of a
+   * real model's size for tests and benchmarks (`agentrl model init --shape`). Default: none.
+   */
+  fillToVocabSize?: number;
 }
 
 /** What {@link trainByteLevelBpe} returns: the two Hugging Face files as objects. */
@@ -102,14 +108,21 @@ export const BYTE_TO_UNICODE: readonly string[] = (() => {
 const MAXIMUM_SYMBOLS = 1 << 21;
 
 /** Trains a byte-level BPE tokenizer on `corpus` (one string per document). */
-export function trainByteLevelBpe(corpus: readonly string[], options: TrainByteLevelBpeOptions): TrainedTokenizerFiles {
+export function trainByteLevelBpe(
+  corpus: readonly string[],
+  options: TrainByteLevelBpeOptions,
+): TrainedTokenizerFiles {
   const specialTokens = (options.specialTokens ?? DEFAULT_SPECIAL_TOKENS).map((token) =>
     typeof token === "string" ? { content: token, special: true } : token,
   );
   const minFrequency = options.minFrequency ?? 2;
   const maxTokenLength = options.maxTokenLength ?? 32;
   const mergeBudget = options.vocabSize - 256 - specialTokens.length;
-  if (!Number.isInteger(options.vocabSize) || mergeBudget < 0 || options.vocabSize > MAXIMUM_SYMBOLS) {
+  if (
+    !Number.isInteger(options.vocabSize) ||
+    mergeBudget < 0 ||
+    options.vocabSize > MAXIMUM_SYMBOLS
+  ) {
     throw new BpeTrainingError(
       `vocabSize must be an integer in [${256 + specialTokens.length}, ${MAXIMUM_SYMBOLS}] (256 bytes + ${specialTokens.length} special tokens), got ${options.vocabSize}`,
     );
@@ -118,8 +131,13 @@ export function trainByteLevelBpe(corpus: readonly string[], options: TrainByteL
     throw new BpeTrainingError("specialTokens has duplicates");
   }
 
-  const wordCounts = countWords(corpus, specialTokens.map((token) => token.content));
+  const wordCounts = countWords(
+    corpus,
+    specialTokens.map((token) => token.content),
+  );
   const { symbols, merges } = learnMerges(wordCounts, mergeBudget, minFrequency, maxTokenLength);
+  if (options.fillToVocabSize !== undefined)
+    fillMerges(symbols, merges, options.fillToVocabSize - specialTokens.length, maxTokenLength);
 
   const vocab: Record<string, number> = {};
   symbols.forEach((symbol, id) => (vocab[symbol] = id));
@@ -134,7 +152,10 @@ export function trainByteLevelBpe(corpus: readonly string[], options: TrainByteL
   }));
   return {
     tokenizerJson: buildTokenizerJson(vocab, merges, addedTokens),
-    tokenizerConfig: buildTokenizerConfig(addedTokens, options.chatTemplate ?? QWEN25_CHAT_TEMPLATE),
+    tokenizerConfig: buildTokenizerConfig(
+      addedTokens,
+      options.chatTemplate ?? QWEN25_CHAT_TEMPLATE,
+    ),
   };
 }
 
@@ -142,7 +163,10 @@ export function trainByteLevelBpe(corpus: readonly string[], options: TrainByteL
  * Distinct pre-tokenized pieces of the corpus in the byte alphabet, with their counts.
  * Special-token text in the corpus is cut out first (it encodes to its own id).
  */
-function countWords(corpus: readonly string[], specialTexts: readonly string[]): Map<string, number> {
+function countWords(
+  corpus: readonly string[],
+  specialTexts: readonly string[],
+): Map<string, number> {
   const splitter = new HuggingFaceSplitPreTokenizerClass({
     type: "Split",
     pattern: { Regex: QWEN2_PRETOKENIZER_PATTERN },
@@ -150,7 +174,12 @@ function countWords(corpus: readonly string[], specialTexts: readonly string[]):
     invert: false,
   });
   const specialPattern =
-    specialTexts.length > 0 ? new RegExp(specialTexts.map((text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|"), "u") : null;
+    specialTexts.length > 0
+      ? new RegExp(
+          specialTexts.map((text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|"),
+          "u",
+        )
+      : null;
   const pieceCounts = new Map<string, number>();
   for (const document of corpus) {
     const sections = specialPattern === null ? [document] : document.split(specialPattern);
@@ -216,7 +245,10 @@ class PairHeap {
   }
 
   private before(a: number, b: number): boolean {
-    return this.counts[a] > this.counts[b] || (this.counts[a] === this.counts[b] && this.keys[a] < this.keys[b]);
+    return (
+      this.counts[a] > this.counts[b] ||
+      (this.counts[a] === this.counts[b] && this.keys[a] < this.keys[b])
+    );
   }
 
   private swap(a: number, b: number): void {
@@ -289,7 +321,16 @@ function learnMerges(
 
     const changes = new Map<number, number>();
     for (const wordIndex of pairWords.get(key) ?? []) {
-      mergeInWord(words, wordIndex, frequencies[wordIndex], left, right, mergedId, changes, pairWords);
+      mergeInWord(
+        words,
+        wordIndex,
+        frequencies[wordIndex],
+        left,
+        right,
+        mergedId,
+        changes,
+        pairWords,
+      );
     }
     pairWords.delete(key);
     for (const [changedKey, delta] of changes) {
@@ -330,7 +371,8 @@ function mergeInWord(
     }
   }
   if (!found) return; // the word lost this pair to an earlier merge
-  const addChange = (key: number, delta: number) => changes.set(key, (changes.get(key) ?? 0) + delta);
+  const addChange = (key: number, delta: number) =>
+    changes.set(key, (changes.get(key) ?? 0) + delta);
   for (let i = 0; i + 1 < word.length; i++) addChange(pairKey(word[i], word[i + 1]), -frequency);
   const mergedWord: number[] = [];
   for (let i = 0; i < word.length; i++) {
@@ -351,13 +393,42 @@ function mergeInWord(
   words[wordIndex] = mergedWord;
 }
 
+/** Appends merges `token + byte` (new tokens only) until there are `target` symbols. */
+function fillMerges(
+  symbols: string[],
+  merges: [string, string][],
+  target: number,
+  maxTokenLength: number,
+): void {
+  if (!Number.isInteger(target) || target > MAXIMUM_SYMBOLS)
+    throw new BpeTrainingError(`fillToVocabSize must be an integer up to ${MAXIMUM_SYMBOLS}`);
+  const known = new Set(symbols);
+  for (let first = 0; symbols.length < target && first < symbols.length; first++) {
+    const left = symbols[first];
+    if (left.length + 1 > maxTokenLength) continue;
+    for (let byte = 0; byte < 256 && symbols.length < target; byte++) {
+      const right = BYTE_TO_UNICODE[byte];
+      const merged = left + right;
+      if (known.has(merged)) continue;
+      known.add(merged);
+      symbols.push(merged);
+      merges.push([left, right]);
+    }
+  }
+}
+
 /** `tokenizer.json` in the Hugging Face schema, with Qwen2's pipeline. */
 function buildTokenizerJson(
   vocab: Record<string, number>,
   merges: [string, string][],
   addedTokens: AddedTokenJson[],
 ): TrainedTokenizerFiles["tokenizerJson"] {
-  const byteLevel = { type: "ByteLevel", add_prefix_space: false, trim_offsets: false, use_regex: false };
+  const byteLevel = {
+    type: "ByteLevel",
+    add_prefix_space: false,
+    trim_offsets: false,
+    use_regex: false,
+  };
   return {
     version: "1.0",
     truncation: null,
@@ -368,7 +439,12 @@ function buildTokenizerJson(
     pre_tokenizer: {
       type: "Sequence",
       pretokenizers: [
-        { type: "Split", pattern: { Regex: QWEN2_PRETOKENIZER_PATTERN }, behavior: "Isolated", invert: false },
+        {
+          type: "Split",
+          pattern: { Regex: QWEN2_PRETOKENIZER_PATTERN },
+          behavior: "Isolated",
+          invert: false,
+        },
         byteLevel,
       ],
     },
@@ -391,7 +467,10 @@ function buildTokenizerJson(
 }
 
 /** `tokenizer_config.json` like Qwen2.5-Instruct's: eos `<|im_end|>`, pad `<|endoftext|>`, its chat template. */
-function buildTokenizerConfig(addedTokens: AddedTokenJson[], chatTemplate: string): Record<string, unknown> {
+function buildTokenizerConfig(
+  addedTokens: AddedTokenJson[],
+  chatTemplate: string,
+): Record<string, unknown> {
   const has = (content: string) => addedTokens.some((token) => token.content === content);
   const addedTokensDecoder: Record<string, unknown> = {};
   for (const token of addedTokens) {
@@ -408,7 +487,9 @@ function buildTokenizerConfig(addedTokens: AddedTokenJson[], chatTemplate: strin
     bos_token: null,
     chat_template: chatTemplate,
     clean_up_tokenization_spaces: false,
-    eos_token: has("<|im_end|>") ? "<|im_end|>" : (addedTokens.find((token) => token.special)?.content ?? null),
+    eos_token: has("<|im_end|>")
+      ? "<|im_end|>"
+      : (addedTokens.find((token) => token.special)?.content ?? null),
     errors: "replace",
     model_max_length: 32768,
     pad_token: has("<|endoftext|>") ? "<|endoftext|>" : null,
