@@ -122,4 +122,5 @@ export {
   PolicySnapshot,
 } from "./policy.js";
 export { snapshotFromFlat, snapshotToFlat } from "./flat-weights.js";
+export { snapshotFromFlat, snapshotToFlat } from "./flat-weights.js";
 export * from "./tokenizer/index.js";

@@ -15,7 +15,7 @@ export {
   ContextLimitError, createPolicyEngine, EngineClosedError, type EngineModel, type EngineSequence,
   type EngineStats, type GenerationRequest, type GenerationResult, InferenceEngine,
   type InferenceEngineOptions, policyEngineModel, type PolicyWeights, type WeightUpdateMode,
-  type GenerationEngine
+  type GenerationEngine, createPolicyEnginePool, defaultDecodeThreads, EnginePool, EngineThreadError, ThreadEngine
 } from "./engine/index.js";
 export {
   ExternalChatModel, type ExternalChatModelOptions, ExternalModelError

@@ -10,3 +10,5 @@ export {
 } from "./types.js";
 export { InferenceEngine } from "./engine.js";
 export { createPolicyEngine, policyEngineModel, type PolicyWeights } from "./policy-model.js";
+export { EngineThreadError, ThreadEngine, type ThreadWeights } from "./thread.js";
+export { createPolicyEnginePool, defaultDecodeThreads, EnginePool } from "./engine-pool.js";
