@@ -122,5 +122,4 @@ export {
   PolicySnapshot,
 } from "./policy.js";
 export { snapshotFromFlat, snapshotToFlat } from "./flat-weights.js";
-export { snapshotFromFlat, snapshotToFlat } from "./flat-weights.js";
 export * from "./tokenizer/index.js";
