@@ -53,6 +53,9 @@ if [ "${SKIP_DOCKER:-0}" != 1 ]; then
     say "building the task images (agentrl env build)"
     npm run --silent agentrl -- env build \
       || say "env build failed: OS and DB tasks (and their tests) will be unavailable"
+    say "building the runtime image agentrl/runtime (agentrl env build --image runtime)"
+    npm run --silent agentrl -- env build --image runtime \
+      || say "runtime image build failed: deploy/swarm (and test/swarm.test.ts) will be unavailable"
   else
     say "no Docker engine: OS and DB tasks will be unavailable"
   fi

@@ -38,7 +38,8 @@ export {
   TIMEOUT_EXIT_CODE, WarmPool, type WarmPoolOptions,
   copyImage, copyImagesToHost, createTaskFamilyOnEngines, DockerEngine, DockerEngineSet,
   type DockerEngineSetOptions, DockerHostError, type DockerHostSpec, type EngineFamilyFactory,
-  type EngineHostsOptions, type EngineState, type ImageCopy, MultiEngineTaskFamily, parseDockerHost
+  type EngineHostsOptions, type EngineState, type ImageCopy, MultiEngineTaskFamily, parseDockerHost,
+  buildRuntimeImage, dockerCliPath, RUNTIME_IMAGE, type RuntimeImageInputs, runtimeImageInputs
 } from "./docker/index.js";
 export * as kg from "./kg/index.js";
 export { hashString, mixSeeds, Random } from "./random.js";

@@ -5,12 +5,12 @@
  */
 import { AgentRLError } from "@agentrl/spec";
 import type { Command } from "commander";
-import { buildImages, copyImagesToHost, isDockerAvailable, IMAGES, type BuildProgress, type BuildResult } from "@agentrl/envs";
+import { buildImages, buildRuntimeImage, copyImagesToHost, isDockerAvailable, IMAGES, RUNTIME_IMAGE, type BuildProgress, type BuildResult } from "@agentrl/envs";
 
 export class EnvBuildError extends AgentRLError {}
 
 export interface EnvBuildOptions {
-  /** Image names (`os`, `db`). Default: all. */
+  /** Image names (`os`, `db`, `runtime`). Default: the task images (`os`, `db`). */
   images?: string[];
   /** Rebuild even when up to date. Default false. */
   force?: boolean;
@@ -42,7 +42,11 @@ export async function runEnvBuild(options: EnvBuildOptions, out: (line: string) 
     if (event.step === "build" && !event.message.startsWith("Step ")) return;
     out(`[${event.image}] ${event.step}: ${event.message}`);
   };
-  const results = await buildImages({ names, force: options.force, mirror: options.mirror, onProgress });
+  const unknown = names.filter((name) => name !== RUNTIME_IMAGE.name && !Object.hasOwn(IMAGES, name));
+  if (unknown.length) throw new EnvBuildError(`unknown image ${unknown.join(", ")}; known: ${[...Object.keys(IMAGES), RUNTIME_IMAGE.name].join(", ")}`);
+  const taskImages = names.filter((name) => name !== RUNTIME_IMAGE.name);
+  const results = taskImages.length ? await buildImages({ names: taskImages, force: options.force, mirror: options.mirror, onProgress }) : [];
+  if (names.includes(RUNTIME_IMAGE.name)) results.push(await buildRuntimeImage({ force: options.force, mirror: options.mirror, onProgress }));
   for (const result of results) {
     out(`${result.tag}: ${result.skipped ? "up to date" : "built"} (hash ${result.hash.slice(0, 12)}, ${result.seconds.toFixed(1)} s)`);
   }
@@ -57,14 +61,14 @@ export async function runEnvBuild(options: EnvBuildOptions, out: (line: string) 
 export function registerEnvBuildCommand(env: Command): void {
   env
     .command("build")
-    .description("build the Docker images of the OS and DB tasks locally (debootstrap + docker import); skips images that are up to date")
-    .option("--image <name...>", `images to build (${Object.keys(IMAGES).join(", ")}); default all`)
+    .description("build the Docker images of the OS and DB tasks (and, with --image runtime, the runtime image deploy/ runs) locally (debootstrap + docker import); skips images that are up to date")
+    .option("--image <name...>", `images to build (${[...Object.keys(IMAGES), RUNTIME_IMAGE.name].join(", ")}); default the task images ${Object.keys(IMAGES).join(", ")}`)
     .option("--force", "rebuild even when an image with the same content hash exists", false)
     .option("--mirror <url>", "Debian mirror for debootstrap (default: the one apt uses)")
     .option("--verbose", "print every build line", false)
     .option("--docker-host <url>", "also load the images into this Docker engine (repeatable; unix://, tcp://, ssh://), copied from the local one", (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
     .option("--docker-cert-path <dir>", "TLS folder (ca.pem, cert.pem, key.pem) of tcp:// Docker hosts (env DOCKER_CERT_PATH)")
-    .addHelpText("after", "\nExamples:\n  agentrl env build\n  agentrl env build --image db --force\n  agentrl env build --docker-host unix:///run/agentrl-dockerd2/docker.sock --docker-host ssh://agent@10.0.0.8")
+    .addHelpText("after", "\nExamples:\n  agentrl env build\n  agentrl env build --image db --force\n  agentrl env build --image runtime        # agentrl/runtime: the CLI, node, the Docker CLI (deploy/swarm, deploy/kubernetes)\n  agentrl env build --docker-host unix:///run/agentrl-dockerd2/docker.sock --docker-host ssh://agent@10.0.0.8")
     .action(async (options: { image?: string[]; force: boolean; mirror?: string; verbose: boolean; dockerHost?: string[]; dockerCertPath?: string }) => {
       try {
         await runEnvBuild({ images: options.image, force: options.force, mirror: options.mirror, verbose: options.verbose, dockerHost: options.dockerHost, dockerCertPath: options.dockerCertPath });

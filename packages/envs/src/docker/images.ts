@@ -182,11 +182,11 @@ async function buildImage(docker: Docker, spec: ImageSpec, options: BuildImagesO
 }
 
 /** Makes (or reuses) the imported debootstrap rootfs of an image; returns its tag. */
-async function ensureRootfs(
+export async function ensureRootfs(
   docker: Docker,
   spec: ImageSpec,
   folder: string,
-  options: BuildImagesOptions,
+  options: Pick<BuildImagesOptions, "debCacheDir" | "mirror">,
   report: (step: string, message: string) => void,
 ): Promise<string> {
   const packages = readPackageList(join(folder, "packages.txt"));
@@ -246,7 +246,7 @@ function run(command: string, args: string[], onLine: (line: string) => void): P
 }
 
 /** Waits for a Docker JSON progress stream to end; rejects on an error entry. */
-function followDockerStream(docker: Docker, stream: NodeJS.ReadableStream, onLine: (line: string) => void): Promise<void> {
+export function followDockerStream(docker: Docker, stream: NodeJS.ReadableStream, onLine: (line: string) => void): Promise<void> {
   return new Promise((resolvePromise, reject) => {
     docker.modem.followProgress(
       stream,

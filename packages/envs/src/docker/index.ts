@@ -8,3 +8,4 @@ export * from "./failed-session.js";
 export * from "./hosts.js";
 export * from "./engines.js";
 export * from "./engine-images.js";
+export * from "./runtime-image.js";
