@@ -30,6 +30,8 @@ export interface EvalCommandOptions {
   maxNewTokensPerTurn?: number;
   /** Episodes at once. Default 40. */
   concurrency?: number;
+  /** Engine threads decoding beside the main thread (see `evaluate`). Default one a further core. */
+  decodeThreads?: number;
   seed?: number;
   /** Seed of the task worlds. Default 0 (the shipped models' world). */
   worldSeed?: number;
@@ -37,6 +39,10 @@ export interface EvalCommandOptions {
   bars?: boolean;
   /** Write every episode to this JSONL file: task, index, sample, status, reward, and the decoded text. Default none. */
   transcripts?: string;
+  /** Controller (`agentrl env serve`) that plays every task's episodes instead of this process. Default none. */
+  controller?: string;
+  /** File holding the controller's token. Default: env AGENTRL_TOKEN, else ~/.agentrl/controller-token. */
+  tokenFile?: string;
   print?: Printer;
   createFamily?: FamilyFactory;
 }
@@ -55,6 +61,7 @@ export async function runEvalCommand(options: EvalCommandOptions): Promise<Recor
       ...(options.maxNewTokensPerTurn ? { maxNewTokensPerTurn: options.maxNewTokensPerTurn } : {}),
     },
     evaluation: { concurrency: options.concurrency ?? 40 },
+    environments: { ...(options.controller ? { controller: options.controller } : {}), ...(options.tokenFile ? { tokenFile: options.tokenFile } : {}) },
     run: { seed: options.seed ?? 0, worldSeed: options.worldSeed ?? 0 },
   });
   await initBackend();
@@ -73,6 +80,7 @@ export async function runEvalCommand(options: EvalCommandOptions): Promise<Recor
       samples,
       temperature: options.temperature ?? 0,
       concurrency: config.evaluation.concurrency,
+      ...(options.decodeThreads !== undefined ? { decodeThreads: options.decodeThreads } : {}),
       episode: {
         maxTurns: config.rollout.maxTurns,
         maxTokens: config.rollout.maxTokens,
@@ -129,15 +137,18 @@ export function registerEvalCommand(program: Command): void {
     .option("--max-turns <n>", "assistant turns per episode (default 8)", numberOption("max turns", { integer: true, minimum: 1 }))
     .option("--max-new-tokens <n>", "tokens per turn (default 96)", numberOption("max new tokens", { integer: true, minimum: 1 }))
     .option("--concurrency <n>", "episodes at once (default 40)", numberOption("concurrency", { integer: true, minimum: 1 }))
+    .option("--decode-threads <n>", "engine threads decoding beside the main thread, each with a copy of the weights (default: one a further core; 0: main thread only)", numberOption("decode threads", { integer: true, minimum: 0 }))
     .option("--seed <n>", "seed of the sampling (default 0)", numberOption("seed", { integer: true, minimum: 0 }))
     .option("--world-seed <n>", "seed of the task worlds (default 0, the shipped models' world)", numberOption("world seed", { integer: true, minimum: 0 }))
+    .option("--controller <url>", "play the episodes through this controller (agentrl env serve and its workers) instead of in this process, e.g. http://10.0.0.5:5020")
+    .option("--token-file <path>", "file holding the controller's token (default: env AGENTRL_TOKEN, else ~/.agentrl/controller-token)")
     .option("--json", "print the results as JSON on stdout")
     .option("--transcripts <file>", "write every episode (status, reward, answerFromOutput where the family says, decoded text) to this JSONL file")
     .addHelpText(
       "after",
-      "\nExamples:\n  agentrl eval --model models/warmstart --tasks kg,webshop,alfworld --limit 200\n  agentrl eval --model runs/default/checkpoints/step-000020/policy --samples 4 --temperature 0.8 --json\n  agentrl eval --model models/warmstart --tasks kg --limit 20 --transcripts /tmp/kg.jsonl",
+      "\nExamples:\n  agentrl eval --model models/warmstart --tasks kg,webshop,alfworld --limit 200\n  agentrl eval --model runs/default/checkpoints/step-000020/policy --samples 4 --temperature 0.8 --json\n  agentrl eval --model models/warmstart --tasks kg --limit 20 --transcripts /tmp/kg.jsonl\n  agentrl eval --model models/warmstart --tasks os --controller http://127.0.0.1:5020",
     )
-    .action(async (flags: { transcripts?: string; model: string; tasks?: string[]; difficulty?: number[]; limit?: number; samples?: number; temperature?: number; maxTurns?: number; maxNewTokens?: number; concurrency?: number; seed?: number; worldSeed?: number; json?: boolean }) => {
+    .action(async (flags: { transcripts?: string; model: string; tasks?: string[]; difficulty?: number[]; limit?: number; samples?: number; temperature?: number; maxTurns?: number; maxNewTokens?: number; concurrency?: number; decodeThreads?: number; seed?: number; worldSeed?: number; controller?: string; tokenFile?: string; json?: boolean }) => {
       const results = await runEvalCommand({
         model: flags.model,
         tasks: flags.tasks,
@@ -148,10 +159,13 @@ export function registerEvalCommand(program: Command): void {
         maxTurns: flags.maxTurns,
         maxNewTokensPerTurn: flags.maxNewTokens,
         concurrency: flags.concurrency,
+        decodeThreads: flags.decodeThreads,
         seed: flags.seed,
         worldSeed: flags.worldSeed,
         bars: flags.json ? false : undefined,
         transcripts: flags.transcripts,
+        controller: flags.controller,
+        tokenFile: flags.tokenFile,
       });
       if (flags.json) console.log(JSON.stringify({ model: flags.model, samples: flags.samples ?? 1, tasks: results }, null, 2));
       else for (const line of formatEvaluation(results, flags.samples ?? 1)) console.log(line);

@@ -3,7 +3,7 @@
  * (see docs/serve.md and ../serve/). Runs until SIGINT / SIGTERM, then drains requests in
  * flight (up to `--grace` seconds) and exits.
  */
-import { type Command } from "commander";
+import { Option, type Command } from "commander";
 import { numberOption } from "../options.js";
 import { startModelServer, isLoopbackHost, ServeConfigError, type ModelServerOptions } from "@agentrl/rollout";
 
@@ -93,7 +93,12 @@ export function registerServeCommand(program: Command): void {
     .command("serve")
     .description("serve a model over an OpenAI-compatible chat-completions API (one engine, continuous batching)")
     .requiredOption("--model <dir>", "model directory (config.json, safetensors, tokenizer.json with a chat template)")
-    .option("--port <n>", "port to listen on (0 = any free port)", numberOption("--port", { integer: true, minimum: 0, maximum: 65_535 }), 8000)
+    .addOption(
+      new Option("--port <n>", "port to listen on (0 = any free port; env AGENTRL_SERVE_PORT, e.g. one per swarm replica: 800{{.Task.Slot}})")
+        .env("AGENTRL_SERVE_PORT")
+        .argParser(numberOption("--port", { integer: true, minimum: 0, maximum: 65_535 }))
+        .default(8000),
+    )
     .option("--host <address>", "address to bind; anything but loopback needs --api-key", "127.0.0.1")
     .option("--api-key <key>", "require 'Authorization: Bearer <key>' on /v1/* but the weight routes (env AGENTRL_API_KEY)")
     .option("--weights-key <key>", "key of GET|POST /v1/weights (env AGENTRL_SERVE_KEY; default: ~/.agentrl/serve-key, generated when missing)")

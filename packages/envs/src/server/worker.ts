@@ -70,6 +70,8 @@ export class TaskWorker {
   readonly idleTimeoutMs: number;
   readonly interactionTimeoutMs: number;
   private readonly sessions = new Map<string, RunningSession>();
+  /** Sessions started since the worker began (what `GET /api/worker_status` reports as `started`). */
+  started = 0;
   /** Slots held by sessions that are still starting. */
   private starting = new Set<string>();
   private readonly sweeper: NodeJS.Timeout;
@@ -165,6 +167,7 @@ export class TaskWorker {
       throw new EnvironmentApiError(503, `worker of task ${this.name} closed while starting`);
     }
     this.sessions.set(sessionId, { index, session, lastActive: Date.now(), busy: false });
+    this.started += 1;
     return { messages: session.start.messages, tools: session.start.tools };
   }
 
@@ -251,7 +254,7 @@ export function workerRoutes(worker: TaskWorker): Record<string, (request: impor
     },
     "POST /api/cancel_all": async () => ({ body: { cancelled: await worker.cancelAll() } }),
     "GET /api/get_sessions": async () => ({ body: worker.listSessions() }),
-    "GET /api/worker_status": async () => ({ body: { name: worker.name, concurrency: worker.concurrency, current: worker.current } }),
+    "GET /api/worker_status": async () => ({ body: { name: worker.name, concurrency: worker.concurrency, current: worker.current, started: worker.started } }),
     "GET /api/get_indices": async (request) => {
       const split = request.query.get("split");
       const difficulty = request.query.get("difficulty");

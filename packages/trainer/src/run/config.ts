@@ -32,6 +32,21 @@ export const TaskConfigSchema = z
       .optional()
       .describe("Explicit training sample indices (overrides `difficulty` for training). Default: the family's train split at `difficulty`."),
     concurrency: positiveInteger().optional().describe("Episodes of this task running at once at most. Default: no limit beyond `rollout.concurrency`."),
+    controller: z
+      .url({ protocol: /^https?$/, error: "controller must be an http(s) URL, e.g. http://10.0.0.5:5020" })
+      .optional()
+      .describe("Controller (`agentrl env serve`, with workers of this task) that plays its episodes over HTTP (start_sample / interact / cancel, the AgentBench FC protocol) instead of the trainer's own process, e.g. `http://10.0.0.5:5020`. Default: `environments.controller`, else in-process."),
+  })
+  .strict();
+
+const EnvironmentsSchema = z
+  .object({
+    controller: z
+      .url({ protocol: /^https?$/, error: "environments.controller must be an http(s) URL, e.g. http://10.0.0.5:5020" })
+      .optional()
+      .describe("Controller that plays the episodes of every task without its own `tasks[].controller`. Default: none (the tasks run in the trainer's process)."),
+    tokenFile: z.string().min(1).optional().describe("File holding the controllers' token (what `env serve` wrote, a mounted secret). Default: env AGENTRL_TOKEN, else `~/.agentrl/controller-token`."),
+    waitSeconds: positiveInteger().default(180).describe("How long the run waits at its start for each controller to answer and serve its tasks (its workers register by heartbeat)."),
   })
   .strict();
 
@@ -257,6 +272,7 @@ export const TrainConfigSchema = z
       .min(1)
       .default(DEFAULT_TASK_NAMES.map((name) => TaskConfigSchema.parse({ name, weight: DEFAULT_TASK_WEIGHTS[name] ?? 1, difficulty: DEFAULT_TASK_DIFFICULTIES[name] ?? 0 })))
       .describe("The task mix. Default: the five families at difficulty 0 (db at 0, 1 and 2: all its test samples), weight 1 each but kg 1.5 and os 2.5 (os and db only when a Docker engine answers)."),
+    environments: EnvironmentsSchema.prefault({}).describe("Where tasks run: in the trainer's process, or behind controllers (`tasks[].controller`)."),
     warmStart: WarmStartSchema.prefault({}).describe("Supervised warm start on expert episodes."),
     rl: RlSchema.prefault({}).describe("GRPO: batch, schedule and loss."),
     crossPolicy: CrossPolicySchema.prefault({}).describe("Cross-policy sampling: turns from a stale copy of the policy (or an external model)."),

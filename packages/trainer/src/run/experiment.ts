@@ -20,15 +20,17 @@ import { mkdir, readFile, readdir, rename, rm, writeFile } from "node:fs/promise
 import { join, resolve } from "node:path";
 import { PRESET_VOCAB_SIZES, Policy, initBackend } from "@agentrl/policy";
 import {
+  HttpEnvironmentClient,
   InProcessEnvironmentClient,
   createTaskFamily,
   isDockerAvailable,
+  tokenFromEnvironment,
   type CurriculumTaskFamily,
   type EnvironmentClient,
   type Split,
   type TaskFamilyOptions,
 } from "@agentrl/envs";
-import { FaultInjectingClient, type EpisodeOptions, type TaskMixEntry } from "@agentrl/rollout";
+import { FaultInjectingClient, RoutingEnvironmentClient, type EnvironmentRoute, type EpisodeOptions, type TaskMixEntry } from "@agentrl/rollout";
 import { isCompleteModelFolder, latestCheckpoint, writeModelFolder } from "../rl/checkpoint.js";
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "./config.js";
 import { evaluate, faultedTasks, successCount, type TaskEvaluation } from "./evaluate.js";
@@ -121,15 +123,60 @@ class SelectedIndicesClient implements EnvironmentClient {
   async close() { await this.inner.close?.(); }
 }
 
-/** Creates the configured families; os and db are left out (in ONE printed line) when no Docker engine answers. */
+/** The controller that plays `task`'s episodes (`tasks[].controller`, else `environments.controller`), or undefined for in-process. */
+export function controllerOf(config: TrainConfig, task: TrainConfig["tasks"][number]): string | undefined {
+  return task.controller ?? config.environments.controller;
+}
+
+/** Waits until `attempt` succeeds or `seconds` pass (a controller starting, its workers registering); rethrows the last failure. */
+async function waitFor<T>(seconds: number, attempt: () => Promise<T>): Promise<T> {
+  const deadline = Date.now() + seconds * 1000;
+  for (;;) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (Date.now() >= deadline) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+  }
+}
+
+/**
+ * Opens the configured tasks: in-process families (os and db left out, in ONE printed line,
+ * when no Docker engine answers) and tasks behind controllers (`tasks[].controller`,
+ * `environments.controller`), whose instances at the configured difficulties the controller
+ * lists. One client routes each task's episodes to its place.
+ */
 export async function openTasks(config: TrainConfig, print: Printer, createFamily: FamilyFactory = createTaskFamily): Promise<OpenedTasks> {
-  const wantsDocker = config.tasks.some((task) => DOCKER_FAMILIES.has(task.name));
+  const wantsDocker = config.tasks.some((task) => DOCKER_FAMILIES.has(task.name) && !controllerOf(config, task));
   const docker = wantsDocker ? await isDockerAvailable() : false;
   const families: CurriculumTaskFamily[] = [];
+  const controllers = new Map<string, { client: HttpEnvironmentClient; tasks: string[] }>();
   const tasks: TrainConfig["tasks"] = [];
   const skipped: string[] = [];
   const indices = new Map<string, Record<Split, number[]>>();
+  const closeAll = async () => {
+    await Promise.all(families.map((f) => f.close?.()));
+    await Promise.all([...controllers.values()].map(({ client }) => client.close()));
+  };
   for (const task of config.tasks) {
+    const url = controllerOf(config, task);
+    if (url) {
+      const entry = controllers.get(url) ?? { client: new HttpEnvironmentClient({ url, token: tokenFromEnvironment(config.environments.tokenFile) }), tasks: [] };
+      controllers.set(url, entry);
+      const at = async (split: Split) => (await Promise.all(taskDifficulties(task).map((difficulty) => entry.client.getIndices(task.name, split, difficulty)))).flat();
+      try {
+        const test = await waitFor(config.environments.waitSeconds, () => at("test"));
+        indices.set(task.name, { train: task.indices ?? (await at("train")), test });
+      } catch (error) {
+        await closeAll();
+        throw new ConfigError(`task "${task.name}" on the controller ${url}: ${(error as Error).message} (waited ${config.environments.waitSeconds} s: is \`agentrl env serve\` running there with a worker of ${task.name}, and the token right?)`);
+      }
+      print(`${task.name}: through the controller ${url} (${indices.get(task.name)!.train.length} train / ${indices.get(task.name)!.test.length} test instances)`);
+      entry.tasks.push(task.name);
+      tasks.push(task);
+      continue;
+    }
     if (DOCKER_FAMILIES.has(task.name) && !docker) {
       skipped.push(task.name);
       continue;
@@ -138,12 +185,13 @@ export async function openTasks(config: TrainConfig, print: Printer, createFamil
     try {
       family = await createFamily(task.name, { seed: config.run.worldSeed });
     } catch (error) {
-      await Promise.all(families.map((f) => f.close?.()));
+      await closeAll();
       throw new ConfigError(`task "${task.name}" failed to start: ${(error as Error).message}`);
     }
     const unknown = taskDifficulties(task).filter((difficulty) => !family.difficulties.includes(difficulty));
     if (unknown.length > 0) {
-      await Promise.all([...families, family].map((f) => f.close?.()));
+      await family.close?.();
+      await closeAll();
       throw new ConfigError(`task "${task.name}" has no difficulty ${unknown.join(", ")} (its difficulties: ${family.difficulties.join(", ")})`);
     }
     const at = (split: Split) => taskDifficulties(task).flatMap((difficulty) => family.indicesAt(split, difficulty));
@@ -154,13 +202,16 @@ export async function openTasks(config: TrainConfig, print: Printer, createFamil
   if (skipped.length) print(`${skipped.join(" and ")} left out: no Docker engine reachable (start one with scripts/start-dockerd.sh); training on ${tasks.map((t) => t.name).join(", ") || "nothing"}`);
   if (tasks.length === 0) throw new ConfigError("no task can run (every configured task needs Docker, and no Docker engine is reachable)");
   const concurrency = Math.max(config.rollout.concurrency, config.evaluation.concurrency);
-  const inner = new InProcessEnvironmentClient(families, { concurrency });
+  const routes: EnvironmentRoute[] = [];
+  if (families.length) routes.push({ tasks: families.map((family) => family.name), client: new InProcessEnvironmentClient(families, { concurrency }), label: "in-process" });
+  for (const [url, { client, tasks: names }] of controllers) routes.push({ tasks: names, client, label: url });
+  const routed = new RoutingEnvironmentClient(routes);
   return {
-    client: new SelectedIndicesClient(inner, indices),
+    client: new SelectedIndicesClient(routed, indices),
     tasks,
     indices,
     close: async () => {
-      await inner.close?.();
+      await routed.close();
       await Promise.all(families.map((family) => family.close?.()));
     },
   };
@@ -369,6 +420,15 @@ export interface WarmStartPhaseOptions {
   signal?: AbortSignal;
 }
 
+/** The tasks the warm start plays (its expert episodes run in-process): those without a controller. */
+function inProcessTasks(config: TrainConfig, opened: OpenedTasks, print: Printer): string[] {
+  const remote = opened.tasks.filter((task) => controllerOf(config, task)).map((task) => task.name);
+  const local = opened.tasks.filter((task) => !controllerOf(config, task)).map((task) => task.name);
+  if (local.length === 0) throw new ConfigError(`the warm start plays expert episodes in the trainer's process, and every task (${remote.join(", ")}) is behind a controller: set warmStart.checkpoint to a warm model, or warmStart.enabled: false`);
+  if (remote.length) print(`warm start: on the in-process tasks ${local.join(", ")} only (${remote.join(", ")} behind a controller)`);
+  return local;
+}
+
 /**
  * The supervised warm start on expert episodes (`runWarmStart` of ../warmstart.ts) on the
  * families that run, at their difficulties; its own evaluations are off (this command
@@ -380,7 +440,7 @@ export async function warmStartPhase(options: WarmStartPhaseOptions): Promise<vo
   await runWarmStart({
     model: options.modelDirectory,
     out: options.outputDirectory,
-    tasks: options.tasks.tasks.map((task) => task.name),
+    tasks: inProcessTasks(config, options.tasks, options.print),
     difficulties,
     curriculum: "uniform",
     steps: config.warmStart.steps,
