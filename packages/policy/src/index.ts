@@ -120,6 +120,8 @@ export {
   type SaveOptions,
   Policy,
   PolicySnapshot,
+  ADAPTER_CONFIG_FILE,
+  ADAPTER_WEIGHTS_FILE,
 } from "./policy.js";
 export { snapshotFromFlat, snapshotToFlat } from "./flat-weights.js";
 export * from "./tokenizer/index.js";

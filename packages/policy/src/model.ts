@@ -161,6 +161,26 @@ export class Transformer {
     this.weights.mergeLora();
   }
 
+  /** The options the LoRA adapters were attached with, while enabled. */
+  get loraOptions(): LoraOptions | undefined {
+    return this.weights.loraOptions;
+  }
+
+  /** LoRA adapter values (`<module>.lora_A.weight` [in, r], `.lora_B.weight` [r, out]) as plain data. */
+  adapterWeights(): NamedWeight[] {
+    return this.weights.adapterWeights();
+  }
+
+  /** Assigns LoRA adapter values (names and shapes as `adapterWeights` gives). */
+  assignAdapters(values: Map<string, tf.Tensor>): void {
+    this.weights.assignAdapters(values);
+  }
+
+  /** The base weights (internal layout, adapters not merged), sharing storage: a model built from them shares the frozen base. Caller disposes. */
+  baseValues(): Map<string, tf.Tensor> {
+    return this.weights.baseValues();
+  }
+
   /** Every weight as a tensor in Hugging Face layout ([out, in] for linears). Caller disposes. */
   hfTensors(): Map<string, tf.Tensor> {
     return this.weights.hfTensors();

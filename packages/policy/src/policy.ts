@@ -12,6 +12,8 @@ import { type ModelConfig, parseHfConfig, toHfConfig } from "./config.js";
 import { Transformer, type NamedWeight, type LoraOptions, WeightsError } from "./model.js";
 import {
   SafetensorsReader,
+  parseSafetensors,
+  serializeSafetensors,
   writeSafetensorsDirectory,
   type SafetensorsDtype,
 } from "./safetensors.js";
@@ -46,20 +48,35 @@ export interface PolicyGenerationConfig {
 /** Weights as flat buffers, to move between worker threads or to disk. HF names and layout. */
 export interface ExportedWeights {
   version: number;
+  /** Every weight (HF layout); empty when only LoRA adapters changed (`lora`). */
   tensors: NamedWeight[];
+  /** With LoRA: the adapters only (the frozen base is the same on both sides), and how they were attached. */
+  lora?: { options: LoraOptions; adapters: NamedWeight[] };
 }
+
+/** PEFT's file names: adapters saved by `saveAdapters` load with `loadAdapters` (and PEFT). */
+export const ADAPTER_CONFIG_FILE = "adapter_config.json";
+export const ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors";
 
 /** A cheap in-process copy of the weights (shares storage until the live weights change). */
 export class PolicySnapshot {
   private disposed = false;
   constructor(
     readonly version: number,
-    /** @internal raw variable values (internal layout) */ readonly values: Map<string, tf.Tensor>,
+    /** @internal raw variable values (internal layout); with `lora`, the frozen base (shared storage) */ readonly values: Map<
+      string,
+      tf.Tensor
+    >,
+    /** @internal LoRA adapters' values and options, when the policy has adapters */ readonly lora?: {
+      options: LoraOptions;
+      adapters: Map<string, tf.Tensor>;
+    },
   ) {}
   dispose(): void {
     if (this.disposed) return;
     this.disposed = true;
     for (const t of this.values.values()) t.dispose();
+    for (const t of this.lora?.adapters.values() ?? []) t.dispose();
   }
   get isDisposed(): boolean {
     return this.disposed;
@@ -229,22 +246,37 @@ export class Policy {
     this.model.mergeLora();
   }
 
-  /** Cheap copy of the current weights (no data copied now). Dispose when no longer needed. */
+  /**
+   * Cheap copy of the current weights (no data copied now). With LoRA: the frozen base
+   * (shared, never copied) and the adapters. Dispose when no longer needed.
+   */
   snapshot(): PolicySnapshot {
-    return new PolicySnapshot(this.version, this.model.cloneVariables());
+    const options = this.model.loraOptions;
+    if (!options) return new PolicySnapshot(this.version, this.model.cloneVariables());
+    const adapters = new Map(
+      this.model.adapterWeights().map((w) => [w.name, tf.tensor(w.data, w.shape, "float32")]),
+    );
+    return new PolicySnapshot(this.version, this.model.baseValues(), { options, adapters });
   }
 
-  /** Puts snapshot weights back into this policy; version becomes the snapshot's. */
+  /** Puts snapshot weights back into this policy (with LoRA: the adapters only); version becomes the snapshot's. */
   restore(snapshot: PolicySnapshot): void {
     if (snapshot.isDisposed) throw new Error("snapshot is disposed");
-    this.model.assignVariables(snapshot.values);
+    if (snapshot.lora) {
+      if (!this.model.loraEnabled) this.model.enableLora(snapshot.lora.options);
+      this.model.assignAdapters(snapshot.lora.adapters);
+    } else {
+      this.model.assignVariables(snapshot.values);
+    }
     this.version = snapshot.version;
   }
 
   /**
    * A second policy sharing config, tokenizer and generation config but holding the
-   * snapshot's weights (e.g. the stale sampler of cross-policy sampling). Non-trainable.
-   * Dispose it separately; the snapshot may be disposed right after.
+   * snapshot's weights (e.g. the stale sampler of cross-policy sampling, the KL reference).
+   * Non-trainable. Weights are shared with this policy until either assigns them: with LoRA
+   * the frozen base is never assigned, so samplers and the learner hold ONE base and their
+   * own adapters. Dispose it separately; the snapshot may be disposed right after.
    */
   fromSnapshot(snapshot: PolicySnapshot): Policy {
     if (snapshot.isDisposed) throw new Error("snapshot is disposed");
@@ -252,6 +284,11 @@ export class Policy {
       trainable: false,
       values: snapshot.values,
     });
+    model.limitVocabulary(this.model.vocabularyLimit);
+    if (snapshot.lora) {
+      model.enableLora(snapshot.lora.options);
+      model.assignAdapters(snapshot.lora.adapters);
+    }
     return new Policy(model, {
       tokenizer: this.tokenizer,
       generationConfig: this.generationConfig,
@@ -259,13 +296,107 @@ export class Policy {
     });
   }
 
-  /** Weights as flat Float32Arrays in HF layout, tagged with the version. */
+  /** A non-trainable policy on this one's weights, sharing storage: with LoRA, the frozen base and a copy of the adapters. */
+  shareBase(): Policy {
+    const snapshot = this.snapshot();
+    try {
+      return this.fromSnapshot(snapshot);
+    } finally {
+      snapshot.dispose();
+    }
+  }
+
+  /** Weights as flat Float32Arrays in HF layout, tagged with the version; with LoRA, the adapters only. */
   exportWeights(): ExportedWeights {
+    const options = this.model.loraOptions;
+    if (options)
+      return {
+        version: this.version,
+        tensors: [],
+        lora: { options, adapters: this.model.adapterWeights() },
+      };
     return { version: this.version, tensors: this.model.exportHfWeights() };
   }
 
-  /** Replaces every weight; `version` becomes the exported one. */
+  /** Writes the LoRA adapters in PEFT's layout (adapter_config.json, adapter_model.safetensors: A [r, in], B [out, r]). */
+  async saveAdapters(directory: string): Promise<void> {
+    const options = this.model.loraOptions as Required<LoraOptions> | undefined;
+    if (!options) throw new WeightsError("saveAdapters: LoRA is not enabled");
+    await mkdir(directory, { recursive: true });
+    const config = {
+      peft_type: "LORA",
+      task_type: "CAUSAL_LM",
+      r: options.rank,
+      lora_alpha: options.alpha,
+      target_modules: options.targets,
+      lora_dropout: 0,
+      bias: "none",
+      agentrl_seed: options.seed,
+    };
+    await writeFile(join(directory, ADAPTER_CONFIG_FILE), JSON.stringify(config, null, 2) + "\n");
+    const tensors = this.model.adapterWeights().map((w) => {
+      const [rows, columns] = w.shape; // internal [in, r] / [r, out] → PEFT [r, in] / [out, r]
+      const data = new Float32Array(w.data.length);
+      for (let i = 0; i < rows; i++)
+        for (let j = 0; j < columns; j++) data[j * rows + i] = w.data[i * columns + j];
+      return { name: `base_model.model.${w.name}`, shape: [columns, rows], data };
+    });
+    await writeFile(
+      join(directory, ADAPTER_WEIGHTS_FILE),
+      serializeSafetensors(tensors, {
+        metadata: { format: "pt", agentrl_version: String(this.version) },
+      }),
+    );
+  }
+
+  /** Loads adapters `saveAdapters` wrote onto this policy (attaching LoRA with their config if not attached); bumps the version. */
+  async loadAdapters(directory: string): Promise<void> {
+    const config = JSON.parse(await readFile(join(directory, ADAPTER_CONFIG_FILE), "utf8")) as {
+      r: number;
+      lora_alpha: number;
+      target_modules: LoraOptions["targets"];
+      agentrl_seed?: number;
+    };
+    if (!this.model.loraEnabled)
+      this.model.enableLora({
+        rank: config.r,
+        alpha: config.lora_alpha,
+        targets: config.target_modules,
+        seed: config.agentrl_seed ?? 0,
+      });
+    const values = new Map<string, tf.Tensor>();
+    try {
+      for (const [name, weight] of parseSafetensors(
+        new Uint8Array(await readFile(join(directory, ADAPTER_WEIGHTS_FILE))),
+        ADAPTER_WEIGHTS_FILE,
+      )) {
+        values.set(
+          name.replace(/^base_model\.model\./, ""),
+          tf.tidy(() => tf.transpose(tf.tensor(weight.data, weight.shape, "float32"))),
+        );
+      }
+      this.model.assignAdapters(values);
+    } finally {
+      for (const t of values.values()) t.dispose();
+    }
+    this.bumpVersion();
+  }
+
+  /** Replaces every weight (with `lora`: the adapters only); `version` becomes the exported one. */
   importWeights(weights: ExportedWeights): void {
+    if (weights.lora) {
+      if (!this.model.loraEnabled) this.model.enableLora(weights.lora.options);
+      const values = new Map(
+        weights.lora.adapters.map((w) => [w.name, tf.tensor(w.data, w.shape, "float32")]),
+      );
+      try {
+        this.model.assignAdapters(values);
+      } finally {
+        for (const t of values.values()) t.dispose();
+      }
+      this.version = weights.version;
+      return;
+    }
     const tensors = new Map<string, tf.Tensor>();
     for (const w of weights.tensors) {
       if (w.data.length !== w.shape.reduce((a, b) => a * b, 1))

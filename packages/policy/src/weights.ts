@@ -124,6 +124,8 @@ export class ModelWeights {
   private readonly linears = new Map<string, Linear>();
   /** LoRA adapter variables by name (`<base>.lora_A.weight` [in, r], `<base>.lora_B.weight` [r, out]), when enabled. */
   private lora?: Map<string, tf.Variable>;
+  /** The options adapters were attached with (to attach the same ones to a model sharing this base). */
+  private loraSettings?: Required<Omit<LoraOptions, "targets">> & { targets: LoraTarget[] };
   private readonly baseTrainable: boolean;
   private headCache?: { source: object; transposed: tf.Tensor2D };
   private fusedCache?: { ids: (object | undefined)[]; layers: FusedLayer[] };
@@ -245,6 +247,12 @@ export class ModelWeights {
   enableLora(options: LoraOptions = {}): void {
     if (this.lora) throw new Error("LoRA is already enabled");
     const rank = options.rank ?? 8;
+    this.loraSettings = {
+      rank,
+      alpha: options.alpha ?? 16,
+      targets: [...(options.targets ?? LORA_TARGETS)],
+      seed: options.seed ?? 0,
+    };
     if (!Number.isInteger(rank) || rank <= 0)
       throw new RangeError(`LoRA rank must be a positive integer, got ${rank}`);
     const scale = (options.alpha ?? 16) / rank;
@@ -256,12 +264,15 @@ export class ModelWeights {
       if (!targets.has(module)) continue;
       const [inputs, outputs] = linear.weight.shape;
       const base = name.slice(0, -".weight".length);
-      const a = tf.variable(
-        tf.randomNormal([inputs, rank], 0, 1 / Math.sqrt(inputs), "float32", ++seed),
-        true,
-        `${this.scope}/${base}.lora_A.weight`,
-      );
-      const b = tf.variable(tf.zeros([rank, outputs]), true, `${this.scope}/${base}.lora_B.weight`);
+      // tidy frees the initial values once the variables hold them (a later assign then frees the memory)
+      const [a, b] = tf.tidy(() => [
+        tf.variable(
+          tf.randomNormal([inputs, rank], 0, 1 / Math.sqrt(inputs), "float32", ++seed),
+          true,
+          `${this.scope}/${base}.lora_A.weight`,
+        ),
+        tf.variable(tf.zeros([rank, outputs]), true, `${this.scope}/${base}.lora_B.weight`),
+      ]);
       linear.lora = { a, b, scale };
       this.lora.set(`${base}.lora_A.weight`, a);
       this.lora.set(`${base}.lora_B.weight`, b);
@@ -280,7 +291,45 @@ export class ModelWeights {
       delete linear.lora;
     }
     this.lora = undefined;
+    this.loraSettings = undefined;
     for (const variable of this.variables.values()) variable.trainable = this.baseTrainable;
+  }
+
+  /** The options the adapters were attached with, while LoRA is enabled. */
+  get loraOptions():
+    (Required<Omit<LoraOptions, "targets">> & { targets: LoraTarget[] }) | undefined {
+    return this.loraSettings
+      ? { ...this.loraSettings, targets: [...this.loraSettings.targets] }
+      : undefined;
+  }
+
+  /** Adapter values by name (`<base>.lora_A.weight` [in, r], `<base>.lora_B.weight` [r, out]), as plain data. */
+  adapterWeights(): NamedWeight[] {
+    if (!this.lora) throw new WeightsError("LoRA is not enabled");
+    return [...this.lora].map(([name, variable]) => ({
+      name,
+      shape: variable.shape.slice(),
+      data: variable.dataSync() as Float32Array,
+    }));
+  }
+
+  /** Assigns adapter values (names and shapes as `adapterWeights` gives; all must be present). */
+  assignAdapters(values: Map<string, tf.Tensor>): void {
+    if (!this.lora) throw new WeightsError("LoRA is not enabled");
+    for (const [name, variable] of this.lora) {
+      const value = values.get(name);
+      if (!value) throw new WeightsError(`missing adapter ${name}`);
+      if (value.shape.join() !== variable.shape.join())
+        throw new WeightsError(
+          `${name}: shape [${value.shape}] but the adapter is [${variable.shape}]`,
+        );
+      variable.assign(value);
+    }
+  }
+
+  /** The base variables' values (internal layout, adapters NOT merged), sharing storage. Caller disposes. */
+  baseValues(): Map<string, tf.Tensor> {
+    return new Map([...this.variables].map(([name, variable]) => [name, tf.clone(variable)]));
   }
 
   /** Zeroes every adapter's B, so the model equals its base weights. */
@@ -310,8 +359,15 @@ export class ModelWeights {
 
   /** Every weight as plain float32 data in HF layout. */
   exportHfWeights(): NamedWeight[] {
+    // one tensor at a time: a 0.5B model's merged, transposed copy never sits in the backend whole
     const out: NamedWeight[] = [];
-    for (const [name, tensor] of this.hfTensors()) {
+    for (const [name, variable] of this.variables) {
+      const linear = this.linears.get(name);
+      const tensor = tf.tidy(() =>
+        isStoredTransposed(name)
+          ? tf.transpose(linear ? effectiveWeight(linear) : variable)
+          : tf.clone(variable),
+      );
       out.push({ name, shape: tensor.shape.slice(), data: tensor.dataSync() as Float32Array });
       tensor.dispose();
     }
