@@ -87,3 +87,16 @@ test("no circle of relative imports inside a package", () => {
   for (const file of graph.keys()) if (!state.has(file)) visit(file);
   assert.deepEqual(circles, []);
 });
+
+test("the trainer's RL core (src/rl/) never imports the product around it (src/run/)", () => {
+  const rl = join(ROOT, "packages", "trainer", "src", "rl");
+  const run = join(ROOT, "packages", "trainer", "src", "run");
+  const files = sources(rl);
+  assert.ok(files.length > 10, `${files.length} rl/ modules read`);
+  const wrong = files.flatMap((file) =>
+    specifiers(file)
+      .filter((specifier) => specifier.startsWith(".") && resolve(dirname(file), specifier).startsWith(run + "/"))
+      .map((specifier) => `${relative(ROOT, file)} imports ${specifier}`),
+  );
+  assert.deepEqual(wrong, []);
+});

@@ -9,7 +9,7 @@ export {
   klK3, type LossReduction, maskedMean, mean, normalizeAdvantagesByTask, type PolicyLossOptions,
   policyObjective, type PolicyObjectiveOptions, ppoClipTokenLoss, reduceLoss,
   registerAdvantageEstimator, standardDeviation, type TokenBatch, type PolicyLoss,
-  registerPolicyLoss, getPolicyLoss, policyLossNames, OFF_POLICY_CORRECTED_LOSSES, stopGradient,
+  registerPolicyLoss, getPolicyLoss, policyLossNames, advantageEstimatorNames, OFF_POLICY_CORRECTED_LOSSES, stopGradient,
   truncatedImportanceTokenLoss, truncatedImportanceSequenceLoss, icepopTokenLoss,
   importanceRatioKept, type MismatchStatistics, mismatchStatistics
 } from "./rl/algorithms.js";
@@ -29,8 +29,9 @@ export {
   type GrpoDiagnostics, type GrpoOptions, GrpoShard, grpoUpdate, microBatchBudget,
   type MicroBatchTensors, planMicroBatches, prepareBatch, type PreparedBatch, type ShardGradients,
   toTensors, type TrainingRow, type UpdateMetrics, withoutUntrainedTail, EMPTY_UPDATE_METRICS,
-  checkGrpoOptions
+  checkGrpoOptions, grpoOptionsOf
 } from "./rl/grpo.js";
+export { CROSS_POLICY_DEFAULTS, RL_DEFAULTS, type RlSettings, WARM_START_DEFAULTS } from "./rl/defaults.js";
 export {
   expertSequence, type SupervisedRow, supervisedStep, type SupervisedStepResult,
   sharedSupervisedStep, supervisedGradients, type SupervisedPeer, type SupervisedWork

@@ -7,7 +7,7 @@
  * when to call what.
  */
 import * as tf from "@tensorflow/tfjs-core";
-import { RL_DEFAULTS } from "../run/config.js";
+import { RL_DEFAULTS } from "./defaults.js";
 
 export const EPSILON = 1e-6;
 
@@ -26,6 +26,11 @@ const advantageEstimators = new Map<string, AdvantageEstimator>();
 
 export function registerAdvantageEstimator(name: string, estimator: AdvantageEstimator): void {
   advantageEstimators.set(name, estimator);
+}
+
+/** The registered advantage estimators' names (the schema accepts these for `rl.advantageEstimator`). */
+export function advantageEstimatorNames(): string[] {
+  return [...advantageEstimators.keys()];
 }
 
 export function getAdvantageEstimator(name: string): AdvantageEstimator {

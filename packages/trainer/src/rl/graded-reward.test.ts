@@ -9,7 +9,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { endCauseOf, isInformative, type Trajectory, type TrajectoryGroup } from "@agentrl/rollout";
 import { DEFAULT_GRPO, prepareBatch } from "./grpo.js";
-import { isSuccess } from "../run/evaluate.js";
+import { isSuccess } from "./success.js";
 
 function episode(groupId: string, member: number, reward: number, status: Trajectory["status"] = "completed"): Trajectory {
   const tokens = Int32Array.from([1, 5, 9, 14, 20, 33, 2]);

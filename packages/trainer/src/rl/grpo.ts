@@ -20,7 +20,7 @@ import {
   policyObjective,
   type PolicyObjectiveOptions,
 } from "./algorithms.js";
-import { RL_DEFAULTS } from "../run/config.js";
+import { RL_DEFAULTS, type RlSettings } from "./defaults.js";
 
 export interface GrpoOptions extends PolicyObjectiveOptions {
   /** Registered advantage estimator: `grpo` ((R − mean)/(std + ε)) or `grpo_no_std`. Default `grpo`. */
@@ -51,18 +51,35 @@ export interface GrpoOptions extends PolicyObjectiveOptions {
   mismatchKlAlarm: number;
 }
 
-/** The schema's `rl.*` defaults (one source for the CLI and the library). */
-export const DEFAULT_GRPO: GrpoOptions = {
-  ...DEFAULT_POLICY_OBJECTIVE,
-  advantageEstimator: RL_DEFAULTS.advantageEstimator,
-  taskAdvantageNormalization: RL_DEFAULTS.taskAdvantageNormalization,
-  temperature: RL_DEFAULTS.temperature,
-  ppoEpochs: RL_DEFAULTS.ppoEpochs,
-  microBatchTokens: RL_DEFAULTS.microBatchTokens,
-  skipUniformGroups: RL_DEFAULTS.skipUniformGroups,
-  negativeAdvantageScale: RL_DEFAULTS.negativeAdvantageScale,
-  mismatchKlAlarm: RL_DEFAULTS.mismatchKlAlarm,
-};
+/**
+ * The GRPO options an `rl.*` section names, key by key (the schema's `rl` section and
+ * {@link RL_DEFAULTS} share these names).
+ */
+export function grpoOptionsOf(rl: Readonly<RlSettings>): GrpoOptions {
+  return {
+    policyLoss: rl.policyLoss,
+    clipLow: rl.clipLow,
+    clipHigh: rl.clipHigh,
+    dualClip: rl.dualClip,
+    importanceCap: rl.importanceCap,
+    importanceRatioLow: rl.importanceRatioLow,
+    importanceRatioHigh: rl.importanceRatioHigh,
+    klCoefficient: rl.klCoefficient,
+    entropyCoefficient: rl.entropyCoefficient,
+    reduction: rl.reduction,
+    advantageEstimator: rl.advantageEstimator,
+    taskAdvantageNormalization: rl.taskAdvantageNormalization,
+    temperature: rl.temperature,
+    ppoEpochs: rl.ppoEpochs,
+    microBatchTokens: rl.microBatchTokens,
+    skipUniformGroups: rl.skipUniformGroups,
+    negativeAdvantageScale: rl.negativeAdvantageScale,
+    mismatchKlAlarm: rl.mismatchKlAlarm,
+  };
+}
+
+/** The library's GRPO defaults: {@link RL_DEFAULTS} (./defaults.ts), the schema's too. */
+export const DEFAULT_GRPO: GrpoOptions = grpoOptionsOf(RL_DEFAULTS);
 
 /** One episode ready for the loss. */
 export interface TrainingRow {

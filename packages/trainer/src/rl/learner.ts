@@ -20,7 +20,7 @@ import {
   type OptimizerState,
 } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
-import { RL_DEFAULTS, type TrainConfig } from "../run/config.js";
+import { RL_DEFAULTS, type RlSettings } from "./defaults.js";
 import { checkGrpoOptions, DEFAULT_GRPO, EMPTY_UPDATE_METRICS, grpoUpdate, prepareBatch, type GrpoOptions, type UpdateMetrics } from "./grpo.js";
 import { GradientThread } from "./threads/gradient-thread.js";
 import { sharedSupervisedStep, type SupervisedRow, type SupervisedStepResult } from "./sft.js";
@@ -71,16 +71,16 @@ export interface LearnerSettings {
 }
 
 /** The learning-rate schedule a configuration's `rl.*` section names (over its `rl.steps`). */
-export function scheduleOf(rl: Readonly<TrainConfig["rl"]>): LearningRateSchedule {
+export function scheduleOf(rl: Readonly<Pick<RlSettings, "learningRate" | "warmupSteps" | "schedule" | "minLearningRateRatio" | "steps">>): LearningRateSchedule {
   return { learningRate: rl.learningRate, warmupSteps: rl.warmupSteps, schedule: rl.schedule, minLearningRateRatio: rl.minLearningRateRatio, totalSteps: rl.steps };
 }
 
 /** AdamW settings a configuration's `rl.*` section names (`rl.weightDecay`, `rl.maxGradNorm`, `rl.adamEpsilon`). */
-export function optimizerOf(rl: Readonly<TrainConfig["rl"]>): Omit<AdamWOptions, "learningRate"> {
+export function optimizerOf(rl: Readonly<Pick<RlSettings, "weightDecay" | "maxGradNorm" | "adamEpsilon">>): Omit<AdamWOptions, "learningRate"> {
   return { weightDecay: rl.weightDecay, maxGradNorm: rl.maxGradNorm, epsilon: rl.adamEpsilon };
 }
 
-/** The schema's defaults (./config.ts): one source for the CLI and the library. */
+/** The library's schedule defaults: {@link RL_DEFAULTS} (./defaults.ts), the schema's too. */
 export const DEFAULT_SCHEDULE: LearningRateSchedule = scheduleOf(RL_DEFAULTS);
 
 /** AdamW settings of the learner: the schema's defaults. */

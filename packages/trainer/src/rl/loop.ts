@@ -40,8 +40,8 @@ import { latestCheckpoint, trimMetrics, writeCheckpoint, writeJson } from "./che
 import { readFile } from "node:fs/promises";
 import { openLearner, type LearnerHandle } from "./threads/learner-thread.js";
 import { availableGradientThreads, type LearnerSettings } from "./learner.js";
-import { defaultConfig } from "../run/config.js";
-import { isSuccess } from "../run/evaluate.js";
+import { CROSS_POLICY_DEFAULTS } from "./defaults.js";
+import { isSuccess } from "./success.js";
 import { DEFAULT_GRPO } from "./grpo.js";
 import { JsonlWriter, TensorBoardWriter, type Metrics } from "./logging.js";
 import { TrajectoryLog, type TrajectoryLogOptions } from "./trajectory-log.js";
@@ -371,7 +371,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   const tokenizer: ChatTokenizer | undefined = current.tokenizer;
   if (!tokenizer) throw new Error(`no tokenizer.json in ${options.modelDirectory}`);
   const crossPolicy = options.crossPolicy.staleProbability > 0;
-  const refreshEvery = options.crossPolicy.refreshEvery ?? defaultConfig().crossPolicy.refreshEvery;
+  const refreshEvery = options.crossPolicy.refreshEvery ?? CROSS_POLICY_DEFAULTS.refreshEvery;
   let stale: Policy | undefined;
   if (resumeFrom) {
     await learner.restore(resumeFrom.folder);

@@ -5,7 +5,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
 import { PolicyPool } from "@agentrl/rollout";
-import { DEFAULT_GRPO } from "../rl/grpo.js";
+import { ppoClipTokenLoss, registerPolicyLoss } from "../rl/algorithms.js";
+import { CROSS_POLICY_DEFAULTS, RL_DEFAULTS, WARM_START_DEFAULTS } from "../rl/defaults.js";
+import { DEFAULT_GRPO, grpoOptionsOf } from "../rl/grpo.js";
+import { resolveWarmStartOptions, WARM_START_RECIPES } from "./warmstart.js";
 import { DEFAULT_OPTIMIZER, DEFAULT_SCHEDULE } from "../rl/learner.js";
 import { ConfigError, configToYaml, defaultConfig, formatKey, loadConfig, parseOverride, setPath, validateConfig } from "./config.js";
 
@@ -37,6 +40,32 @@ describe("configuration", () => {
     assert.equal(rl.learningRate, 2e-4);
     const engine = { updateWeights: async () => {} };
     assert.equal(new PolicyPool({ current: engine as unknown as ConstructorParameters<typeof PolicyPool>[0]["current"] }).refreshEvery, crossPolicy.refreshEvery, "the rollout's stale-copy refresh");
+  });
+
+  test("every default is written once (rl/defaults.ts): the schema, the library and the warm start read the same constants", () => {
+    const config = defaultConfig();
+    assert.deepEqual({ ...config.rl }, { ...RL_DEFAULTS }, "rl.* of the schema = RL_DEFAULTS");
+    assert.deepEqual(Object.keys(config.rl).sort(), Object.keys(RL_DEFAULTS).sort(), "every rl.* key has its constant");
+    assert.deepEqual({ staleProbability: config.crossPolicy.staleProbability, refreshEvery: config.crossPolicy.refreshEvery }, { ...CROSS_POLICY_DEFAULTS });
+    assert.deepEqual(grpoOptionsOf(config.rl), DEFAULT_GRPO, "the explicit rl → GRPO mapping of the schema's defaults is the library's");
+    // The warm start: the schema's section, runWarmStart's own defaults and the constants agree.
+    assert.deepEqual({ steps: config.warmStart.steps, learningRate: config.warmStart.learningRate, batchEpisodes: config.warmStart.batchEpisodes }, { ...WARM_START_DEFAULTS });
+    const library = resolveWarmStartOptions({ out: "/tmp/x" });
+    assert.deepEqual({ steps: library.steps, learningRate: library.learningRate, batchEpisodes: library.batchSize, scheduleSteps: library.scheduleSteps }, { ...WARM_START_DEFAULTS, scheduleSteps: WARM_START_DEFAULTS.steps });
+    // A recipe records how a checkpoint was made: its length and learning rate are its own, stated, never an unstated default.
+    for (const [name, recipe] of Object.entries(WARM_START_RECIPES)) {
+      assert.ok(recipe.steps !== undefined && recipe.learningRate !== undefined && recipe.batchSize !== undefined, `recipe ${name} states steps, learningRate and batchSize`);
+      const resolved = resolveWarmStartOptions({ ...recipe, out: "/tmp/x" });
+      assert.equal(resolved.weightDecay, library.weightDecay, `recipe ${name}: what it leaves out is the library's default`);
+    }
+  });
+
+  test("a policy loss registered with the RL core is selectable by name from YAML; an unknown name is refused with the registered ones", async () => {
+    registerPolicyLoss("ppo_clip_copy", ppoClipTokenLoss);
+    const config = await loadConfig({ set: ["rl.policyLoss=ppo_clip_copy"] });
+    assert.equal(grpoOptionsOf(config.rl).policyLoss, "ppo_clip_copy");
+    await assert.rejects(loadConfig({ set: ["rl.policyLoss=nope"] }), /unknown policy loss "nope"; registered: ppo_clip, .*ppo_clip_copy/);
+    await assert.rejects(loadConfig({ set: ["rl.advantageEstimator=nope"] }), /unknown advantage estimator "nope"; registered: grpo, grpo_no_std/);
   });
 
   test("a YAML file fills in the rest from the defaults; the resolved YAML reads back to the same config", async () => {

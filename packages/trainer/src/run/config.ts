@@ -11,6 +11,8 @@ import { AgentRLError } from "@agentrl/spec";
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { z } from "zod";
+import { advantageEstimatorNames, policyLossNames } from "../rl/algorithms.js";
+import { CROSS_POLICY_DEFAULTS, RL_DEFAULTS, WARM_START_DEFAULTS } from "../rl/defaults.js";
 
 /** A configuration that cannot be read or is invalid; the message names the key and the file. */
 export class ConfigError extends AgentRLError {}
@@ -18,6 +20,9 @@ export class ConfigError extends AgentRLError {}
 const positiveInteger = () => z.number().int().positive();
 const nonNegativeInteger = () => z.number().int().nonnegative();
 const probability = () => z.number().min(0).max(1);
+/** A name registered with the RL core (a policy loss, an advantage estimator), checked when the configuration is read: registered ones are selectable from YAML. */
+const registeredName = (what: string, names: () => string[]) =>
+  z.string().refine((name) => names().includes(name), { error: (issue) => `unknown ${what} "${String(issue.input)}"; registered: ${names().join(", ")}` });
 
 export const TaskConfigSchema = z
   .object({
@@ -100,10 +105,10 @@ const ModelSchema = z
 const WarmStartSchema = z
   .object({
     enabled: z.boolean().default(true).describe("Run the supervised warm start on expert episodes before RL."),
-    steps: positiveInteger().default(400).describe("Optimizer steps of the warm start at most (also the length of its cosine schedule)."),
+    steps: positiveInteger().default(WARM_START_DEFAULTS.steps).describe("Optimizer steps of the warm start at most (also the length of its cosine schedule)."),
     minutes: z.number().positive().default(4).describe("Time budget of the warm start in minutes (it stops at `steps` or this, whichever comes first)."),
-    learningRate: z.number().positive().default(2e-3).describe("Peak learning rate of the warm start (cosine decay to 0.1 × peak)."),
-    batchEpisodes: positiveInteger().default(8).describe("Expert episodes (training rows) per warm-start step."),
+    learningRate: z.number().positive().default(WARM_START_DEFAULTS.learningRate).describe("Peak learning rate of the warm start (cosine decay to 0.1 × peak)."),
+    batchEpisodes: positiveInteger().default(WARM_START_DEFAULTS.batchEpisodes).describe("Expert episodes (training rows) per warm-start step."),
     checkpoint: z
       .string()
       .optional()
@@ -121,69 +126,68 @@ const ExternalModelSchema = z
 
 const RlSchema = z
   .object({
-    mode: z.enum(["async", "sync"]).default("async").describe("`async`: rollout never stops, the learner trains in its own thread (data-parallel with a gradient thread, which holds a second copy of the policy); `sync`: generate a batch, train, repeat (the baseline)."),
-    steps: positiveInteger().default(100).describe("Optimizer steps of the RL phase (the default run: ~16 of its ~21 min on a quiet 2-core machine; from the shipped warm start a step takes ~9.5 s on average)."),
-    batchGroups: positiveInteger().default(4).describe("Complete groups (task instances) per step."),
-    groupSize: positiveInteger().default(8).describe("Episodes per task instance (GRPO's n)."),
-    learningRate: z.number().positive().default(2e-4).describe("Peak learning rate (AdamW)."),
-    warmupSteps: nonNegativeInteger().default(0).describe("Steps of linear learning-rate warm-up."),
-    schedule: z.enum(["constant", "cosine"]).default("cosine").describe("Learning rate after warm-up: constant, or cosine decay to `minLearningRateRatio` × peak at the last step (the final weights then move little, which steadies the final evaluation)."),
-    minLearningRateRatio: probability().default(0.1).describe("Floor of the cosine schedule as a fraction of the peak."),
-    weightDecay: z.number().nonnegative().default(0).describe("AdamW decoupled weight decay."),
+    mode: z.enum(["async", "sync"]).default(RL_DEFAULTS.mode).describe("`async`: rollout never stops, the learner trains in its own thread (data-parallel with a gradient thread, which holds a second copy of the policy); `sync`: generate a batch, train, repeat (the baseline)."),
+    steps: positiveInteger().default(RL_DEFAULTS.steps).describe("Optimizer steps of the RL phase (the default run: ~16 of its ~21 min on a quiet 2-core machine; from the shipped warm start a step takes ~9.5 s on average)."),
+    batchGroups: positiveInteger().default(RL_DEFAULTS.batchGroups).describe("Complete groups (task instances) per step."),
+    groupSize: positiveInteger().default(RL_DEFAULTS.groupSize).describe("Episodes per task instance (GRPO's n)."),
+    learningRate: z.number().positive().default(RL_DEFAULTS.learningRate).describe("Peak learning rate (AdamW)."),
+    warmupSteps: nonNegativeInteger().default(RL_DEFAULTS.warmupSteps).describe("Steps of linear learning-rate warm-up."),
+    schedule: z.enum(["constant", "cosine"]).default(RL_DEFAULTS.schedule).describe("Learning rate after warm-up: constant, or cosine decay to `minLearningRateRatio` × peak at the last step (the final weights then move little, which steadies the final evaluation)."),
+    minLearningRateRatio: probability().default(RL_DEFAULTS.minLearningRateRatio).describe("Floor of the cosine schedule as a fraction of the peak."),
+    weightDecay: z.number().nonnegative().default(RL_DEFAULTS.weightDecay).describe("AdamW decoupled weight decay."),
     adamEpsilon: z
       .number()
       .positive()
-      .default(1e-4)
+      .default(RL_DEFAULTS.adamEpsilon)
       .describe("AdamW's ε, added to √v. Adam scales each parameter's step to about the learning rate whatever its gradient's size; a parameter whose gradient is far below ε (e.g. the output rows of tokens the batch never uses) moves proportionally less. At 1e-8 (the usual value) GRPO's noise-sized gradients wreck KG within 8 steps at lr 6e-4 (docs/warmstart.md)."),
-    maxGradNorm: z.number().nonnegative().default(1).describe("Clip of the global gradient norm; 0 turns it off."),
-    clipLow: z.number().nonnegative().default(0.2).describe("PPO clip ε_low: the ratio is clipped below at 1 − ε_low."),
-    clipHigh: z.number().nonnegative().default(0.2).describe("PPO clip ε_high: the ratio is clipped above at 1 + ε_high."),
-    dualClip: z.number().nonnegative().default(3).describe("Dual-clip constant c for negative advantages; 0 turns it off."),
-    policyLoss: z
-      .enum(["ppo_clip", "tis_token", "tis_sequence", "icepop"])
-      .default("ppo_clip")
-      .describe("Policy loss: `ppo_clip` (PPO-clip + dual-clip against the sampler's log-probs, the original); `tis_token` / `tis_sequence` (decoupled PPO weighted by the truncated importance ratio min(π_trainer/π_sampler, importanceCap), per token / per sequence); `icepop` (tokens whose ratio lies outside [importanceRatioLow, importanceRatioHigh] are rejected). The last three need ppoEpochs 1."),
-    importanceCap: z.number().positive().default(2).describe("Cap C of the truncated importance weights of tis_token and tis_sequence."),
-    importanceRatioLow: z.number().min(0).max(1).default(0.5).describe("Lower bound of π_trainer/π_sampler: icepop rejects tokens below it; `train/importanceRatioShareBelow` counts them."),
-    importanceRatioHigh: z.number().min(1).default(2).describe("Upper bound of π_trainer/π_sampler: icepop rejects tokens above it; `train/importanceRatioShareAbove` counts them."),
-    mismatchKlAlarm: z.number().nonnegative().default(0.05).describe("An ALARM line is logged when a step's mismatch KL (k3, sampler vs trainer log-probs of the same tokens, `train/mismatchKl`) exceeds this."),
+    maxGradNorm: z.number().nonnegative().default(RL_DEFAULTS.maxGradNorm).describe("Clip of the global gradient norm; 0 turns it off."),
+    clipLow: z.number().nonnegative().default(RL_DEFAULTS.clipLow).describe("PPO clip ε_low: the ratio is clipped below at 1 − ε_low."),
+    clipHigh: z.number().nonnegative().default(RL_DEFAULTS.clipHigh).describe("PPO clip ε_high: the ratio is clipped above at 1 + ε_high."),
+    dualClip: z.number().nonnegative().default(RL_DEFAULTS.dualClip).describe("Dual-clip constant c for negative advantages; 0 turns it off."),
+    policyLoss: registeredName("policy loss", policyLossNames)
+      .default(RL_DEFAULTS.policyLoss)
+      .describe("Policy loss, by its registered name (`registerPolicyLoss` adds more): `ppo_clip` (PPO-clip + dual-clip against the sampler's log-probs, the original); `tis_token` / `tis_sequence` (decoupled PPO weighted by the truncated importance ratio min(π_trainer/π_sampler, importanceCap), per token / per sequence); `icepop` (tokens whose ratio lies outside [importanceRatioLow, importanceRatioHigh] are rejected). The last three need ppoEpochs 1."),
+    importanceCap: z.number().positive().default(RL_DEFAULTS.importanceCap).describe("Cap C of the truncated importance weights of tis_token and tis_sequence."),
+    importanceRatioLow: z.number().min(0).max(1).default(RL_DEFAULTS.importanceRatioLow).describe("Lower bound of π_trainer/π_sampler: icepop rejects tokens below it; `train/importanceRatioShareBelow` counts them."),
+    importanceRatioHigh: z.number().min(1).default(RL_DEFAULTS.importanceRatioHigh).describe("Upper bound of π_trainer/π_sampler: icepop rejects tokens above it; `train/importanceRatioShareAbove` counts them."),
+    mismatchKlAlarm: z.number().nonnegative().default(RL_DEFAULTS.mismatchKlAlarm).describe("An ALARM line is logged when a step's mismatch KL (k3, sampler vs trainer log-probs of the same tokens, `train/mismatchKl`) exceeds this."),
     klCoefficient: z
       .number()
       .nonnegative()
-      .default(0.05)
+      .default(RL_DEFAULTS.klCoefficient)
       .describe("Coefficient of the k3 KL penalty to the frozen starting policy; 0 skips the reference model. AgentRL uses 1e-4 at lr 1e-6; at this lr (2e-4) 1e-4 let RL erode a family it barely trains on (ALFWorld 100 → 94.5 / 97.0 / 99.5 % greedy in three default runs); 0.05 kept it at 100 % in all three, the means within the seeds' spread (greedy 51.7 ± 1.0 against 51.2 ± 0.7 %; README)."),
-    entropyCoefficient: z.number().nonnegative().default(0).describe("Coefficient of the entropy bonus."),
-    reduction: z.enum(["token-mean", "sequence-mean"]).default("token-mean").describe("How the per-token loss is averaged."),
-    advantageEstimator: z.enum(["grpo", "grpo_no_std"]).default("grpo").describe("Group advantage: (R − mean)/(std + ε), or R − mean."),
-    taskAdvantageNormalization: z.boolean().default(true).describe("Re-normalise advantages per task across the batch before the loss (AgentRL)."),
+    entropyCoefficient: z.number().nonnegative().default(RL_DEFAULTS.entropyCoefficient).describe("Coefficient of the entropy bonus."),
+    reduction: z.enum(["token-mean", "sequence-mean"]).default(RL_DEFAULTS.reduction).describe("How the per-token loss is averaged."),
+    advantageEstimator: registeredName("advantage estimator", advantageEstimatorNames).default(RL_DEFAULTS.advantageEstimator).describe("Group advantage, by its registered name (`registerAdvantageEstimator` adds more): `grpo` (R − mean)/(std + ε), or `grpo_no_std` R − mean."),
+    taskAdvantageNormalization: z.boolean().default(RL_DEFAULTS.taskAdvantageNormalization).describe("Re-normalise advantages per task across the batch before the loss (AgentRL)."),
     negativeAdvantageScale: z
       .number()
       .min(0)
       .max(1)
-      .default(1)
+      .default(RL_DEFAULTS.negativeAdvantageScale)
       .describe("Factor on negative advantages (after normalization): below 1 a failed episode's tokens are pushed down less than a successful one's are pulled up; 0 learns from successes only. 1 is plain GRPO."),
-    ppoEpochs: positiveInteger().default(1).describe("Optimizer steps over the same batch."),
-    skipUniformGroups: z.boolean().default(true).describe("Drop groups whose rewards are all equal before the loss: their advantages are 0, so they only cost compute (DAPO's dynamic-sampling filter)."),
+    ppoEpochs: positiveInteger().default(RL_DEFAULTS.ppoEpochs).describe("Optimizer steps over the same batch."),
+    skipUniformGroups: z.boolean().default(RL_DEFAULTS.skipUniformGroups).describe("Drop groups whose rewards are all equal before the loss: their advantages are 0, so they only cost compute (DAPO's dynamic-sampling filter)."),
     dynamicSamplingGroups: nonNegativeInteger()
-      .default(0)
+      .default(RL_DEFAULTS.dynamicSamplingGroups)
       .describe("DAPO's dynamic sampling (async mode): a step may draw up to this many more groups to replace the groups of its batch whose rewards are all equal, so that it trains on `batchGroups` informative ones. The batch's success metrics count every group drawn; `rollout/dynamic_sampling_dropped_groups` counts the replaced ones. 0 turns it off."),
-    microBatchTokens: positiveInteger().default(1024).describe("Padded tokens per micro-batch (gradients accumulate across micro-batches). On wasm the heap is capped at 4 GiB: a 1,024-token row of the tiny model needs about 2 GiB."),
+    microBatchTokens: positiveInteger().default(RL_DEFAULTS.microBatchTokens).describe("Padded tokens per micro-batch (gradients accumulate across micro-batches). On wasm the heap is capped at 4 GiB: a 1,024-token row of the tiny model needs about 2 GiB."),
     gradientThreads: z
       .union([z.literal(1), z.literal(2), z.literal("auto")])
-      .default("auto")
+      .default(RL_DEFAULTS.gradientThreads)
       .describe("Threads computing each update's gradients: 2 adds a gradient thread that shares the micro-batches with the learner (the same update, faster when a core is partly idle). `auto`: 2 in async mode on wasm/cpu with 2+ cores, else 1 (sync mode is the single-threaded baseline)."),
-    temperature: z.number().positive().default(0.8).describe("Sampling temperature of the rollout (the loss divides logits by it too)."),
+    temperature: z.number().positive().default(RL_DEFAULTS.temperature).describe("Sampling temperature of the rollout (the loss divides logits by it too)."),
     maxStaleness: z
       .union([nonNegativeInteger(), z.literal("infinite")])
-      .default(4)
+      .default(RL_DEFAULTS.maxStaleness)
       .describe("Largest age (policy versions) of a group when it is trained on; older groups are dropped. `infinite` for no bound."),
   })
   .strict();
 
 const CrossPolicySchema = z
   .object({
-    staleProbability: probability().default(0.25).describe("Probability that a turn is generated by the stale copy of the policy; 0 turns cross-policy sampling off."),
-    refreshEvery: positiveInteger().default(2).describe("Steps between refreshes of the stale copy (AgentRL: 25 of 1,000)."),
+    staleProbability: probability().default(CROSS_POLICY_DEFAULTS.staleProbability).describe("Probability that a turn is generated by the stale copy of the policy; 0 turns cross-policy sampling off."),
+    refreshEvery: positiveInteger().default(CROSS_POLICY_DEFAULTS.refreshEvery).describe("Steps between refreshes of the stale copy (AgentRL: 25 of 1,000)."),
     external: ExternalModelSchema.optional().describe("An external model mixed in per turn (evaluation-style cross-policy sampling). Default none."),
   })
   .strict()
@@ -291,8 +295,6 @@ export function defaultConfig(): TrainConfig {
   return TrainConfigSchema.parse({});
 }
 
-/** The schema's `rl.*` defaults, the one source of the library's GRPO, loss, schedule and optimizer defaults. */
-export const RL_DEFAULTS: Readonly<TrainConfig["rl"]> = Object.freeze(defaultConfig().rl);
 
 /** Difficulty levels of a task entry as a list. */
 export function taskDifficulties(task: TaskConfig): number[] {

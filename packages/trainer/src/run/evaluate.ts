@@ -4,8 +4,9 @@
  */
 import PQueue from "p-queue";
 import type { Policy } from "@agentrl/policy";
-import { PolicyPool, createPolicyEnginePool, defaultDecodeThreads, runEpisode, type ChatTokenizer, type EpisodeOptions, type Trajectory } from "@agentrl/rollout";
+import { PolicyPool, createPolicyEngine, runEpisode, type ChatTokenizer, type EpisodeOptions, type Trajectory } from "@agentrl/rollout";
 import type { EnvironmentClient, Split } from "@agentrl/envs";
+import { isSuccess } from "../rl/success.js";
 
 export interface EvaluationOptions {
   client: EnvironmentClient;
@@ -22,12 +23,6 @@ export interface EvaluationOptions {
   temperature?: number;
   /** Episodes at once. Default 32. */
   concurrency?: number;
-  /**
-   * Engine threads decoding beside the main thread's engine, each with a copy of the policy's
-   * weights (`createPolicyEnginePool`): an evaluation leaves the other cores idle otherwise.
-   * Default `defaultDecodeThreads()` (one a further core); 0 decodes in the main thread only.
-   */
-  decodeThreads?: number;
   episode?: EpisodeOptions;
   seed?: number;
   /** Called after each episode with the count done and the total. */
@@ -81,10 +76,7 @@ export function successesFromOutput(trajectories: readonly Trajectory[]): number
   return trajectories.filter((t) => isSuccess(t) && t.metrics.answerFromOutput === 1).length;
 }
 
-/** An episode succeeded when it ended `completed` with the full reward. */
-export function isSuccess(trajectory: Pick<Trajectory, "status" | "environmentReward">): boolean {
-  return trajectory.status === "completed" && trajectory.environmentReward >= 1 - 1e-9;
-}
+export { isSuccess };
 
 /** The tasks of `results` with episodes ended by an infrastructure fault, as `os: 46 of 200 (e.g. "…")`. */
 export function faultedTasks(results: Record<string, TaskEvaluation>): string[] {
@@ -97,11 +89,7 @@ export async function evaluate(options: EvaluationOptions): Promise<Record<strin
   const tokenizer: ChatTokenizer | undefined = options.policy.tokenizer;
   if (!tokenizer) throw new Error("the policy has no tokenizer");
   const samples = Math.max(1, options.samples ?? 1);
-  const engine = await createPolicyEnginePool(
-    options.policy,
-    { temperature: options.temperature ?? 0, seed: options.seed ?? 0, maxBatchSize: options.concurrency ?? 32 },
-    options.decodeThreads ?? defaultDecodeThreads(),
-  );
+  const engine = createPolicyEngine(options.policy, { temperature: options.temperature ?? 0, seed: options.seed ?? 0, maxBatchSize: options.concurrency ?? 32 });
   const pool = new PolicyPool({ current: engine, seed: options.seed ?? 0 });
   const queue = new PQueue({ concurrency: options.concurrency ?? 32 });
   const results = new Map<string, Trajectory[][]>();

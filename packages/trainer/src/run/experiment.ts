@@ -34,7 +34,7 @@ import { FaultInjectingClient, RoutingEnvironmentClient, type EnvironmentRoute, 
 import { isCompleteModelFolder, latestCheckpoint, writeModelFolder } from "../rl/checkpoint.js";
 import { ConfigError, configToYaml, defaultConfig, loadConfig, taskDifficulties, type TrainConfig } from "./config.js";
 import { evaluate, faultedTasks, successCount, type TaskEvaluation } from "./evaluate.js";
-import { DEFAULT_GRPO } from "../rl/grpo.js";
+import { grpoOptionsOf } from "../rl/grpo.js";
 import { optimizerOf, scheduleOf } from "../rl/learner.js";
 import { runTraining, type TrainingRunOptions } from "../rl/loop.js";
 import { lineChartSvg, type Series } from "./plot.js";
@@ -634,18 +634,12 @@ export function trainingSettings(config: TrainConfig): Pick<TrainingRunOptions, 
     groupSize: config.rl.groupSize,
     seed: config.run.seed,
     learner: {
-      // The schema names the loss settings as the library does: every GRPO field is taken as is.
-      grpo: pickKeys(config.rl, Object.keys(DEFAULT_GRPO) as (keyof typeof DEFAULT_GRPO)[]),
+      grpo: grpoOptionsOf(config.rl),
       schedule: scheduleOf(config.rl),
       optimizer: optimizerOf(config.rl),
       ...(config.rl.gradientThreads === "auto" ? {} : { gradientThreads: config.rl.gradientThreads }),
     },
   };
-}
-
-/** The fields `keys` of `source`. */
-function pickKeys<T extends object, K extends keyof T>(source: T, keys: readonly K[]): Pick<T, K> {
-  return Object.fromEntries(keys.map((key) => [key, source[key]])) as Pick<T, K>;
 }
 
 // ── 7. the table ────────────────────────────────────────────────────────────

@@ -8,6 +8,7 @@ import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
 import { createTaskFamily, hasAgentBenchData } from "@agentrl/envs";
 import { agentBenchProblemTexts, gatherTaskText } from "./corpus.js";
 import { DOCKER_FAMILIES, WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, fromStage, TrainingWorlds, openDifficulties, warmStartStages, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
+import { WARM_START_DEFAULTS } from "../rl/defaults.js";
 
 test("task text holds the families' rendered prompts, tools, expert calls and observations", async () => {
   const documents = await gatherTaskText({ tasks: ["kg", "alfworld"], episodesPerDifficulty: 2, dataDir: "/nonexistent" });
@@ -76,7 +77,7 @@ test("the progressive curriculum opens difficulties in order", () => {
 
 test("options: defaults and validation", () => {
   const resolved = resolveWarmStartOptions({ out: "/tmp/x" });
-  assert.equal(resolved.steps, 300);
+  assert.equal(resolved.steps, WARM_START_DEFAULTS.steps);
   assert.deepEqual(resolved.tasks, ["kg", "webshop", "alfworld"]);
   assert.deepEqual(resolved.evalDifficulties, [0, 1]);
   assert.throws(() => resolveWarmStartOptions({ out: "/tmp/x", steps: 0 }), WarmStartError);

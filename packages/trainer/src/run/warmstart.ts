@@ -51,6 +51,7 @@ import type { ChatTokenizer } from "@agentrl/rollout";
 import { tokenizerCorpus } from "./corpus.js";
 import { DEFAULT_ARCHITECTURE } from "./config.js";
 import { evaluate } from "./evaluate.js";
+import { WARM_START_DEFAULTS } from "../rl/defaults.js";
 import { Learner, availableGradientThreads } from "../rl/learner.js";
 import { expertSequence, type SupervisedRow } from "../rl/sft.js";
 import { repetitionRows } from "../rl/repetition.js";
@@ -86,13 +87,13 @@ export interface WarmStartOptions {
    * Default 1 each.
    */
   taskWeights?: Record<string, number>;
-  /** Supervised steps (also the length of the learning-rate schedule). Default 300. */
+  /** Supervised steps (also the length of the learning-rate schedule). Default 400 (`WARM_START_DEFAULTS`, the schema's `warmStart.steps`). */
   steps?: number;
   /** Wall-clock budget in minutes; training stops at whichever of `steps` / `minutes` comes first. Default: none. */
   minutes?: number;
   /** Expert episodes (rows) per step. Default 8. */
   batchSize?: number;
-  /** Peak AdamW learning rate. Default 1e-3. */
+  /** Peak AdamW learning rate. Default 2e-3 (`WARM_START_DEFAULTS`, the schema's `warmStart.learningRate`). */
   learningRate?: number;
   /** Linear warm-up steps. Default 10. */
   warmupSteps?: number;
@@ -309,13 +310,13 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
     architecture: options.architecture ?? { preset: "tiny" },
     tasks: options.tasks ?? ["kg", "webshop", "alfworld"],
     taskWeights: options.taskWeights ?? {},
-    steps: options.steps ?? 300,
+    steps: options.steps ?? WARM_START_DEFAULTS.steps,
     minutes: options.minutes ?? null,
-    batchSize: options.batchSize ?? 8,
-    learningRate: options.learningRate ?? 1e-3,
+    batchSize: options.batchSize ?? WARM_START_DEFAULTS.batchEpisodes,
+    learningRate: options.learningRate ?? WARM_START_DEFAULTS.learningRate,
     warmupSteps: options.warmupSteps ?? 10,
     schedule: options.schedule ?? "cosine",
-    scheduleSteps: options.scheduleSteps ?? options.steps ?? 300,
+    scheduleSteps: options.scheduleSteps ?? options.steps ?? WARM_START_DEFAULTS.steps,
     weightDecay: options.weightDecay ?? 0,
     difficulties,
     taskDifficulties: options.taskDifficulties ?? {},
