@@ -121,6 +121,11 @@ export class TrajectoryBuffer {
     });
   }
 
+  /** The groups waiting now, oldest first, without taking them (what a checkpoint saves). */
+  waitingGroups(): TrajectoryGroup[] {
+    return [...this.groups];
+  }
+
   /** Takes whatever fresh groups are there now (at most `count`), without waiting. */
   takeAvailable(count = Infinity): TrajectoryGroup[] {
     this.pruneStale();

@@ -47,6 +47,9 @@ export {
   RolloutScheduler, type RolloutSchedulerOptions, SchedulerError, type TaskMixEntry
 } from "./scheduler.js";
 export {
+  decodeRolloutState, encodeRolloutState, type InFlightGroup, type RolloutState, RolloutStateError
+} from "./state.js";
+export {
   ApiError, ChatCompletionRequestSchema, type ChatCompletionRequest, ChatServer,
   type ChatServerOptions, isLoopbackHost, type ListeningAddress, type ModelServerOptions,
   parseChatCompletionRequest, type RunningModelServer, ServeConfigError, type ServeEngine,

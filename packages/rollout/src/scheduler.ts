@@ -23,6 +23,7 @@ import { runEpisode, type ChatTokenizer, type EpisodeOptions } from "./episode.j
 import { RolloutMetrics, type MetricsSnapshot } from "./metrics.js";
 import type { PolicyPool } from "./pool.js";
 import { isInformative, type Trajectory, type TrajectoryGroup } from "./types.js";
+import type { InFlightGroup } from "./state.js";
 
 export interface TaskMixEntry {
   /** Task name as the environment client knows it. */
@@ -67,6 +68,14 @@ export interface RolloutSchedulerOptions {
    * map to successive schedulers (sync mode makes one per step) to keep the history. Default: its own.
    */
   informativeHistory?: Map<string, boolean[]>;
+  /**
+   * Task instances to play first, before any draw from the mix: the groups that were in flight
+   * at the checkpoint a run resumes from (their partial episodes were lost), each played once.
+   * Default none.
+   */
+  replay?: ReadonlyArray<{ task: string; index: number }>;
+  /** Put before every group id (e.g. `s12.` after a resume from step 12, so ids stay unique over the run). Default "". */
+  groupIdPrefix?: string;
   /** Called with each finished episode. */
   onEpisode?: (trajectory: Trajectory) => void;
   /** Called with each complete group, before it enters the buffer. */
@@ -93,6 +102,9 @@ export class RolloutScheduler {
   private wakeLoop: (() => void) | undefined;
   private groupPromises = new Set<Promise<void>>();
   private readonly recentInformative: Map<string, boolean[]>;
+  /** Groups launched and not yet complete, by id. */
+  private readonly inFlight = new Map<string, InFlightGroup>();
+  private readonly replay: Array<{ task: string; index: number }>;
 
   constructor(options: RolloutSchedulerOptions) {
     this.options = options;
@@ -100,6 +112,7 @@ export class RolloutScheduler {
     this.maxConcurrentEpisodes = options.maxConcurrentEpisodes ?? 64;
     this.random = new Rng(options.seed ?? 0);
     this.recentInformative = options.informativeHistory ?? new Map();
+    this.replay = [...(options.replay ?? [])];
     this.globalQueue = new PQueue({ concurrency: this.maxConcurrentEpisodes });
     // Every running episode listens to the stop signal.
     setMaxListeners(0, this.controller.signal);
@@ -110,6 +123,13 @@ export class RolloutScheduler {
     for (const task of options.tasks) {
       this.taskQueues.set(task.name, new PQueue({ concurrency: task.concurrency ?? Infinity }));
     }
+    const unknown = this.replay.find((entry) => !this.taskQueues.has(entry.task));
+    if (unknown) throw new SchedulerError(`a group to replay is of task "${unknown.task}", which is not in the mix`);
+  }
+
+  /** The groups launched and not yet complete (what a checkpoint saves to play again after a resume). */
+  groupsInProgress(): InFlightGroup[] {
+    return [...this.inFlight.values()].map((group) => ({ ...group }));
   }
 
   /** Starts the loop (idempotent). Resolves the returned promise when the loop ends (stop or maxGroups, all groups delivered). */
@@ -178,13 +198,23 @@ export class RolloutScheduler {
   }
 
   private launchGroup(): void {
-    const tasks = this.options.tasks;
-    const task = tasks[weightedIndex(this.random, tasks.map((entry) => this.effectiveWeight(entry)))];
-    const indices = this.indices.get(task.name)!;
-    const index = indices[this.random.nextInt(indices.length)];
-    const groupId = `${task.name}-${index}-g${this.groupsLaunched}`;
+    // Replayed instances first (no draw from the mix), then the weighted mix.
+    const replayed = this.replay.shift();
+    let task: TaskMixEntry;
+    let index: number;
+    if (replayed) {
+      task = this.options.tasks.find((entry) => entry.name === replayed.task)!;
+      index = replayed.index;
+    } else {
+      const tasks = this.options.tasks;
+      task = tasks[weightedIndex(this.random, tasks.map((entry) => this.effectiveWeight(entry)))];
+      const indices = this.indices.get(task.name)!;
+      index = indices[this.random.nextInt(indices.length)];
+    }
+    const groupId = `${this.options.groupIdPrefix ?? ""}${task.name}-${index}-g${this.groupsLaunched}${replayed ? "-replay" : ""}`;
     this.groupsLaunched += 1;
     this.groupsInFlight += 1;
+    this.inFlight.set(groupId, { groupId, task: task.name, index });
     const episodes = Array.from({ length: this.groupSize }, (_, member) => this.scheduleEpisode(task.name, index, groupId, member));
     const group = Promise.all(episodes).then((trajectories) => this.completeGroup(groupId, task.name, index, trajectories));
     this.groupPromises.add(group);
@@ -234,6 +264,7 @@ export class RolloutScheduler {
 
   private completeGroup(groupId: string, task: string, index: number, trajectories: Trajectory[]): void {
     this.groupsInFlight -= 1;
+    this.inFlight.delete(groupId);
     const versions = trajectories.filter((t) => t.minVersion >= 0);
     const group: TrajectoryGroup = {
       groupId,
