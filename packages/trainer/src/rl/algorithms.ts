@@ -409,7 +409,7 @@ export const DEFAULT_POLICY_OBJECTIVE: PolicyObjectiveOptions = {
  * The full policy objective of one micro-batch: the policy loss (PPO-clip + dual-clip, or an
  * importance-corrected one, see `policyLoss`) + β·KL − η·entropy,
  * reduced as configured. All inputs [B, T]; `referenceLogProbs` only when β > 0,
- * `entropy` only when η > 0.
+ * `entropy` needed when η > 0 (given, its masked mean is returned as a diagnostic whatever η).
  * @returns the scalar loss to differentiate, and scalar diagnostics (not to differentiate).
  */
 export function policyObjective(
@@ -428,10 +428,10 @@ export function policyObjective(
       kl = maskedMean(tokenKl, batch.mask);
       loss = tf.add(loss, tf.mul(reduceLoss(tokenKl, batch.mask, options.reduction, counts), options.klCoefficient));
     }
-    let entropy: tf.Scalar = tf.scalar(0);
+    // The entropy is a diagnostic whenever it is given; it enters the loss only with a coefficient.
+    const entropy: tf.Scalar = batch.entropy ? maskedMean(batch.entropy, batch.mask) : tf.scalar(0);
     if (options.entropyCoefficient > 0) {
       if (!batch.entropy) throw new Error("entropyCoefficient > 0 needs entropy");
-      entropy = maskedMean(batch.entropy, batch.mask);
       loss = tf.sub(loss, tf.mul(reduceLoss(batch.entropy, batch.mask, options.reduction, counts), options.entropyCoefficient));
     }
     return { loss, policyLoss, clipFraction: maskedMean(clipped, batch.mask), kl, entropy };

@@ -57,7 +57,11 @@ test("a GRPO step raises the log-probs of positive-advantage tokens and lowers t
   const before = { good: meanMasked(scored(policy, Int32Array.from(good), 0.8), groups[0].trajectories[0].lossMask), bad: meanMasked(scored(policy, Int32Array.from(bad), 0.8), groups[0].trajectories[1].lossMask) };
   const tensorsBefore = tf.memory().numTensors;
   let metrics: UpdateMetrics | undefined;
-  for (let step = 0; step < 5; step++) metrics = await grpoUpdate(policy, optimizer, batch, { ...DEFAULT_GRPO, klCoefficient: 0, microBatchTokens: 18 });
+  const entropies: number[] = [];
+  for (let step = 0; step < 5; step++) {
+    metrics = await grpoUpdate(policy, optimizer, batch, { ...DEFAULT_GRPO, klCoefficient: 0, microBatchTokens: 18 });
+    entropies.push(metrics.entropy);
+  }
   assert.equal(tf.memory().numTensors, tensorsBefore, "no tensor leaks across updates");
   const after = { good: meanMasked(scored(policy, Int32Array.from(good), 0.8), groups[0].trajectories[0].lossMask), bad: meanMasked(scored(policy, Int32Array.from(bad), 0.8), groups[0].trajectories[1].lossMask) };
   assert.ok(after.good > before.good, `positive: ${before.good} → ${after.good}`);
@@ -65,6 +69,12 @@ test("a GRPO step raises the log-probs of positive-advantage tokens and lowers t
   assert.equal(policy.version, 5);
   assert.ok(metrics!.microBatches >= 2, "the small budget splits the batch");
   assert.ok(Number.isFinite(metrics!.gradNorm) && metrics!.gradNorm > 0);
+  // train/entropy is measured on every update, with no entropy bonus (the default coefficient 0):
+  // positive, at most ln(vocabulary), and moving as the policy moves.
+  assert.equal(DEFAULT_GRPO.entropyCoefficient, 0);
+  const vocabulary = presetConfig("test").vocabSize;
+  for (const entropy of entropies) assert.ok(entropy > 0 && entropy <= Math.log(vocabulary) + 1e-6, `entropy ${entropy} in (0, ln ${vocabulary}]`);
+  assert.ok(new Set(entropies).size > 1 && Math.abs(entropies[4] - entropies[0]) > 1e-4, `entropy changes over the updates: ${entropies.map((e) => e.toFixed(5)).join(", ")}`);
 });
 
 test("prepareBatch drops groups whose rewards are all equal (no GRPO signal) unless told to keep them", () => {

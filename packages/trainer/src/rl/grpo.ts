@@ -366,7 +366,8 @@ export class GrpoShard {
   private loss(m: MicroBatchTensors, diagnostics: GrpoDiagnostics): tf.Scalar {
     const { options, counts } = this;
     // The LM head runs only over the loss-mask positions (the generated tokens): the rest score 0 and are masked out anyway.
-    const scored = tokenLogProbs(this.model, m.inputIds, { temperature: options.temperature, entropy: options.entropyCoefficient > 0, mask: m.mask });
+    // The entropy is measured on every update (one more reduction over the logits scored here), bonus or not: `train/entropy`.
+    const scored = tokenLogProbs(this.model, m.inputIds, { temperature: options.temperature, entropy: true, mask: m.mask });
     const out = policyObjective(
       { logProbs: scored.logProbs, oldLogProbs: m.oldLogProbs, advantages: m.advantages, mask: m.mask, referenceLogProbs: m.referenceLogProbs, entropy: scored.entropy },
       options,
