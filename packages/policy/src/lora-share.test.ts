@@ -1,6 +1,6 @@
 import { test, before } from "node:test";
 import assert from "node:assert/strict";
-import { mkdtemp, rm, readdir } from "node:fs/promises";
+import { mkdir, mkdtemp, rm, readdir, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import * as tf from "@tensorflow/tfjs-core";
@@ -87,6 +87,71 @@ test("LoRA: samplers share the learner's frozen base (no copy), take adapter-onl
 
   optimizer.dispose();
   for (const p of [learner, sampler, reloaded, merged]) p.dispose();
+  ids.dispose();
+  await rm(directory, { recursive: true });
+});
+
+test("a LoRA folder (adapter_config.json naming its base) loads the base once per process, frozen and shared, and saves merged weights plus adapter/", async () => {
+  const directory = await mkdtemp(join(tmpdir(), "agentrl-lora-folder-"));
+  const base = Policy.create(presetConfig("test", { vocabSize: 64 }), { seed: 3 });
+  await base.save(join(directory, "base"));
+  base.dispose();
+  await mkdir(join(directory, "lora"));
+  await writeFile(
+    join(directory, "lora", "adapter_config.json"),
+    JSON.stringify({
+      peft_type: "LORA",
+      base_model_name_or_path: "../base",
+      r: 2,
+      lora_alpha: 4,
+      target_modules: ["q_proj", "v_proj"],
+    }),
+  );
+  const ids = tf.tensor2d([[1, 2, 3, 4, 5, 6]], undefined, "int32");
+  const logProbs = (p: Policy) =>
+    tf.tidy(() => tokenLogProbs(p.model, ids).logProbs.dataSync() as Float32Array);
+  const maxDiff = (a: Float32Array, b: Float32Array) =>
+    a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
+  const dataId = (tensor: tf.Tensor) => (tensor as unknown as { dataId: object }).dataId;
+
+  const learner = await Policy.load(join(directory, "lora"), { trainable: true });
+  const sampler = await Policy.load(join(directory, "lora"), { trainable: false });
+  assert.equal(learner.baseDirectory, join(directory, "base"));
+  for (const [name, variable] of learner.model.variables) {
+    assert.equal(
+      dataId(sampler.model.variables.get(name)!),
+      dataId(variable),
+      `${name} loaded twice`,
+    );
+    assert.equal(variable.trainable, false);
+  }
+  assert.deepEqual(
+    [...learner.model.trainableVariableMap().keys()].every((name) => /lora_[AB]/.test(name)),
+    true,
+  );
+  const plain = await Policy.load(join(directory, "base"));
+  assert.ok(
+    maxDiff(logProbs(learner), logProbs(plain)) < 1e-6,
+    "new adapters leave the base's outputs",
+  );
+
+  const optimizer = learner.createOptimizer({ learningRate: 5e-2 });
+  for (let step = 0; step < 5; step++)
+    learner.trainStep(optimizer, [ids], (x) => nextTokenLoss(learner.model, x));
+  const trained = logProbs(learner);
+  sampler.importWeights(learner.exportWeights());
+  assert.ok(maxDiff(logProbs(sampler), trained) < 1e-6);
+  await learner.save(join(directory, "checkpoint"));
+  const merged = await Policy.load(join(directory, "checkpoint"));
+  assert.equal(merged.model.loraEnabled, false);
+  assert.ok(maxDiff(logProbs(merged), trained) < 1e-4);
+  const adapters = await Policy.load(join(directory, "checkpoint", "adapter"));
+  assert.ok(adapters.model.loraEnabled);
+  assert.ok(maxDiff(logProbs(adapters), trained) < 1e-5);
+
+  optimizer.dispose();
+  for (const p of [learner, sampler, plain, merged, adapters]) p.dispose();
+  await Policy.releaseSharedBases();
   ids.dispose();
   await rm(directory, { recursive: true });
 });

@@ -7,9 +7,17 @@
  */
 import * as tf from "@tensorflow/tfjs-core";
 import { readFile, writeFile, mkdir, access } from "node:fs/promises";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
+import { z } from "zod";
 import { type ModelConfig, parseHfConfig, toHfConfig } from "./config.js";
-import { Transformer, type NamedWeight, type LoraOptions, WeightsError } from "./model.js";
+import {
+  Transformer,
+  type NamedWeight,
+  type LoraOptions,
+  type LoraTarget,
+  LORA_TARGETS,
+  WeightsError,
+} from "./model.js";
 import {
   SafetensorsReader,
   parseSafetensors,
@@ -147,10 +155,18 @@ export class Policy {
   /** Loads a Hugging Face model directory (initialises the tfjs backend first). */
   static async load(directory: string, options: LoadOptions = {}): Promise<Policy> {
     const backend = await initBackend();
+    if (await exists(join(directory, ADAPTER_CONFIG_FILE)))
+      return Policy.loadAdapterFolder(directory, options);
     const config = parseHfConfig(
       JSON.parse(await readFile(join(directory, "config.json"), "utf8")),
     );
-    checkModelFits(config, backend, options.memoryUse ?? "inference", directory);
+    // trainable: true asks for every weight to train (AdamW moments and gradients too)
+    checkModelFits(
+      config,
+      backend,
+      options.memoryUse ?? (options.trainable === true ? "full" : "inference"),
+      directory,
+    );
     const generationConfig = (await exists(join(directory, "generation_config.json")))
       ? (JSON.parse(
           await readFile(join(directory, "generation_config.json"), "utf8"),
@@ -176,8 +192,76 @@ export class Policy {
     return new Policy(model, { tokenizer, generationConfig });
   }
 
-  /** Writes config.json, generation_config.json, safetensors and (if present) the tokenizer. */
+  /**
+   * Loads a LoRA folder (PEFT's adapter_config.json naming `base_model_name_or_path`, and
+   * adapter_model.safetensors unless the adapters are new): the base model, loaded once per
+   * process and shared (never copied) by every policy on it (the learner, the samplers, the
+   * KL reference), frozen, with these adapters attached; only the adapters train. Tokenizer
+   * and configs come from the base folder unless the adapter folder has its own.
+   */
+  private static async loadAdapterFolder(directory: string, options: LoadOptions): Promise<Policy> {
+    const backend = await initBackend();
+    const adapter = parseAdapterConfig(
+      JSON.parse(await readFile(join(directory, ADAPTER_CONFIG_FILE), "utf8")),
+      directory,
+    );
+    const baseDirectory = resolve(directory, adapter.base_model_name_or_path);
+    const config = parseHfConfig(
+      JSON.parse(await readFile(join(baseDirectory, "config.json"), "utf8")),
+    );
+    checkModelFits(
+      config,
+      backend,
+      options.memoryUse ?? (options.trainable === true ? "lora" : "inference"),
+      baseDirectory,
+    );
+    let base = sharedBases.get(baseDirectory);
+    if (!base) {
+      base = Policy.load(baseDirectory, { trainable: false, memoryUse: "inference" });
+      sharedBases.set(baseDirectory, base);
+      base.catch(() => sharedBases.delete(baseDirectory));
+    }
+    const basePolicy = await base;
+    const values = basePolicy.model.baseValues();
+    let model: Transformer;
+    try {
+      model = new Transformer(basePolicy.config, undefined, { trainable: false, values });
+    } finally {
+      for (const value of values.values()) value.dispose();
+    }
+    let tokenizer = basePolicy.tokenizer;
+    if (options.tokenizer === false) tokenizer = undefined;
+    else if (await exists(join(directory, "tokenizer.json")))
+      tokenizer = await loadTokenizer(directory);
+    else if (options.tokenizer === true && !tokenizer)
+      throw new Error(`no tokenizer.json in ${directory} nor in its base ${baseDirectory}`);
+    const policy = new Policy(model, {
+      tokenizer,
+      generationConfig: { ...basePolicy.generationConfig },
+    });
+    policy.baseDirectory = baseDirectory;
+    await policy.loadAdapters(directory);
+    policy.version = 0;
+    return policy;
+  }
+
+  /** Frees the base models LoRA folders loaded (shared by their policies: dispose those first). */
+  static async releaseSharedBases(): Promise<void> {
+    const bases = [...sharedBases.values()];
+    sharedBases.clear();
+    for (const base of bases) (await base.catch(() => undefined))?.dispose();
+  }
+
+  /** The base model's folder, when this policy was loaded from a LoRA folder. */
+  baseDirectory: string | undefined;
+
+  /**
+   * Writes config.json, generation_config.json, safetensors and (if present) the tokenizer.
+   * With LoRA: the weights merged (W + scale·A·B) in HF layout, and the adapters alone in
+   * `adapter/` (PEFT's layout, naming the base folder when known).
+   */
   async save(directory: string, options: SaveOptions = {}): Promise<void> {
+    if (this.model.loraEnabled) await this.saveAdapters(join(directory, "adapter"));
     await mkdir(directory, { recursive: true });
     await writeFile(
       join(directory, "config.json"),
@@ -332,6 +416,7 @@ export class Policy {
       lora_dropout: 0,
       bias: "none",
       agentrl_seed: options.seed,
+      ...(this.baseDirectory ? { base_model_name_or_path: this.baseDirectory } : {}),
     };
     await writeFile(join(directory, ADAPTER_CONFIG_FILE), JSON.stringify(config, null, 2) + "\n");
     const tensors = this.model.adapterWeights().map((w) => {
@@ -349,35 +434,40 @@ export class Policy {
     );
   }
 
-  /** Loads adapters `saveAdapters` wrote onto this policy (attaching LoRA with their config if not attached); bumps the version. */
+  /**
+   * Loads adapters `saveAdapters` wrote onto this policy (attaching LoRA with their config if
+   * not attached; without adapter_model.safetensors, new adapters: B = 0); bumps the version.
+   */
   async loadAdapters(directory: string): Promise<void> {
-    const config = JSON.parse(await readFile(join(directory, ADAPTER_CONFIG_FILE), "utf8")) as {
-      r: number;
-      lora_alpha: number;
-      target_modules: LoraOptions["targets"];
-      agentrl_seed?: number;
-    };
+    const config = parseAdapterConfig(
+      JSON.parse(await readFile(join(directory, ADAPTER_CONFIG_FILE), "utf8")),
+      directory,
+      false,
+    );
     if (!this.model.loraEnabled)
       this.model.enableLora({
         rank: config.r,
         alpha: config.lora_alpha,
-        targets: config.target_modules,
-        seed: config.agentrl_seed ?? 0,
+        targets: config.target_modules as LoraTarget[],
+        seed: config.agentrl_seed,
       });
-    const values = new Map<string, tf.Tensor>();
-    try {
-      for (const [name, weight] of parseSafetensors(
-        new Uint8Array(await readFile(join(directory, ADAPTER_WEIGHTS_FILE))),
-        ADAPTER_WEIGHTS_FILE,
-      )) {
-        values.set(
-          name.replace(/^base_model\.model\./, ""),
-          tf.tidy(() => tf.transpose(tf.tensor(weight.data, weight.shape, "float32"))),
-        );
+    const weightsPath = join(directory, ADAPTER_WEIGHTS_FILE);
+    if (await exists(weightsPath)) {
+      const values = new Map<string, tf.Tensor>();
+      try {
+        for (const [name, weight] of parseSafetensors(
+          new Uint8Array(await readFile(weightsPath)),
+          weightsPath,
+        )) {
+          values.set(
+            name.replace(/^base_model\.model\./, ""),
+            tf.tidy(() => tf.transpose(tf.tensor(weight.data, weight.shape, "float32"))),
+          );
+        }
+        this.model.assignAdapters(values);
+      } finally {
+        for (const t of values.values()) t.dispose();
       }
-      this.model.assignAdapters(values);
-    } finally {
-      for (const t of values.values()) t.dispose();
     }
     this.bumpVersion();
   }
@@ -414,6 +504,41 @@ export class Policy {
   dispose(): void {
     this.model.dispose();
   }
+}
+
+/** Base models of LoRA folders, by absolute folder, loaded once per process (Policy.loadAdapterFolder). */
+const sharedBases = new Map<string, Promise<Policy>>();
+
+const AdapterConfigSchema = z
+  .object({
+    peft_type: z.literal("LORA").optional(),
+    base_model_name_or_path: z.string().optional(),
+    r: z.number().int().positive(),
+    lora_alpha: z.number().positive(),
+    target_modules: z
+      .array(z.enum(LORA_TARGETS as unknown as [LoraTarget, ...LoraTarget[]]))
+      .nonempty(),
+    agentrl_seed: z.number().int().nonnegative().default(0),
+  })
+  .loose();
+
+/** Parses a PEFT adapter_config.json (LoRA on our projections); `needsBase`: base_model_name_or_path required. */
+function parseAdapterConfig(
+  json: unknown,
+  directory: string,
+  needsBase = true,
+): z.infer<typeof AdapterConfigSchema> & { base_model_name_or_path: string } {
+  const parsed = AdapterConfigSchema.safeParse(json);
+  if (!parsed.success)
+    throw new WeightsError(
+      `${join(directory, ADAPTER_CONFIG_FILE)}: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+    );
+  if (needsBase && !parsed.data.base_model_name_or_path) {
+    throw new WeightsError(
+      `${join(directory, ADAPTER_CONFIG_FILE)}: base_model_name_or_path is missing (the folder of the frozen base model, absolute or relative to the adapter folder)`,
+    );
+  }
+  return parsed.data as z.infer<typeof AdapterConfigSchema> & { base_model_name_or_path: string };
 }
 
 async function loadTokenizer(directory: string): Promise<PolicyTokenizer> {

@@ -7,8 +7,11 @@ import { AgentRLError } from "@agentrl/spec";
 import { type Command } from "commander";
 import { numberOption } from "../options.js";
 import { mkdir, open, readFile, readdir, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import {
+  ADAPTER_CONFIG_FILE,
+  LORA_TARGETS,
+  type LoraTarget,
   MODEL_SHAPES,
   type ModelShapeName,
   toHfConfig,
@@ -110,6 +113,52 @@ export async function initShape(options: InitShapeOptions): Promise<InitModelRes
     vocabSize: config.vocabSize,
     seconds: (performance.now() - started) / 1000,
   };
+}
+
+export interface InitLoraOptions {
+  /** The frozen base model's folder. */
+  base: string;
+  /** The adapter folder to write (adapter_config.json). */
+  out: string;
+  rank?: number;
+  alpha?: number;
+  targets?: LoraTarget[];
+  seed?: number;
+}
+
+/**
+ * A LoRA folder on a base model: PEFT's adapter_config.json naming the base. Loading it
+ * (train, serve, eval: any --model / model.directory) attaches new adapters (B = 0: the base's
+ * outputs) to the base, which stays frozen and is loaded once per process, shared by the
+ * learner and the samplers; only the adapters train.
+ */
+export async function initLora(options: InitLoraOptions): Promise<string> {
+  const base = resolve(options.base);
+  const configText = await readFile(join(base, "config.json"), "utf8").catch(() => {
+    throw new ModelCommandError(`no config.json in ${base}`);
+  });
+  parseHfConfig(JSON.parse(configText));
+  const targets = options.targets ?? [...LORA_TARGETS];
+  const unknown = targets.filter((t) => !LORA_TARGETS.includes(t));
+  if (unknown.length > 0)
+    throw new ModelCommandError(
+      `unknown LoRA targets ${unknown.join(", ")} (${LORA_TARGETS.join(", ")})`,
+    );
+  const rank = options.rank ?? 8;
+  const config = {
+    peft_type: "LORA",
+    task_type: "CAUSAL_LM",
+    base_model_name_or_path: base,
+    r: rank,
+    lora_alpha: options.alpha ?? 2 * rank,
+    target_modules: targets,
+    lora_dropout: 0,
+    bias: "none",
+    agentrl_seed: options.seed ?? 0,
+  };
+  await mkdir(options.out, { recursive: true });
+  await writeFile(join(options.out, ADAPTER_CONFIG_FILE), JSON.stringify(config, null, 2) + "\n");
+  return join(options.out, ADAPTER_CONFIG_FILE);
 }
 
 /** Trains a byte-level BPE tokenizer, initialises a preset model, saves it and loads it back. */
@@ -295,6 +344,61 @@ export function registerModelCommands(program: Command): void {
         console.log(
           `wrote ${result.directory}: ${options.preset} preset, ${result.parameters.toLocaleString("en-US")} parameters, vocabulary ${result.vocabSize} (${result.seconds.toFixed(1)} s)`,
         );
+      },
+    );
+
+  model
+    .command("lora")
+    .description(
+      "make a LoRA folder on a base model (adapter_config.json): training it trains only the adapters, the base stays frozen and is shared by the learner and the samplers",
+    )
+    .requiredOption("--base <dir>", "the base model's folder")
+    .requiredOption("--out <dir>", "the adapter folder to write")
+    .option(
+      "--rank <n>",
+      "adapter rank r",
+      numberOption("--rank", { integer: true, minimum: 1 }),
+      8,
+    )
+    .option(
+      "--alpha <n>",
+      "scale α (the update is α/r · A·B); default 2r",
+      numberOption("--alpha", { minimum: 0 }),
+    )
+    .option(
+      "--targets <list>",
+      `comma-separated projections (default all: ${LORA_TARGETS.join(",")})`,
+    )
+    .option(
+      "--seed <n>",
+      "seed of A's random initialisation",
+      numberOption("--seed", { integer: true, minimum: 0 }),
+      0,
+    )
+    .addHelpText(
+      "after",
+      "\nExample:\n  agentrl model lora --base models/Qwen2.5-0.5B-Instruct --out models/qwen-lora\n  agentrl train --config examples/hf-model.yaml --set model.directory=models/qwen-lora\n",
+    )
+    .action(
+      async (options: {
+        base: string;
+        out: string;
+        rank: number;
+        alpha?: number;
+        targets?: string;
+        seed: number;
+      }) => {
+        const path = await initLora({
+          base: options.base,
+          out: options.out,
+          rank: options.rank,
+          alpha: options.alpha,
+          seed: options.seed,
+          ...(options.targets
+            ? { targets: options.targets.split(",").map((t) => t.trim()) as LoraTarget[] }
+            : {}),
+        });
+        console.log(`wrote ${path}: rank ${options.rank} adapters on ${resolve(options.base)}`);
       },
     );
 
