@@ -70,7 +70,7 @@ export {
   openDifficulties, openFamilies, resolveWarmStartOptions, runWarmStart, WARM_START_RECIPES,
   WarmStartError, type WarmStartEvaluation, type WarmStartOptions, type WarmStartStage,
   type WarmStartSummary, warmStartStages, withPromptLoss
-} from "./run/warmstart.js";
+} from "./run/warmstart/index.js";
 export { type RepetitionOptions, repetitionRows } from "./rl/repetition.js";
 export {
   evaluationKey, type ExperimentOptions, type ExperimentResult, type FamilyFactory,

@@ -8,7 +8,7 @@ import { PolicyPool } from "@agentrl/rollout";
 import { ppoClipTokenLoss, registerPolicyLoss } from "../rl/algorithms.js";
 import { CROSS_POLICY_DEFAULTS, RL_DEFAULTS, WARM_START_DEFAULTS } from "../rl/defaults.js";
 import { DEFAULT_GRPO, grpoOptionsOf } from "../rl/grpo.js";
-import { resolveWarmStartOptions, WARM_START_RECIPES } from "./warmstart.js";
+import { resolveWarmStartOptions, WARM_START_RECIPES } from "./warmstart/index.js";
 import { DEFAULT_OPTIMIZER, DEFAULT_SCHEDULE } from "../rl/learner.js";
 import { ConfigError, configToYaml, defaultConfig, formatKey, loadConfig, parseOverride, setPath, validateConfig } from "./config.js";
 

@@ -7,7 +7,7 @@ import { makeSayModel, sayFamily } from "../rl/fixtures/say-run.js";
 import type { TaskEvaluation } from "./evaluate.js";
 import { existsSync } from "node:fs";
 import { defaultConfig, validateConfig } from "./config.js";
-import { DOCKER_FAMILIES } from "./warmstart.js";
+import { DOCKER_FAMILIES } from "./warmstart/index.js";
 import { DEFAULT_GRPO } from "../rl/grpo.js";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";

@@ -39,7 +39,7 @@ import { optimizerOf, scheduleOf } from "../rl/learner.js";
 import { runTraining, type TrainingRunOptions } from "../rl/loop.js";
 import { lineChartSvg, type Series } from "./plot.js";
 import { formatPerTask, formatSeconds, type ProgressFactory } from "./progress.js";
-import { DOCKER_FAMILIES, initWarmStartModel, runWarmStart } from "./warmstart.js";
+import { DOCKER_FAMILIES, initWarmStartModel, runWarmStart } from "./warmstart/index.js";
 
 /** Where the run prints its lines. */
 export type Printer = (line: string) => void;

@@ -6,9 +6,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
 import { createTaskFamily, hasAgentBenchData } from "@agentrl/envs";
-import { agentBenchProblemTexts, gatherTaskText } from "./corpus.js";
-import { DOCKER_FAMILIES, WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, fromStage, TrainingWorlds, openDifficulties, warmStartStages, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./warmstart.js";
-import { WARM_START_DEFAULTS } from "../rl/defaults.js";
+import { agentBenchProblemTexts, gatherTaskText } from "../corpus.js";
+import { DOCKER_FAMILIES, WARM_START_RECIPES, checkStagesRunnable, collectExpertRows, fromStage, TrainingWorlds, openDifficulties, warmStartStages, withPromptLoss, resolveWarmStartOptions, runWarmStart, WarmStartError, type WarmStartOptions, type WarmStartSummary } from "./index.js";
+import { WARM_START_DEFAULTS } from "../../rl/defaults.js";
 
 test("task text holds the families' rendered prompts, tools, expert calls and observations", async () => {
   const documents = await gatherTaskText({ tasks: ["kg", "alfworld"], episodesPerDifficulty: 2, dataDir: "/nonexistent" });

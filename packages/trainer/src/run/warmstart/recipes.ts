@@ -1,0 +1,60 @@
+/**
+ * Named recipes of `agentrl sft --preset NAME`, as data: `default` is the measured recipe that
+ * produced the shipped `models/warmstart`. How each stage was chosen (the runs behind it and
+ * what they measured) is told in docs/warmstart.md, "The recipes' history".
+ */
+import { DEFAULT_ARCHITECTURE } from "../config.js";
+import type { WarmStartOptions } from "./options.js";
+
+/** What both recipes share: one cosine schedule over difficulty 0 with a progressive curriculum, light prompt loss, F16 output, a small final evaluation. */
+const RECIPE_BASE: Partial<WarmStartOptions> = {
+  schedule: "cosine",
+  difficulties: [0],
+  curriculum: "progressive",
+  promptLossWeight: 0.05,
+  maxSequenceTokens: 1400,
+  microBatchTokens: 2048,
+  evalLimit: 20,
+  evalDifficulties: [0],
+  evalEvery: 0,
+  evalMaxNewTokens: 64,
+  saveDtype: "F16",
+};
+
+/** The recipes by name; each stage says which run of docs/warmstart.md ("The recipes' history") it is. */
+export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "createProgress">> = {
+  // Runs F, G, H, N and S6: the recipe of the shipped models/warmstart.
+  default: {
+    architecture: { preset: "tiny", overrides: { ...DEFAULT_ARCHITECTURE }, vocabSize: 4096, chatTemplate: "compact" },
+    tasks: ["kg", "webshop", "alfworld"],
+    steps: 210,
+    scheduleSteps: 240,
+    batchSize: 6,
+    learningRate: 3e-3,
+    warmupSteps: 10,
+    ...RECIPE_BASE,
+    evalMaxTurns: 6,
+    then: [
+      // Run G.
+      { steps: 300, scheduleSteps: 300, batchSize: 8, learningRate: 2e-3, warmupSteps: 10 },
+      // Run H.
+      { tasks: ["kg", "webshop"], steps: 1600, scheduleSteps: 1600, evalEvery: 400, evalLimit: 10 },
+      // Run N (needs Docker).
+      { tasks: ["kg", "webshop", "alfworld", "os"], taskWeights: { kg: 2, webshop: 2, os: 3 }, steps: 300, scheduleSteps: 300, learningRate: 5e-4, evalEvery: 0, evalLimit: 100 },
+      // Run S6.
+      { taskWeights: { kg: 4, webshop: 2, os: 3 }, taskTrainingWorlds: { kg: 32 }, steps: 450, scheduleSteps: 450 },
+    ],
+  },
+  // Runs C/D: the first shipped checkpoint.
+  alfworld: {
+    architecture: { preset: "tiny", overrides: { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32, maxPositionEmbeddings: 2048 }, vocabSize: 4096 },
+    tasks: ["alfworld"],
+    steps: 51,
+    scheduleSteps: 200,
+    batchSize: 4,
+    learningRate: 3e-3,
+    warmupSteps: 5,
+    ...RECIPE_BASE,
+    evalMaxTurns: 4,
+  },
+};
