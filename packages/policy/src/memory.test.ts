@@ -13,6 +13,7 @@ import {
   inferenceCachePlan,
 } from "./memory.js";
 import { Policy } from "./policy.js";
+import { weightProduct } from "./model.js";
 import { tokenLogProbs } from "./train.js";
 import { Tokenizer } from "./tokenizer/tokenizer.js";
 import { trainByteLevelBpe } from "./tokenizer/train-bpe.js";
@@ -160,5 +161,27 @@ describe("vocabulary padding", () => {
     } finally {
       policy.dispose();
     }
+  });
+});
+
+describe("products with large models' weights", () => {
+  test("unpacked products (few rows: transposed-operand kernel; many: a transient copy) equal the plain matmul, values and gradients", () => {
+    tf.tidy(() => {
+      const weight = tf.randomNormal([48, 40], 0, 1, "float32", 1) as tf.Tensor2D;
+      for (const rows of [3, 100]) {
+        const x = tf.randomNormal([rows, 48], 0, 1, "float32", rows) as tf.Tensor2D;
+        const plain = weightProduct(x, weight, false);
+        const unpacked = weightProduct(x, weight, true);
+        assert.ok(tf.max(tf.abs(tf.sub(plain, unpacked))).dataSync()[0] < 1e-4, `rows ${rows}`);
+        const gradient = (flag: boolean) =>
+          tf.grads((a: tf.Tensor, w: tf.Tensor) =>
+            tf.sum(tf.square(weightProduct(a as tf.Tensor2D, w as tf.Tensor2D, flag))),
+          )([x, weight]);
+        const [dxPlain, dwPlain] = gradient(false);
+        const [dxUnpacked, dwUnpacked] = gradient(true);
+        assert.ok(tf.max(tf.abs(tf.sub(dxPlain, dxUnpacked))).dataSync()[0] < 1e-3);
+        assert.ok(tf.max(tf.abs(tf.sub(dwPlain, dwUnpacked))).dataSync()[0] < 1e-3);
+      }
+    });
   });
 });

@@ -11,6 +11,8 @@
  * - the fused [Wq|Wk|Wv] of each layer: always (small);
  * - the fused [Wgate|Wup] of each layer: only while all weights take ≤ FUSED_MLP_MAX_WEIGHT_BYTES
  *   (for a 0.5B model it would be another ~0.9 GB);
+ * - XNNPACK's packed copy of every matrix a matmul multiplies by: small models only (large
+ *   ones multiply without it, model.ts `weightProduct`);
  * - the transposed tied embedding as LM head [d, V]: only while it takes ≤
  *   TRANSPOSED_HEAD_MAX_BYTES (for Qwen2.5's 151,936 × 896 it would be 0.54 GB); otherwise
  *   the head reads the embedding as it is (a matmul with transposed operand).
@@ -79,10 +81,15 @@ export function estimateModelMemory(
   const qkvWidth = (config.numAttentionHeads + 2 * config.numKeyValueHeads) * headDim;
   const weightBytes = parameterCount(config) * FLOAT_BYTES;
   const plan = inferenceCachePlan(config);
+  // small models also let XNNPACK keep a packed copy of every matrix they multiply by (≈ the linear weights)
+  const linearWeights =
+    layers * (d * qkvWidth + config.numAttentionHeads * headDim * d + 3 * d * m);
+  const packed = plan.fusedMlp ? linearWeights + (plan.transposedHead ? V * d : 0) : 0;
   const cacheBytes =
     (layers * d * qkvWidth +
       (plan.fusedMlp ? layers * d * 2 * m : 0) +
-      (plan.transposedHead ? V * d : 0)) *
+      (plan.transposedHead ? V * d : 0) +
+      packed) *
     FLOAT_BYTES;
   const trainingStateBytes = use === "full" ? 3 * weightBytes : 0;
   // a prefill chunk of 512 rows through one layer, and the logits of 64 sequences at once

@@ -34,6 +34,7 @@ import { warnIfBackendNotInitialised } from "./backend.js";
 import { AttentionRows } from "./kernels/attention.js";
 import { KVSequence } from "./kv-cache.js";
 import { causalAttention, causalPlan, rotaryTables, type CausalPlan } from "./attention.js";
+import { inferenceCachePlan } from "./memory.js";
 import {
   ModelWeights,
   WeightsError,
@@ -99,6 +100,20 @@ export class Transformer {
     this.ropeTables = rotaryTables(positions, headDim, this.config.ropeTheta);
     this.ropeCos = tf.tensor2d(this.ropeTables.cos, [positions, headDim / 2]);
     this.ropeSin = tf.tensor2d(this.ropeTables.sin, [positions, headDim / 2]);
+  }
+
+  /**
+   * Large models (inferenceCachePlan: no fused MLP) multiply by their weights without letting
+   * XNNPACK keep a packed copy of each matrix (see `weightProduct`): that cache would double
+   * the weights in the wasm heap (a 0.5B model: +1.4 GB, past the 4 GiB limit).
+   */
+  private get unpackedWeights(): boolean {
+    return !inferenceCachePlan(this.config).fusedMlp;
+  }
+
+  /** x [n, in] · W [in, out] (+ b) (+ LoRA), see `project`. */
+  private project(x: tf.Tensor2D, linear: Linear): tf.Tensor2D {
+    return project(x, linear, this.unpackedWeights);
   }
 
   // ---------------------------------------------------------------- vocabulary padding
@@ -264,11 +279,11 @@ export class Transformer {
     const heads4d = (t: tf.Tensor2D, count: number) =>
       tf.reshape(t, [batch, steps, count, headDim]) as tf.Tensor4D;
     const q = applyRotary(
-      heads4d(tf.mul(project(normed, layer.q), 1 / Math.sqrt(headDim)), heads),
+      heads4d(tf.mul(this.project(normed, layer.q), 1 / Math.sqrt(headDim)), heads),
       rotary,
     );
-    const keys = applyRotary(heads4d(project(normed, layer.k), kvHeads), rotary);
-    const values = heads4d(project(normed, layer.v), kvHeads);
+    const keys = applyRotary(heads4d(this.project(normed, layer.k), kvHeads), rotary);
+    const values = heads4d(this.project(normed, layer.v), kvHeads);
     return this.finishBlock(layer, x, causalAttention(q, keys, values, plan));
   }
 
@@ -279,10 +294,14 @@ export class Transformer {
   private qkvRows(layer: Layer, normed: tf.Tensor2D, fused?: FusedLayer): tf.Tensor2D {
     if (!fused)
       return tf.concat(
-        [project(normed, layer.q), project(normed, layer.k), project(normed, layer.v)],
+        [
+          this.project(normed, layer.q),
+          this.project(normed, layer.k),
+          this.project(normed, layer.v),
+        ],
         1,
       ) as tf.Tensor2D;
-    return tf.matMul(normed, fused.qkv);
+    return weightProduct(normed, fused.qkv, this.unpackedWeights);
   }
 
   /** The rest of a block after attention: x + o(attended), then the MLP with its residual. [rows, d]. */
@@ -292,14 +311,18 @@ export class Transformer {
     attended: tf.Tensor2D,
     fused?: FusedLayer,
   ): tf.Tensor2D {
-    const afterAttention = tf.add(x, project(attended, layer.o)) as tf.Tensor2D;
+    const afterAttention = tf.add(x, this.project(attended, layer.o)) as tf.Tensor2D;
     const normed = rmsNorm(afterAttention, layer.postNorm, this.config.rmsNormEps);
     let gate: tf.Tensor2D;
     let up: tf.Tensor2D;
     if (fused?.gateUp)
-      [gate, up] = tf.split(tf.matMul(normed, fused.gateUp), 2, 1) as tf.Tensor2D[];
-    else [gate, up] = [project(normed, layer.gate), project(normed, layer.up)];
-    const mlp = project(tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D, layer.down);
+      [gate, up] = tf.split(
+        weightProduct(normed, fused.gateUp, this.unpackedWeights),
+        2,
+        1,
+      ) as tf.Tensor2D[];
+    else [gate, up] = [this.project(normed, layer.gate), this.project(normed, layer.up)];
+    const mlp = this.project(tf.mul(tf.mul(gate, tf.sigmoid(gate)), up) as tf.Tensor2D, layer.down);
     return tf.add(afterAttention, mlp) as tf.Tensor2D;
   }
 
@@ -515,8 +538,8 @@ export class Transformer {
 // -------------------------------------------------------------------- building blocks
 
 /** x [n, in] · W [in, out] (+ b). */
-function project(x: tf.Tensor2D, linear: Linear): tf.Tensor2D {
-  let y: tf.Tensor2D = tf.matMul(x, linear.weight as tf.Tensor2D);
+function project(x: tf.Tensor2D, linear: Linear, unpacked: boolean): tf.Tensor2D {
+  let y: tf.Tensor2D = weightProduct(x, linear.weight as tf.Tensor2D, unpacked);
   if (linear.bias) y = tf.add<tf.Tensor2D>(y, linear.bias as tf.Tensor);
   if (linear.lora)
     y = tf.add<tf.Tensor2D>(
@@ -527,6 +550,25 @@ function project(x: tf.Tensor2D, linear: Linear): tf.Tensor2D {
       ),
     );
   return y;
+}
+
+/** Below this many rows an unpacked product takes the transposed-operand kernel; above, a packed transient copy. */
+const UNPACKED_DIRECT_ROWS = 32;
+
+/**
+ * x [n, in] · W [in, out]. Packed (the default): a plain matmul, which XNNPACK runs fastest
+ * but for which it keeps a packed copy of W for as long as W lives (keyed by the tensor).
+ * Unpacked (large models): few rows (decoding) go through the transposed-operand kernel
+ * (Wᵀ·xᵀ)ᵀ, which packs nothing; many rows (prefill, training) multiply a transient copy of W,
+ * whose packed copy goes when the copy is freed. Same values either way.
+ */
+export function weightProduct(x: tf.Tensor2D, weight: tf.Tensor2D, unpacked: boolean): tf.Tensor2D {
+  if (!unpacked) return tf.matMul(x, weight);
+  return tf.tidy(() => {
+    if (x.shape[0] <= UNPACKED_DIRECT_ROWS)
+      return tf.transpose(tf.matMul(weight, x, true, true)) as tf.Tensor2D;
+    return tf.matMul(x, tf.mul(weight, tf.scalar(1)) as tf.Tensor2D);
+  });
 }
 
 /** RMSNorm over the last axis: x / √(mean(x²) + ε) · w. */
