@@ -9,7 +9,19 @@ import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { hostname } from "node:os";
-import { ContainerError, DockerRuntime, HOST_LABEL, isDockerAvailable, ownerIsDead, PID_LABEL, PID_START_LABEL, processStartTime, RUN_LABEL } from "./runtime.js";
+import {
+  ContainerError,
+  DockerRuntime,
+  SandboxEndedError,
+  type DeathCause,
+  HOST_LABEL,
+  isDockerAvailable,
+  ownerIsDead,
+  PID_LABEL,
+  PID_START_LABEL,
+  processStartTime,
+  RUN_LABEL,
+} from "./runtime.js";
 import { WarmPool } from "./pool.js";
 import { Slots } from "./slots.js";
 import { IMAGES, imageHash } from "./images.js";
@@ -17,7 +29,11 @@ import { IMAGES, imageHash } from "./images.js";
 const docker = new Docker();
 const engine = await isDockerAvailable(docker);
 const image = engine ? await imageHash(docker, IMAGES.os.tag) : undefined;
-const skip = !engine ? "no Docker engine answers (bash scripts/start-dockerd.sh)" : image === undefined ? "image agentrl/os missing (agentrl env build)" : false;
+const skip = !engine
+  ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
+  : image === undefined
+    ? "image agentrl/os missing (agentrl env build)"
+    : false;
 
 describe("Slots", () => {
   test("at most capacity holders, the rest wait in order", async () => {
@@ -25,7 +41,10 @@ describe("Slots", () => {
     const first = await slots.acquire();
     const second = await slots.acquire();
     let thirdGot = false;
-    const third = slots.acquire().then((release) => { thirdGot = true; return release; });
+    const third = slots.acquire().then((release) => {
+      thirdGot = true;
+      return release;
+    });
     await new Promise((resolve) => setTimeout(resolve, 10));
     assert.equal(thirdGot, false);
     assert.equal(slots.inUse, 2);
@@ -45,12 +64,35 @@ describe("the reaper's owner check", () => {
     const here = hostname();
     const start = processStartTime(process.pid);
     assert.ok(start && /^\d+$/.test(start), `start time of this process: ${start}`);
-    assert.equal(ownerIsDead({ [HOST_LABEL]: here, [PID_LABEL]: String(process.pid), [PID_START_LABEL]: start! }), false);
-    assert.equal(ownerIsDead({ [HOST_LABEL]: here, [PID_LABEL]: String(process.pid), [PID_START_LABEL]: String(Number(start) + 1) }), true, "the pid was reused");
+    assert.equal(
+      ownerIsDead({
+        [HOST_LABEL]: here,
+        [PID_LABEL]: String(process.pid),
+        [PID_START_LABEL]: start!,
+      }),
+      false,
+    );
+    assert.equal(
+      ownerIsDead({
+        [HOST_LABEL]: here,
+        [PID_LABEL]: String(process.pid),
+        [PID_START_LABEL]: String(Number(start) + 1),
+      }),
+      true,
+      "the pid was reused",
+    );
     const child = spawn(process.execPath, ["-e", ""]);
     await new Promise((resolve) => child.once("exit", resolve));
-    assert.equal(ownerIsDead({ [HOST_LABEL]: here, [PID_LABEL]: String(child.pid) }), true, "an exited process");
-    assert.equal(ownerIsDead({ [HOST_LABEL]: `${here}-elsewhere`, [PID_LABEL]: String(child.pid) }), false, "another host's owner is never judged here");
+    assert.equal(
+      ownerIsDead({ [HOST_LABEL]: here, [PID_LABEL]: String(child.pid) }),
+      true,
+      "an exited process",
+    );
+    assert.equal(
+      ownerIsDead({ [HOST_LABEL]: `${here}-elsewhere`, [PID_LABEL]: String(child.pid) }),
+      false,
+      "another host's owner is never judged here",
+    );
     assert.equal(ownerIsDead({ [HOST_LABEL]: here }), false, "no owner pid: kept");
   });
 });
@@ -60,13 +102,27 @@ describe("DockerRuntime on a wedged engine", () => {
     const removed: string[] = [];
     let releaseStart: () => void = () => {};
     const wedged = {
-      createContainer: async () => ({ id: "late-1", start: () => new Promise<void>((resolve) => { releaseStart = resolve; }) }),
-      getContainer: (id: string) => ({ remove: async () => { removed.push(id); } }),
+      createContainer: async () => ({
+        id: "late-1",
+        start: () =>
+          new Promise<void>((resolve) => {
+            releaseStart = resolve;
+          }),
+      }),
+      getContainer: (id: string) => ({
+        remove: async () => {
+          removed.push(id);
+        },
+      }),
       listContainers: async () => [],
     } as unknown as Docker;
     const runtime = new DockerRuntime({ docker: wedged, startSeconds: 0.05 });
     const began = Date.now();
-    await assert.rejects(runtime.start({ image: "agentrl/os:latest" }), (error: Error) => error instanceof ContainerError && /not started after 0.05 s/.test(error.message));
+    await assert.rejects(
+      runtime.start({ image: "agentrl/os:latest" }),
+      (error: Error) =>
+        error instanceof ContainerError && /not started after 0.05 s/.test(error.message),
+    );
     assert.ok(Date.now() - began < 2000, "start gave up at its deadline");
     assert.deepEqual(removed, []);
     releaseStart();
@@ -81,10 +137,20 @@ describe("DockerRuntime's process cleanup", () => {
   test("many runtimes share one exit listener (no MaxListenersExceededWarning with many task worlds)", async () => {
     const idle = { listContainers: async () => [] } as unknown as Docker;
     const first = new DockerRuntime({ docker: idle, reapSeconds: 0 });
-    const before = { exit: process.listenerCount("exit"), sigterm: process.listenerCount("SIGTERM") };
-    const more = Array.from({ length: 16 }, () => new DockerRuntime({ docker: idle, reapSeconds: 0 }));
+    const before = {
+      exit: process.listenerCount("exit"),
+      sigterm: process.listenerCount("SIGTERM"),
+    };
+    const more = Array.from(
+      { length: 16 },
+      () => new DockerRuntime({ docker: idle, reapSeconds: 0 }),
+    );
     assert.equal(process.listenerCount("exit"), before.exit, "no exit listener per runtime");
-    assert.equal(process.listenerCount("SIGTERM"), before.sigterm, "no signal listener per runtime");
+    assert.equal(
+      process.listenerCount("SIGTERM"),
+      before.sigterm,
+      "no signal listener per runtime",
+    );
     await Promise.all([first, ...more].map((runtime) => runtime.close()));
     assert.equal(process.listenerCount("exit"), before.exit);
   });
@@ -100,7 +166,12 @@ describe("DockerRuntime", { skip }, () => {
   });
 
   test("a container has limits, labels, no capabilities and no network", async () => {
-    const id = await runtime.start({ image: IMAGES.os.tag, memoryBytes: 256 * 1024 ** 2, cpus: 0.5, pidsLimit: 64 });
+    const id = await runtime.start({
+      image: IMAGES.os.tag,
+      memoryBytes: 256 * 1024 ** 2,
+      cpus: 0.5,
+      pidsLimit: 64,
+    });
     const info = await docker.getContainer(id).inspect();
     assert.equal(info.HostConfig.Memory, 256 * 1024 ** 2);
     assert.equal(info.HostConfig.NanoCpus, 5e8);
@@ -116,42 +187,96 @@ describe("DockerRuntime", { skip }, () => {
     assert.equal(await runtime.isRunning(id), false);
   });
 
-  test("exec returns exit code and interleaved output, and stops at the time limit", async () => {
-    const id = await runtime.start({ image: IMAGES.os.tag });
-    const result = await runtime.exec(id, ["bash", "-c", "echo out; echo err >&2; exit 3"]);
-    assert.equal(result.exitCode, 3);
-    assert.match(result.output, /out/);
-    assert.match(result.output, /err/);
-    const started = Date.now();
-    const slow = await runtime.exec(id, ["bash", "-c", "echo before; sleep 20"], { timeoutSeconds: 1 });
-    assert.equal(slow.timedOut, true);
-    assert.ok(Date.now() - started < 8000, "the time limit stops the command");
-    assert.match(slow.output, /before/);
-    const backgroundStarted = Date.now();
-    const background = await runtime.exec(id, ["bash", "-c", "sleep 30 & echo started"], { timeoutSeconds: 10 });
-    assert.equal(background.exitCode, 0);
-    assert.equal(background.timedOut, false);
-    assert.match(background.output, /started/);
-    assert.ok(Date.now() - backgroundStarted < 4000, "a program left running in the background does not hold the call open");
-    const survivors = await runtime.exec(id, ["bash", "-c", "ps -e -o args= | grep -c '^sleep 30'"]);
-    assert.equal(survivors.output.trim(), "1", "and it keeps running");
-    const jobs = await runtime.exec(id, ["bash", "-c", "sleep 50 & sleep 60"], { timeoutSeconds: 1 });
-    assert.equal(jobs.timedOut, true);
-    const killed = await runtime.exec(id, ["bash", "-c", "ps -e -o args= | grep -c '^sleep [56]0' || true"]);
-    assert.equal(killed.output.trim(), "0", "a timed-out command is killed with its background jobs");
-    const big = await runtime.exec(id, ["bash", "-c", "yes | head -c 100000"], { maxOutputChars: 1000 });
-    assert.equal(big.output.length, 1000);
-    assert.equal(big.truncated, true);
+  for (const harness of [false, true])
+    test(`exec returns exit code and interleaved output, and stops at the time limit (${harness ? "through the command harness" : "docker exec"})`, async () => {
+      const id = await runtime.start({ image: IMAGES.os.tag, harness });
+      const result = await runtime.exec(id, ["bash", "-c", "echo out; echo err >&2; exit 3"]);
+      assert.equal(result.exitCode, 3);
+      assert.match(result.output, /out/);
+      assert.match(result.output, /err/);
+      const started = Date.now();
+      const slow = await runtime.exec(id, ["bash", "-c", "echo before; sleep 20"], {
+        timeoutSeconds: 1,
+      });
+      assert.equal(slow.timedOut, true);
+      assert.ok(Date.now() - started < 8000, "the time limit stops the command");
+      assert.match(slow.output, /before/);
+      const backgroundStarted = Date.now();
+      const background = await runtime.exec(id, ["bash", "-c", "sleep 30 & echo started"], {
+        timeoutSeconds: 10,
+      });
+      assert.equal(background.exitCode, 0);
+      assert.equal(background.timedOut, false);
+      assert.match(background.output, /started/);
+      assert.ok(
+        Date.now() - backgroundStarted < 4000,
+        "a program left running in the background does not hold the call open",
+      );
+      const survivors = await runtime.exec(id, [
+        "bash",
+        "-c",
+        "ps -e -o args= | grep -c '^sleep 30'",
+      ]);
+      assert.equal(survivors.output.trim(), "1", "and it keeps running");
+      const jobs = await runtime.exec(id, ["bash", "-c", "sleep 50 & sleep 60"], {
+        timeoutSeconds: 1,
+      });
+      assert.equal(jobs.timedOut, true);
+      const killed = await runtime.exec(id, [
+        "bash",
+        "-c",
+        "ps -e -o args= | grep -c '^sleep [56]0' || true",
+      ]);
+      assert.equal(
+        killed.output.trim(),
+        "0",
+        "a timed-out command is killed with its background jobs",
+      );
+      const big = await runtime.exec(id, ["bash", "-c", "yes | head -c 100000"], {
+        maxOutputChars: 1000,
+      });
+      assert.equal(big.output.length, 1000);
+      assert.equal(big.truncated, true);
+      await runtime.remove(id);
+    });
+
+  for (const harness of [false, true])
+    test(`a container killed from outside is reported by onDeath as external and exec fails with ContainerError (${harness ? "harness" : "docker exec"})`, async () => {
+      const id = await runtime.start({ image: IMAGES.os.tag, harness });
+      const died = new Promise<DeathCause>((resolve) => void runtime.onDeath(id, resolve));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await docker.getContainer(id).kill();
+      assert.equal((await died).cause, "external");
+      await assert.rejects(
+        runtime.exec(id, ["true"]),
+        (error: Error) => error instanceof ContainerError && !(error instanceof SandboxEndedError),
+      );
+      await runtime.remove(id);
+    });
+
+  test("a container whose own command kills every process ended on its own: SandboxEndedError, onDeath says `own`", async () => {
+    const id = await runtime.start({ image: IMAGES.os.tag, harness: true });
+    const died = new Promise<DeathCause>((resolve) => void runtime.onDeath(id, resolve));
+    await assert.rejects(
+      runtime.shell(id, "kill -9 -1"),
+      (error: Error) => error instanceof SandboxEndedError,
+    );
+    assert.equal((await died).cause, "own");
     await runtime.remove(id);
   });
 
-  test("a killed container is reported by onDeath and exec fails with ContainerError", async () => {
-    const id = await runtime.start({ image: IMAGES.os.tag });
-    const died = new Promise<void>((resolve) => void runtime.onDeath(id, resolve));
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    await docker.getContainer(id).kill();
-    await died;
-    await assert.rejects(runtime.exec(id, ["true"]), { name: "ContainerError" });
+  test("the harness's shell keeps state between calls and reports exact exit codes", async () => {
+    const id = await runtime.start({ image: IMAGES.os.tag, harness: true });
+    await runtime.shellStart(id, "/tmp");
+    assert.equal((await runtime.shell(id, "cd /etc; X=4; false")).exitCode, 1);
+    const next = await runtime.shell(id, "pwd; echo $X; exit 5");
+    assert.deepEqual([next.output, next.exitCode], ["/etc\n4\n", 5]);
+    const fresh = await runtime.shell(id, 'pwd; echo "[$X]"');
+    assert.equal(
+      fresh.output,
+      "/etc\n[]\n",
+      "after `exit` a new login shell starts in the same folder",
+    );
     await runtime.remove(id);
   });
 
@@ -178,7 +303,10 @@ describe("DockerRuntime", { skip }, () => {
       const id = await runtime.start({ image: ${JSON.stringify(IMAGES.os.tag)} });
       console.log(id);
       setInterval(() => {}, 1000);`;
-    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], { stdio: ["ignore", "pipe", "inherit"], cwd: fileURLToPath(new URL(".", import.meta.url)) });
+    const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", code], {
+      stdio: ["ignore", "pipe", "inherit"],
+      cwd: fileURLToPath(new URL(".", import.meta.url)),
+    });
     const leftover = await new Promise<string>((resolve, reject) => {
       child.stdout.on("data", (chunk: Buffer) => resolve(chunk.toString().trim()));
       child.on("exit", (exitCode) => reject(new Error(`child exited with ${exitCode}`)));
@@ -186,7 +314,7 @@ describe("DockerRuntime", { skip }, () => {
     const mine = await runtime.start({ image: IMAGES.os.tag });
     const other = new DockerRuntime();
     // While the child lives, its container is not a leftover.
-    assert.equal(await other.removeLeftovers() >= 0, true);
+    assert.equal((await other.removeLeftovers()) >= 0, true);
     assert.equal(await runtime.isRunning(leftover), true);
     child.kill("SIGKILL");
     await new Promise((resolve) => child.once("exit", resolve));

@@ -14,26 +14,51 @@
 import { AgentRLError } from "@agentrl/spec";
 import type { TaskFamilyOptions } from "../types.js";
 import { FunctionCallSession, truncateOutput, type ToolReply } from "../session.js";
-import type { AssistantMessage, CurriculumTaskFamily, Expert, Message, Split, StartResult, ToolSpec } from "../types.js";
+import type {
+  AssistantMessage,
+  CurriculumTaskFamily,
+  Expert,
+  Message,
+  Split,
+  StartResult,
+  ToolSpec,
+} from "../types.js";
 import { EnvironmentError } from "../types.js";
 import { IMAGES } from "../docker/images.js";
 import { WarmPool } from "../docker/pool.js";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DockerRuntime, HOST_DIR_LABEL, RUN_LABEL, WRITABLE_FOLDERS, type Capability, type ContainerSpec, type ExecResult } from "../docker/runtime.js";
+import {
+  DockerRuntime,
+  HOST_DIR_LABEL,
+  RUN_LABEL,
+  SandboxEndedError,
+  WRITABLE_FOLDERS,
+  type Capability,
+  type ContainerSpec,
+  type ExecResult,
+} from "../docker/runtime.js";
 import { Slots } from "../docker/slots.js";
 import { FailedSession } from "../docker/failed-session.js";
 import { answersExample, loadOsSamples, osDifficulty, type OsSample, type Script } from "./data.js";
 
-export { loadOsSamples, isHeldOut, osDifficulty, answersExample, type OsSample, type Script } from "./data.js";
+export {
+  loadOsSamples,
+  isHeldOut,
+  osDifficulty,
+  answersExample,
+  type OsSample,
+  type Script,
+} from "./data.js";
 
 export const OS_MAX_TURNS = 8;
 /** Seconds a bash_action may run (the original's per-command limit). */
 export const OS_COMMAND_SECONDS = 30;
 /**
- * The working folder of init scripts, the start program, the agent's first command and the
- * check scripts. The original ran them in `/`; under a read-only root, `/` is not writable, so
+ * The working folder of init scripts, the start program, the agent's shell and the check
+ * scripts under a read-only root. The original ran them in `/`, as this does when the engine
+ * caps the writable layer (a writable root); under a read-only root `/` is not writable, so
  * samples that create files "in the current directory" get a writable folder of their own.
  */
 export const OS_WORKING_FOLDER = "/workspace";
@@ -53,16 +78,25 @@ export const OS_TOOLS: ToolSpec[] = [
     type: "function",
     function: {
       name: "bash_action",
-      description: "Execute a bash script in the Linux container and return its output (stdout and stderr, cut to 800 characters).",
-      parameters: { type: "object", properties: { script: { type: "string", description: "The bash script to execute." } }, required: ["script"] },
+      description:
+        "Execute a bash script in the Linux container and return its output (stdout and stderr, cut to 800 characters).",
+      parameters: {
+        type: "object",
+        properties: { script: { type: "string", description: "The bash script to execute." } },
+        required: ["script"],
+      },
     },
   },
   {
     type: "function",
     function: {
       name: "finish_action",
-      description: "Indicate that the task has been finished (for tasks that ask to change the system).",
-      parameters: { type: "object", properties: { thought: { type: "string", description: "Why the task is finished." } } },
+      description:
+        "Indicate that the task has been finished (for tasks that ask to change the system).",
+      parameters: {
+        type: "object",
+        properties: { thought: { type: "string", description: "Why the task is finished." } },
+      },
     },
   },
   {
@@ -70,7 +104,11 @@ export const OS_TOOLS: ToolSpec[] = [
     function: {
       name: "answer_action",
       description: "Give the answer to the question; this ends the task.",
-      parameters: { type: "object", properties: { answer: { type: "string", description: "The answer alone, e.g. 220." } }, required: ["answer"] },
+      parameters: {
+        type: "object",
+        properties: { answer: { type: "string", description: "The answer alone, e.g. 220." } },
+        required: ["answer"],
+      },
     },
   },
 ];
@@ -81,7 +119,15 @@ export const OS_TOOLS: ToolSpec[] = [
  * DAC_OVERRIDE, FOWNER, SETUID, SETGID and KILL. Everything else (raw sockets, mknod,
  * chroot, audit, setpcap, …) stays dropped, and no-new-privileges stays on.
  */
-export const OS_CAPABILITIES: Capability[] = ["CHOWN", "DAC_OVERRIDE", "FOWNER", "SETUID", "SETGID", "KILL", "FSETID"];
+export const OS_CAPABILITIES: Capability[] = [
+  "CHOWN",
+  "DAC_OVERRIDE",
+  "FOWNER",
+  "SETUID",
+  "SETGID",
+  "KILL",
+  "FSETID",
+];
 
 export interface OsFamilyOptions extends TaskFamilyOptions {
   /** A Docker runtime to use (shared with others). Default: a new one on the local engine. */
@@ -110,7 +156,10 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
    * Default 512 MiB.
    */
   diskBytes?: number;
-  /** Open files per process (ulimit nofile). Default 4096. */
+  /**
+   * Open files per process (ulimit nofile). Default: the engine's own (Docker's default, as
+   * AgentBench's containers had; a lower cap such as 4,096 breaks redirects to high descriptors).
+   */
   openFiles?: number;
   /** Seconds a bash_action may run. Default 30. */
   commandSeconds?: number;
@@ -124,13 +173,6 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
   /** Seconds between two reconciliations of sessions with containers (`reconcile`); 0: never. Default 30. */
   reconcileSeconds?: number;
 }
-
-/** Bash that restores the shell state of the previous turn (cwd, variables, functions) and saves it on exit. */
-const SHELL_WRAPPER = `__agentrl_state=/run/.agentrl-shell
-if [ -f "$__agentrl_state" ]; then source "$__agentrl_state" >/dev/null 2>&1; fi
-__agentrl_save() { { declare -p; declare -f; alias -p; printf 'cd %q\\n' "$PWD"; } > /run/.agentrl-shell 2>/dev/null; }
-trap __agentrl_save EXIT
-eval "$1"`;
 
 export class OsTaskFamily implements CurriculumTaskFamily {
   readonly name = "os";
@@ -160,7 +202,9 @@ export class OsTaskFamily implements CurriculumTaskFamily {
       pidsLimit: 256,
       disk: { bytes: diskBytes, writable: [...WRITABLE_FOLDERS, OS_WORKING_FOLDER] },
       // No nproc: it counts root's processes on the whole host; pidsLimit bounds the container.
-      ulimits: { nofile: options.openFiles ?? 4096, fsize: diskBytes },
+      ulimits: { nofile: options.openFiles, fsize: diskBytes },
+      // Commands go through a harness in the container (one login shell, no exec per command).
+      harness: true,
       networkMode: "none",
       capabilities: OS_CAPABILITIES,
       labels: { "agentrl.task": "os" },
@@ -173,7 +217,10 @@ export class OsTaskFamily implements CurriculumTaskFamily {
     this.slots = new Slots(options.maxSessions ?? 64);
     const every = options.reconcileSeconds ?? 30;
     if (every > 0) {
-      this.reconciler = setInterval(() => void this.reconcile().catch(() => undefined), every * 1000);
+      this.reconciler = setInterval(
+        () => void this.reconcile().catch(() => undefined),
+        every * 1000,
+      );
       this.reconciler.unref();
     }
   }
@@ -188,16 +235,29 @@ export class OsTaskFamily implements CurriculumTaskFamily {
    * session, pool or start holds (and older than `minimumAgeSeconds`, so not one being started
    * by the pool right now) is removed.
    */
-  async reconcile(minimumAgeSeconds = 60): Promise<{ failedSessions: number; removedContainers: number }> {
+  async reconcile(
+    minimumAgeSeconds = 60,
+  ): Promise<{ failedSessions: number; removedContainers: number }> {
     let failedSessions = 0;
     for (const session of [...this.sessions]) {
-      if (!session.finished && !(await this.runtime.isRunning(session.containerId))) {
+      if (
+        !session.finished &&
+        session.sandboxEnded === undefined &&
+        !(await this.runtime.isRunning(session.containerId))
+      ) {
         failedSessions += 1;
         await session.fail(`the container ${session.containerId.slice(0, 12)} is gone`);
       }
     }
-    const held = new Set([...[...this.sessions].map((session) => session.containerId), ...this.pool.idleIds, ...this.claimed]);
-    const listed = await this.runtime.docker.listContainers({ all: true, filters: { label: [`${RUN_LABEL}=${this.runtime.runId}`, "agentrl.task=os"] } });
+    const held = new Set([
+      ...[...this.sessions].map((session) => session.containerId),
+      ...this.pool.idleIds,
+      ...this.claimed,
+    ]);
+    const listed = await this.runtime.docker.listContainers({
+      all: true,
+      filters: { label: [`${RUN_LABEL}=${this.runtime.runId}`, "agentrl.task=os"] },
+    });
     let removedContainers = 0;
     for (const info of listed) {
       if (held.has(info.Id) || Date.now() / 1000 - info.Created < minimumAgeSeconds) continue;
@@ -217,7 +277,9 @@ export class OsTaskFamily implements CurriculumTaskFamily {
   }
 
   indicesAt(split: Split, difficulty: number): number[] {
-    return this.samples.filter((sample) => sample.split === split && osDifficulty(sample) === difficulty).map((sample) => sample.index);
+    return this.samples
+      .filter((sample) => sample.split === split && osDifficulty(sample) === difficulty)
+      .map((sample) => sample.index);
   }
 
   sample(index: number): OsSample {
@@ -242,22 +304,51 @@ export class OsTaskFamily implements CurriculumTaskFamily {
     const releaseSlot = await this.slots.acquire();
     let containerId: string | undefined;
     try {
-      const ownContainer = sample.extraFolders.length + sample.extraFiles.length > 0 || this.imageOf(sample) !== this.spec.image;
-      containerId = ownContainer ? await this.startOwnContainer(sample) : (await this.pool.acquire()).containerId;
+      const ownContainer =
+        sample.extraFolders.length + sample.extraFiles.length > 0 ||
+        this.imageOf(sample) !== this.spec.image;
+      containerId = ownContainer
+        ? await this.startOwnContainer(sample)
+        : (await this.pool.acquire()).containerId;
       this.claimed.add(containerId);
-      await prepareContainer(this.runtime, containerId, sample);
-      const session = new OsSession(this, sample, containerId, this.commandSeconds, releaseSlot);
+      const workingFolder = await this.workingFolder();
+      await prepareContainer(this.runtime, containerId, sample, workingFolder);
+      const session = new OsSession(
+        this,
+        sample,
+        containerId,
+        this.commandSeconds,
+        releaseSlot,
+        workingFolder,
+      );
       this.sessions.add(session);
       this.claimed.delete(containerId);
       const id = containerId;
-      await this.runtime.onDeath(id, () => void session.fail(`the container ${id.slice(0, 12)} stopped`));
+      await this.runtime.onDeath(id, (death) => {
+        // Ended by its own processes (the agent's commands): the agent's failure, graded at its
+        // next call; killed or removed from outside: an infrastructure fault.
+        if (death.cause === "own")
+          session.sandboxEnded = `the container ${id.slice(0, 12)} ended on its own (exit ${death.exitCode}${death.outOfMemory ? ", out of memory" : ""})`;
+        else
+          void session.fail(
+            `the container ${id.slice(0, 12)} stopped (killed from outside, exit ${death.exitCode})`,
+          );
+      });
       return session;
     } catch (error) {
       if (containerId) await this.discard(containerId);
       releaseSlot();
-      if (error instanceof SampleSetupError) return FailedSession.create(openingOf(sample), error.message);
+      if (error instanceof SampleSetupError)
+        return FailedSession.create(openingOf(sample), error.message);
       throw new EnvironmentError(`os sample ${index} could not start: ${(error as Error).message}`);
     }
+  }
+
+  /** `/` on a writable root (as the original), `OS_WORKING_FOLDER` under a read-only root. */
+  async workingFolder(): Promise<string> {
+    return (await this.runtime.writableRoot(this.spec.image, this.spec.disk!))
+      ? "/"
+      : OS_WORKING_FOLDER;
   }
 
   /** Our image for the AgentBench image the sample names. */
@@ -284,7 +375,16 @@ export class OsTaskFamily implements CurriculumTaskFamily {
       labels = { ...labels, [HOST_DIR_LABEL]: folder };
     }
     try {
-      const containerId = await this.runtime.start({ ...this.spec, image: this.imageOf(sample), labels, binds, disk: { ...disk, writable: [...(disk.writable ?? WRITABLE_FOLDERS), ...sample.extraFolders] } });
+      const containerId = await this.runtime.start({
+        ...this.spec,
+        image: this.imageOf(sample),
+        labels,
+        binds,
+        disk: {
+          ...disk,
+          writable: [...(disk.writable ?? WRITABLE_FOLDERS), ...sample.extraFolders],
+        },
+      });
       if (folder) this.hostFolders.set(containerId, folder);
       return containerId;
     } catch (error) {
@@ -327,19 +427,38 @@ export class OsTaskFamily implements CurriculumTaskFamily {
 /** The sample's own setup failed (not the machinery). */
 class SampleSetupError extends AgentRLError {}
 
-/** Runs the sample's init scripts and starts its background program. */
-async function prepareContainer(runtime: DockerRuntime, containerId: string, sample: OsSample): Promise<void> {
+/**
+ * As the original: the agent's login shell starts first (its profile and ~/.bashrc run now,
+ * once), then the init scripts run each in a fresh `bash -c` / `python3 -c` (their exit codes
+ * are ignored, as AgentBench's judge ignores them; a script that outlives its limit is a
+ * setup failure), then the `start` program is typed into the agent's shell, so its `cd` and
+ * variables are the agent's.
+ */
+async function prepareContainer(
+  runtime: DockerRuntime,
+  containerId: string,
+  sample: OsSample,
+  workingFolder: string,
+): Promise<void> {
+  await runtime.shellStart(containerId, workingFolder);
   for (const script of sample.init) {
-    const result = await runScript(runtime, containerId, script, [], 120);
-    if (result.exitCode !== 0) {
-      throw new SampleSetupError(`init script of os sample ${sample.index} failed (exit ${result.exitCode}): ${result.output.slice(0, 300)}`);
-    }
+    const result = await runScript(runtime, containerId, script, [], workingFolder, 120);
+    if (result.timedOut)
+      throw new SampleSetupError(
+        `init script of os sample ${sample.index} did not end within 120 s: ${result.output.slice(0, 300)}`,
+      );
   }
   if (sample.start) {
-    const code = `exec </dev/null >/dev/null 2>&1\n${sample.start.code}`;
-    // The original typed the start code into the agent's bash shell, whatever its language.
-    const result = await runScript(runtime, containerId, { language: "bash", code }, [], 30);
-    if (result.exitCode !== 0) throw new SampleSetupError(`start program of os sample ${sample.index} failed (exit ${result.exitCode})`);
+    // Typed into the agent's shell whatever its language (as the original); its output is not the agent's.
+    const result = await runtime.shell(
+      containerId,
+      `{\n${sample.start.code}\n} </dev/null >/dev/null 2>&1`,
+      { timeoutSeconds: 30 },
+    );
+    if (result.timedOut)
+      throw new SampleSetupError(
+        `start program of os sample ${sample.index} did not return within 30 s`,
+      );
   }
 }
 
@@ -350,19 +469,28 @@ const COMPILE_AND_RUN = `printf '%s' "$1" > /tmp/main.cpp && "$2" -x "$3" -o /tm
  * Runs a script non-interactively, as the original: `bash -c code -- args`, `python3 -c code
  * args`, or (C, C++) compiled to /tmp/a.out and run with the args.
  */
-function runScript(runtime: DockerRuntime, containerId: string, script: Script, args: string[], timeoutSeconds = 60): Promise<ExecResult> {
+function runScript(
+  runtime: DockerRuntime,
+  containerId: string,
+  script: Script,
+  args: string[],
+  workingFolder: string,
+  timeoutSeconds = 60,
+): Promise<ExecResult> {
   let command: string[];
   if (script.language === "python") command = ["python3", "-c", script.code, ...args];
   else if (script.language === "c" || script.language === "c++") {
     const [compiler, language] = script.language === "c" ? ["gcc", "c"] : ["g++", "c++"];
     command = ["bash", "-c", COMPILE_AND_RUN, "--", script.code, compiler, language, ...args];
   } else command = ["bash", "-c", script.code, ...(args.length ? ["--", ...args] : [])];
-  return runtime.exec(containerId, command, { timeoutSeconds, workingDir: OS_WORKING_FOLDER });
+  return runtime.exec(containerId, command, { timeoutSeconds, workingDir: workingFolder });
 }
 
 export class OsSession extends FunctionCallSession {
   /** The trimmed lines of every command output the agent saw (after truncation). */
   private readonly seenLines = new Set<string>();
+  /** Set when the container ended on its own (the agent's commands ended it): the next call ends the episode as a failure. */
+  sandboxEnded: string | undefined;
 
   constructor(
     private readonly family: OsTaskFamily,
@@ -370,35 +498,67 @@ export class OsSession extends FunctionCallSession {
     readonly containerId: string,
     private readonly commandSeconds: number,
     private readonly releaseSlot: () => void,
+    private readonly workingFolder: string,
   ) {
     super(openingOf(sample), { maxTurns: OS_MAX_TURNS, maxOutputChars: 800 });
   }
 
   protected async callTool(name: string, args: Record<string, unknown>): Promise<ToolReply> {
+    try {
+      return await this.callToolInSandbox(name, args);
+    } catch (error) {
+      if (!(error instanceof SandboxEndedError)) throw error;
+      // The agent's own commands ended its container (killed every process, exhausted its
+      // memory): the agent's failure, with the failure reward — not an infrastructure fault.
+      this.sandboxEnded ??= error.message;
+      return this.sandboxEndedReply();
+    }
+  }
+
+  private sandboxEndedReply(): ToolReply {
+    return {
+      content: `The OS stopped: ${this.sandboxEnded}. The task has ended.`,
+      outcome: { reward: 0, status: "completed", metrics: { score: 0, sandboxEnded: 1 } },
+    };
+  }
+
+  private async callToolInSandbox(name: string, args: Record<string, unknown>): Promise<ToolReply> {
+    if (this.sandboxEnded !== undefined) return this.sandboxEndedReply();
     if (name === "bash_action") return { content: await this.bash(String(args.script)) };
     const answer = name === "answer_action" ? String(args.answer) : null;
-    const correct = await gradeOs(this.family.runtime, this.containerId, this.sample, answer);
+    const correct = await gradeOs(
+      this.family.runtime,
+      this.containerId,
+      this.sample,
+      answer,
+      this.workingFolder,
+    );
     // answerFromOutput: 1 when the answer is a whole line some command printed (what the
     // agent saw), 0 when it is not (a guess, or a value composed from the outputs). It
     // tells a read answer from a guess that happens to be right (a constant `3` scores 22 %).
     const metrics: Record<string, number> = { score: correct ? 1 : 0 };
-    if (answer !== null) metrics.answerFromOutput = answer.trim() !== "" && this.seenLines.has(answer.trim()) ? 1 : 0;
+    if (answer !== null)
+      metrics.answerFromOutput = answer.trim() !== "" && this.seenLines.has(answer.trim()) ? 1 : 0;
     return {
-      content: name === "answer_action" ? "Your answer has been recorded." : "The task has been marked as finished.",
+      content:
+        name === "answer_action"
+          ? "Your answer has been recorded."
+          : "The task has been marked as finished.",
       outcome: { reward: correct ? 1 : 0, status: "completed", metrics },
     };
   }
 
   private async bash(script: string): Promise<string> {
-    const result = await this.family.runtime.exec(this.containerId, ["bash", "--login", "-c", SHELL_WRAPPER, "bash", script], {
+    const result = await this.family.runtime.shell(this.containerId, script, {
       timeoutSeconds: this.commandSeconds,
-      workingDir: OS_WORKING_FOLDER,
       maxOutputChars: 16_384,
     });
     let output = result.output.replace(/\r\n/g, "\n");
-    if (result.timedOut) output += `\n[the command was stopped after ${this.commandSeconds} seconds]`;
+    if (result.timedOut)
+      output += `\n[the command was stopped after ${this.commandSeconds} seconds]`;
     output = output.length > 0 ? output : "The output of the OS is empty.";
-    for (const line of truncateOutput(output, this.limits.maxOutputChars).split("\n")) this.seenLines.add(line.trim());
+    for (const line of truncateOutput(output, this.limits.maxOutputChars).split("\n"))
+      this.seenLines.add(line.trim());
     return output;
   }
 
@@ -414,13 +574,22 @@ export class OsSession extends FunctionCallSession {
 function openingOf(sample: OsSample): StartResult {
   const messages: Message[] = [
     { role: "system", content: OS_SYSTEM_PROMPT },
-    { role: "user", content: `Now, I will start a new problem in a new OS. My problem is:\n\n${sample.description}` },
+    {
+      role: "user",
+      content: `Now, I will start a new problem in a new OS. My problem is:\n\n${sample.description}`,
+    },
   ];
   return { messages, tools: OS_TOOLS };
 }
 
 /** Grades an answer (`null` for finish) as the original: match, or check scripts in the container. */
-export async function gradeOs(runtime: DockerRuntime, containerId: string, sample: OsSample, answer: string | null): Promise<boolean> {
+export async function gradeOs(
+  runtime: DockerRuntime,
+  containerId: string,
+  sample: OsSample,
+  answer: string | null,
+  workingFolder = "/",
+): Promise<boolean> {
   if (sample.match) {
     if (answer === null) return false;
     const given = sample.match.strip ? answer.trim() : answer;
@@ -430,7 +599,13 @@ export async function gradeOs(runtime: DockerRuntime, containerId: string, sampl
   }
   const params = [answer === null ? "None" : answer];
   for (const script of sample.check ?? []) {
-    const result = await runScript(runtime, containerId, script ?? sample.example!, params);
+    const result = await runScript(
+      runtime,
+      containerId,
+      script ?? sample.example!,
+      params,
+      workingFolder,
+    );
     if (result.exitCode !== 0) return false;
     params.push(result.output);
   }
@@ -438,7 +613,13 @@ export async function gradeOs(runtime: DockerRuntime, containerId: string, sampl
 }
 
 function toolCall(name: string, args: Record<string, unknown>, turn: number): AssistantMessage {
-  return { role: "assistant", content: null, tool_calls: [{ id: `call_${turn}`, type: "function", function: { name, arguments: JSON.stringify(args) } }] };
+  return {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      { id: `call_${turn}`, type: "function", function: { name, arguments: JSON.stringify(args) } },
+    ],
+  };
 }
 
 /** The text of the last tool message (the output of the previous call). */
@@ -466,10 +647,15 @@ export class OsExpert implements Expert {
     const turn = assistantTurns(history);
     const { sample } = this;
     if (sample.match) return toolCall("answer_action", { answer: sample.match.answer ?? "" }, turn);
-    if (turn === 0 && sample.example) return toolCall("bash_action", { script: sample.example.code }, turn);
+    if (turn === 0 && sample.example)
+      return toolCall("bash_action", { script: sample.example.code }, turn);
     if (answersExample(sample)) {
       const output = lastToolOutput(history);
-      return toolCall("answer_action", { answer: output === "The output of the OS is empty." ? "" : output.trim() }, turn);
+      return toolCall(
+        "answer_action",
+        { answer: output === "The output of the OS is empty." ? "" : output.trim() },
+        turn,
+      );
     }
     return toolCall("finish_action", { thought: "The example solution has been applied." }, turn);
   }
@@ -481,7 +667,8 @@ export class OsWrongExpert implements Expert {
 
   act(history: Message[]): AssistantMessage {
     const turn = assistantTurns(history);
-    if (this.sample.match || answersExample(this.sample)) return toolCall("answer_action", { answer: "-424242 agentrl-wrong-answer" }, turn);
+    if (this.sample.match || answersExample(this.sample))
+      return toolCall("answer_action", { answer: "-424242 agentrl-wrong-answer" }, turn);
     return toolCall("finish_action", { thought: "Finishing without doing the task." }, turn);
   }
 }

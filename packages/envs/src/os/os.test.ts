@@ -12,7 +12,14 @@ import { hasAgentBenchData } from "../docker/agentbench.js";
 import { isDockerAvailable, RUN_LABEL } from "../docker/runtime.js";
 import { IMAGES, imageHash } from "../docker/images.js";
 import type { AssistantMessage, InteractResult, Message } from "../types.js";
-import { createTaskFamily, isHeldOut, loadOsSamples, osDifficulty, type OsSession, type OsTaskFamily } from "./index.js";
+import {
+  createTaskFamily,
+  isHeldOut,
+  loadOsSamples,
+  osDifficulty,
+  type OsSession,
+  type OsTaskFamily,
+} from "./index.js";
 
 const docker = new Docker();
 const data = hasAgentBenchData("os_interaction");
@@ -20,43 +27,67 @@ const engine = await isDockerAvailable(docker);
 const image = engine ? await imageHash(docker, IMAGES.os.tag) : undefined;
 const dockerSkip = !data
   ? "no AgentBench data in ../shared/data/agentbench (see docs/tasks.md)"
-  : !engine ? "no Docker engine answers (bash scripts/start-dockerd.sh)" : image === undefined ? "image agentrl/os missing (agentrl env build)" : false;
+  : !engine
+    ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
+    : image === undefined
+      ? "image agentrl/os missing (agentrl env build)"
+      : false;
 
 function call(name: string, args: Record<string, unknown>): AssistantMessage {
-  return { role: "assistant", content: null, tool_calls: [{ id: `c_${name}`, type: "function", function: { name, arguments: JSON.stringify(args) } }] };
+  return {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      { id: `c_${name}`, type: "function", function: { name, arguments: JSON.stringify(args) } },
+    ],
+  };
 }
 
 /** The text of a reply message; fails the test when the message has none. */
 function text(message: Message): string {
-  assert.ok(message.content !== null, `expected a message with text, got ${JSON.stringify(message)}`);
+  assert.ok(
+    message.content !== null,
+    `expected a message with text, got ${JSON.stringify(message)}`,
+  );
   return message.content;
 }
 
-describe("OS data", { skip: data ? false : "no AgentBench data in ../shared/data/agentbench" }, () => {
-  test("splits, scripts and difficulty levels load from the AgentBench files", () => {
-    const original = loadOsSamples(undefined, false);
-    assert.equal(original.filter((sample) => sample.split === "train").length, 1000);
-    assert.equal(original.filter((sample) => sample.split === "test").length, 26);
-    const samples = loadOsSamples();
-    const train = samples.filter((sample) => sample.split === "train");
-    const testSplit = samples.filter((sample) => sample.split === "test");
-    assert.equal(train.length, 600, "two in five training.json samples are held out");
-    assert.equal(testSplit.length, 26 + 400);
-    assert.ok(train.every((sample) => !isHeldOut(sample.index)) && testSplit.every((sample) => sample.index >= 1000 || isHeldOut(sample.index)));
-    assert.deepEqual(testSplit.slice(0, 26).map((sample) => sample.index), Array.from({ length: 26 }, (_, j) => 1000 + j), "dev.json comes first in the test split");
-    const atZero = testSplit.filter((sample) => osDifficulty(sample) === 0).length;
-    assert.ok(atZero >= 200, `at least 200 test samples at difficulty 0, got ${atZero}`);
-    assert.ok(samples.every((sample) => sample.match || sample.check));
-    const levels = new Set(samples.map(osDifficulty));
-    assert.deepEqual([...levels].sort(), [0, 1, 2]);
-    const devCheck = testSplit.find((sample) => sample.check && !sample.check.includes(null));
-    assert.match(devCheck!.check![0]!.code, /calc/, "check scripts are read from scripts/dev");
-  });
+describe(
+  "OS data",
+  { skip: data ? false : "no AgentBench data in ../shared/data/agentbench" },
+  () => {
+    test("splits, scripts and difficulty levels load from the AgentBench files", () => {
+      const original = loadOsSamples(undefined, false);
+      assert.equal(original.filter((sample) => sample.split === "train").length, 1000);
+      assert.equal(original.filter((sample) => sample.split === "test").length, 26);
+      const samples = loadOsSamples();
+      const train = samples.filter((sample) => sample.split === "train");
+      const testSplit = samples.filter((sample) => sample.split === "test");
+      assert.equal(train.length, 600, "two in five training.json samples are held out");
+      assert.equal(testSplit.length, 26 + 400);
+      assert.ok(
+        train.every((sample) => !isHeldOut(sample.index)) &&
+          testSplit.every((sample) => sample.index >= 1000 || isHeldOut(sample.index)),
+      );
+      assert.deepEqual(
+        testSplit.slice(0, 26).map((sample) => sample.index),
+        Array.from({ length: 26 }, (_, j) => 1000 + j),
+        "dev.json comes first in the test split",
+      );
+      const atZero = testSplit.filter((sample) => osDifficulty(sample) === 0).length;
+      assert.ok(atZero >= 200, `at least 200 test samples at difficulty 0, got ${atZero}`);
+      assert.ok(samples.every((sample) => sample.match || sample.check));
+      const levels = new Set(samples.map(osDifficulty));
+      assert.deepEqual([...levels].sort(), [0, 1, 2]);
+      const devCheck = testSplit.find((sample) => sample.check && !sample.check.includes(null));
+      assert.match(devCheck!.check![0]!.code, /calc/, "check scripts are read from scripts/dev");
+    });
 
-  test("a missing data folder is a clear error that says where the data comes from", () => {
-    assert.throws(() => loadOsSamples("/nonexistent/agentbench"), /THUDM\/AgentBench/);
-  });
-});
+    test("a missing data folder is a clear error that says where the data comes from", () => {
+      assert.throws(() => loadOsSamples("/nonexistent/agentbench"), /THUDM\/AgentBench/);
+    });
+  },
+);
 
 describe("OS family on Docker", { skip: dockerSkip }, () => {
   let family: OsTaskFamily;
@@ -70,17 +101,30 @@ describe("OS family on Docker", { skip: dockerSkip }, () => {
   test("a full session: tools, a stateful shell, output truncation, answer graded by the check scripts", async () => {
     const index = family.indicesAt("train", 0)[0];
     const session = await family.startSession(index);
-    assert.deepEqual(session.start.tools.map((tool) => tool.function.name), ["bash_action", "finish_action", "answer_action"]);
+    assert.deepEqual(
+      session.start.tools.map((tool) => tool.function.name),
+      ["bash_action", "finish_action", "answer_action"],
+    );
     assert.match(String(session.start.messages[1].content), /My problem is/);
-    let reply = await session.interact(call("bash_action", { script: "mkdir -p /tmp/work && cd /tmp/work && value=42" }));
+    let reply = await session.interact(
+      call("bash_action", { script: "mkdir -p /tmp/work && cd /tmp/work && value=42" }),
+    );
     assert.equal(reply.finish, false);
     assert.equal(reply.messages[0].content, "The output of the OS is empty.");
-    reply = await session.interact(call("bash_action", { script: "echo \"$PWD $value\"" }));
-    assert.equal(text(reply.messages[0]).trim(), "/tmp/work 42", "cwd and variables survive between turns");
+    reply = await session.interact(call("bash_action", { script: 'echo "$PWD $value"' }));
+    assert.equal(
+      text(reply.messages[0]).trim(),
+      "/tmp/work 42",
+      "cwd and variables survive between turns",
+    );
     reply = await session.interact(call("bash_action", { script: "seq 1 2000" }));
     assert.match(text(reply.messages[0]), /\[truncated because the output is too long\]$/);
-    reply = await session.interact(call("bash_action", { script: family.sample(index).example!.code }));
-    reply = await session.interact(call("answer_action", { answer: text(reply.messages[0]).trim() }));
+    reply = await session.interact(
+      call("bash_action", { script: family.sample(index).example!.code }),
+    );
+    reply = await session.interact(
+      call("answer_action", { answer: text(reply.messages[0]).trim() }),
+    );
     assert.equal(reply.finish, true);
     assert.equal(reply.status, "completed");
     assert.equal(reply.reward, 1);
@@ -89,7 +133,12 @@ describe("OS family on Docker", { skip: dockerSkip }, () => {
 
   test("answerFromOutput: 1 for an answer that is a whole line the agent saw, 0 for a guess or a line cut by the truncation", async () => {
     const index = family.indicesAt("train", 0)[0];
-    const cases: [string, number][] = [[" 5 ", 1], ["1999", 0], ["4242", 0], ["", 0]];
+    const cases: [string, number][] = [
+      [" 5 ", 1],
+      ["1999", 0],
+      ["4242", 0],
+      ["", 0],
+    ];
     for (const [answer, expected] of cases) {
       const session = await family.startSession(index);
       await session.interact(call("bash_action", { script: "seq 1 2000" }));
@@ -105,7 +154,8 @@ describe("OS family on Docker", { skip: dockerSkip }, () => {
   test("the turn limit is 8", async () => {
     const session = await family.startSession(family.indices("train")[1]);
     let reply: InteractResult | undefined;
-    for (let turn = 0; turn < 8; turn += 1) reply = await session.interact(call("bash_action", { script: "true" }));
+    for (let turn = 0; turn < 8; turn += 1)
+      reply = await session.interact(call("bash_action", { script: "true" }));
     assert.equal(reply!.status, "task limit reached");
     assert.equal(reply!.reward, 0);
   });
@@ -114,7 +164,11 @@ describe("OS family on Docker", { skip: dockerSkip }, () => {
     const indices = family.indices("train").filter((_, position) => position % 100 === 0);
     for (const index of indices) {
       const right = await playEpisode(family, index, family.expert(index));
-      assert.equal(right.reward, 1, `expert on sample ${index}: ${JSON.stringify(right.messages.slice(-2))}`);
+      assert.equal(
+        right.reward,
+        1,
+        `expert on sample ${index}: ${JSON.stringify(right.messages.slice(-2))}`,
+      );
       const wrong = await playEpisode(family, index, family.wrongExpert(index));
       assert.equal(wrong.reward, 0, `wrong answer on sample ${index}`);
     }
@@ -125,33 +179,45 @@ describe("OS family on Docker", { skip: dockerSkip }, () => {
     const session = (await family.startSession(family.indices("train")[2])) as OsSession;
     assert.equal(family.activeSessions, before + 1);
     await docker.getContainer(session.containerId).kill();
-    for (let wait = 0; wait < 50 && !session.finished; wait += 1) await new Promise((resolve) => setTimeout(resolve, 100));
+    for (let wait = 0; wait < 50 && !session.finished; wait += 1)
+      await new Promise((resolve) => setTimeout(resolve, 100));
     const reply = await session.interact(call("bash_action", { script: "echo hi" }));
     assert.equal(reply.status, "task error");
     assert.equal(reply.finish, true);
-    for (let wait = 0; wait < 100 && family.activeSessions !== before; wait += 1) await new Promise((resolve) => setTimeout(resolve, 100));
+    for (let wait = 0; wait < 100 && family.activeSessions !== before; wait += 1)
+      await new Promise((resolve) => setTimeout(resolve, 100));
     assert.equal(family.activeSessions, before, "the slot is free once the container is removed");
     assert.equal(await family.runtime.isRunning(session.containerId), false);
   });
 
-  test("a sample whose init script fails gives a finished session with task error", async () => {
-    const broken = { ...family.sample(0), index: 0, init: [{ language: "bash" as const, code: "exit 7" }] };
+  test("an init script that fails does not end the sample (AgentBench ignores init exit codes); one that hangs is a task error", async () => {
+    const broken = {
+      ...family.sample(0),
+      index: 0,
+      init: [{ language: "bash" as const, code: "echo partial > /root/partial; exit 7" }],
+    };
     const brokenFamily = await createTaskFamily({ runtime: family.runtime, samples: [broken] });
     const session = await brokenFamily.startSession(0);
-    const reply = await session.interact(call("answer_action", { answer: "1" }));
-    assert.equal(reply.status, "task error");
-    assert.equal(reply.finish, true);
+    const reply = await session.interact(call("bash_action", { script: "cat /root/partial" }));
+    assert.equal(reply.finish, false);
+    assert.equal(text(reply.messages[0]).trim(), "partial");
+    await session.cancel();
     assert.equal(brokenFamily.activeSessions, 0);
     await brokenFamily.close();
   });
 
   test("50 sessions at once finish and leave no container behind", async () => {
     const indices = family.indices("train").slice(100, 150);
-    const episodes = await Promise.all(indices.map((index) => playEpisode(family, index, family.expert(index))));
+    const episodes = await Promise.all(
+      indices.map((index) => playEpisode(family, index, family.expert(index))),
+    );
     assert.equal(episodes.length, 50);
     assert.ok(episodes.filter((episode) => episode.reward === 1).length >= 48);
     await family.close();
-    const left = await docker.listContainers({ all: true, filters: { label: [`${RUN_LABEL}=${family.runtime.runId}`] } });
+    const left = await docker.listContainers({
+      all: true,
+      filters: { label: [`${RUN_LABEL}=${family.runtime.runId}`] },
+    });
     assert.deepEqual(left, []);
     family = await createTaskFamily({});
   });
