@@ -23,7 +23,7 @@ import { Policy, QWEN25_CHAT_TEMPLATE, Tokenizer, presetConfig, renderChatTempla
 import { POLICY_CODES, NO_VERSION, type TrajectoryGroup } from "@agentrl/rollout";
 import { TrainingOptionsError, prepareBatch, runTraining, type StepRecord, type TrainingRunOptions } from "@agentrl/trainer";
 import { startModelServer, type RunningModelServer } from "@agentrl/rollout";
-import { resolveTrainConfig } from "../packages/trainer/src/run/experiment.js";
+import { resolveTrainConfig } from "../packages/trainer/src/run/experiment/index.js";
 import { ConfigError } from "../packages/trainer/src/run/config.js";
 
 await setBackend("cpu", { log: null });

@@ -77,7 +77,7 @@ export {
   type OpenedTasks, openTasks, type Printer, type ResolveConfigOptions, resolveTrainConfig,
   runExperiment, setAsideEarlierRun, SHIPPED_WARM_START, successTable, warmStartPhase, type SuccessColumn,
   type WarmStartPhaseOptions, writePlots
-} from "./run/experiment.js";
+} from "./run/experiment/index.js";
 export {
   recordStep, type RecordedEpisode, type RecordedToken, type RecordedTurn,
   ROTATED_TRAJECTORY_FILE, TRAJECTORY_FILE, TrajectoryLog, type TrajectoryLogOptions,

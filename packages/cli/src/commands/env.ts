@@ -27,13 +27,10 @@ import {
   type Split,
   type TaskFamilyOptions,
 } from "@agentrl/envs";
+import type { FamilyFactory, Printer } from "@agentrl/trainer";
 import { registerEnvBuildCommand } from "./env-build.js";
 
-/** Creates a task family by name (the registry's `createTaskFamily` unless a test swaps it). */
-export type FamilyFactory = (name: string, options: TaskFamilyOptions) => Promise<CurriculumTaskFamily>;
-
-/** Where a command prints (stdout by default). */
-export type Printer = (line: string) => void;
+export type { FamilyFactory, Printer };
 
 const print: Printer = (line) => console.log(line);
 

@@ -1,7 +1,7 @@
 /**
  * `agentrl train [--config FILE] [--set k=v ...] [--resume] [--run-dir DIR]`: the main job,
  * and `agentrl ablation`. The run itself is `runExperiment` of @agentrl/trainer (phases,
- * evaluation memos, run folder: see packages/trainer/src/run/experiment.ts); this file parses
+ * evaluation memos, run folder: see packages/trainer/src/run/experiment/); this file parses
  * the flags, draws the progress bars and stops on SIGINT/SIGTERM.
  */
 import { existsSync } from "node:fs";

@@ -2,7 +2,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { Controller, TaskWorker, createTaskFamily, type Message } from "@agentrl/envs";
 import { ConfigError, TrainConfigSchema } from "./config.js";
-import { openTasks } from "./experiment.js";
+import { openTasks } from "./experiment/index.js";
 
 test("openTasks: a mixed run, KG in-process and ALFWorld through a controller (its instances at the configured difficulties, episodes routed there)", async () => {
   const served = await createTaskFamily("alfworld", { seed: 0 });

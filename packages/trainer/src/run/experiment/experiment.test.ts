@@ -3,16 +3,16 @@ import assert from "node:assert/strict";
 import { InProcessEnvironmentClient, isDockerAvailable, type CurriculumTaskFamily, type EnvironmentClient } from "@agentrl/envs";
 import { initBackend, setBackend } from "@agentrl/policy";
 import { FaultInjectingClient } from "@agentrl/rollout";
-import { makeSayModel, sayFamily } from "../rl/fixtures/say-run.js";
-import type { TaskEvaluation } from "./evaluate.js";
+import { makeSayModel, sayFamily } from "../../rl/fixtures/say-run.js";
+import type { TaskEvaluation } from "../evaluate.js";
 import { existsSync } from "node:fs";
-import { defaultConfig, validateConfig } from "./config.js";
-import { DOCKER_FAMILIES } from "./warmstart/index.js";
-import { DEFAULT_GRPO } from "../rl/grpo.js";
+import { defaultConfig, validateConfig } from "../config.js";
+import { DOCKER_FAMILIES } from "../warmstart/index.js";
+import { DEFAULT_GRPO } from "../../rl/grpo.js";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SHIPPED_WARM_START, evaluateCached, evaluationKey, openTasks, setAsideEarlierRun, successTable, trainingSettings } from "./experiment.js";
+import { SHIPPED_WARM_START, evaluateCached, evaluationKey, openTasks, setAsideEarlierRun, successTable, trainingSettings } from "./index.js";
 
 /** A family whose index encodes (difficulty, split, k): difficulty × 100 + (test ? 50 : 0) + k. */
 function fakeFamily(name: string): CurriculumTaskFamily {

@@ -1,0 +1,38 @@
+/** What `runExperiment` takes and returns, and the two callbacks every phase shares (where lines go, how a family is made). */
+import type { CurriculumTaskFamily, TaskFamilyOptions } from "@agentrl/envs";
+import type { TaskEvaluation } from "../evaluate.js";
+import type { TrainConfig } from "../config.js";
+import type { ProgressFactory } from "../progress.js";
+
+/** Where the run prints its lines. */
+export type Printer = (line: string) => void;
+
+/** Creates a task family by name (the registry's unless a test swaps it). */
+export type FamilyFactory = (name: string, options: TaskFamilyOptions) => Promise<CurriculumTaskFamily>;
+
+/** A shipped, already warm-started model (relative to the working directory): used as the warm checkpoint when present. */
+export const SHIPPED_WARM_START = "models/warmstart";
+
+export interface ExperimentOptions {
+  /** The configuration; default: the embedded default run (`defaultConfig()`). Use `loadConfig` / `resolveTrainConfig` for YAML and overrides. */
+  config?: TrainConfig;
+  /** Where lines go. Default `console.log`. */
+  print?: Printer;
+  createFamily?: FamilyFactory;
+  /** Aborting stops after the current RL step, with a checkpoint. */
+  signal?: AbortSignal;
+  /** Progress bars of the phases (see ./progress.ts). Default none. */
+  createProgress?: ProgressFactory;
+  /** The warm start's own progress bar (see `WarmStartOptions.progress`). Default true. */
+  bars?: boolean;
+}
+
+/** Test success per task at the three points of the run (undefined when not measured). */
+export interface ExperimentResult {
+  runDirectory: string;
+  finalModel: string | undefined;
+  steps: number;
+  tables: { before?: Record<string, TaskEvaluation>; warmStart?: Record<string, TaskEvaluation>; final?: Record<string, TaskEvaluation> };
+  /** The same test instances at the rollout temperature (`evaluation.sampled`), when the main tables are greedy. */
+  sampledTables?: { warmStart?: Record<string, TaskEvaluation>; final?: Record<string, TaskEvaluation> };
+}
