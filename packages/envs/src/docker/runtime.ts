@@ -346,6 +346,20 @@ export class DockerRuntime {
     return container.id;
   }
 
+  /**
+   * Bytes the engine counts in a new container's layer before it writes anything: btrfs
+   * limits a container's subvolume by all it references, the image's files included, so the
+   * image's size is added to the budget; overlay2 (xfs project quotas) counts the upper layer
+   * alone (0).
+   */
+  private async layerBase(image: string): Promise<number> {
+    this.driver ??= this.docker.info().then((info: { Driver?: string }) => info.Driver ?? "");
+    if ((await this.driver) !== "btrfs") return 0;
+    return (await this.docker.getImage(image).inspect()).Size;
+  }
+
+  private driver: Promise<string> | undefined;
+
   /** Whether a container of `image` with `limit` gets a capped writable layer (a writable root), not the read-only root. */
   async writableRoot(image: string, limit: DiskLimit): Promise<boolean> {
     if ((limit.mode ?? "auto") === "read-only-root") return false;
@@ -369,7 +383,10 @@ export class DockerRuntime {
     if (mode !== "read-only-root") {
       this.layerLimits ??= supportsLayerLimit(this.docker, image, this.labels());
       if (await this.layerLimits)
-        return { readOnlyRoot: false, storageOpt: { size: String(limit.bytes) } };
+        return {
+          readOnlyRoot: false,
+          storageOpt: { size: String(limit.bytes + (await this.layerBase(image))) },
+        };
       if (mode === "writable-layer") {
         throw new ContainerError(
           "this Docker engine cannot limit a container's writable layer (--storage-opt size needs overlay2 on xfs with pquota); use the read-only-root disk limit",
@@ -427,16 +444,14 @@ export class DockerRuntime {
       return { exitCode: reply.exitCode, output: reply.output };
     }
     try {
-      const exec = await this.docker
-        .getContainer(id)
-        .exec({
-          Cmd: ["timeout", "60", ...command],
-          AttachStdin: true,
-          AttachStdout: true,
-          AttachStderr: true,
-          Tty: false,
-          User: "root",
-        });
+      const exec = await this.docker.getContainer(id).exec({
+        Cmd: ["timeout", "60", ...command],
+        AttachStdin: true,
+        AttachStdout: true,
+        AttachStderr: true,
+        Tty: false,
+        User: "root",
+      });
       const stream = await exec.start({ hijack: true, stdin: true });
       const collected = collectOutput(
         this.docker,
