@@ -40,6 +40,9 @@ test("complete groups round-trip through encodeRolloutState / decodeRolloutState
   const bytes = encodeRolloutState(state);
   const decoded = decodeRolloutState(bytes);
   assert.deepEqual(decoded, state);
+  // As read from a file: a Node Buffer, which may be a view into a larger pool.
+  const pooled = Buffer.concat([Buffer.alloc(24, 7), Buffer.from(bytes)]).subarray(24);
+  assert.deepEqual(decodeRolloutState(pooled), state);
   const [original, copy] = [groups[1].trajectories[1], decoded.groups[1].trajectories[1]];
   assert.ok(copy.logprobs instanceof Float32Array && copy.tokens instanceof Int32Array && copy.lossMask instanceof Uint8Array && copy.policyIds instanceof Int8Array);
   assert.deepEqual(Buffer.from(copy.logprobs.buffer), Buffer.from(original.logprobs.buffer.slice(original.logprobs.byteOffset, original.logprobs.byteOffset + original.logprobs.byteLength)));

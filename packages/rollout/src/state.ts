@@ -93,8 +93,11 @@ export function decodeRolloutState(bytes: Uint8Array): RolloutState {
         if (!type) throw new RolloutStateError(`unknown array kind ${String(kind)}`);
         const byteLength = length * type.BYTES_PER_ELEMENT;
         if (start + offset + byteLength > bytes.byteLength) throw new RolloutStateError(`the rollout state is truncated (an array ends at ${start + offset + byteLength} of ${bytes.byteLength} bytes)`);
-        // A copy: the arrays own their memory, aligned, apart from the file's buffer.
-        return new type(bytes.slice(start + offset, start + offset + byteLength).buffer);
+        // A copy: the arrays own their memory, aligned, apart from the file's buffer (a Node
+        // Buffer's slice would share its pool).
+        const copy = new ArrayBuffer(byteLength);
+        new Uint8Array(copy).set(bytes.subarray(start + offset, start + offset + byteLength));
+        return new type(copy);
       }
       if (value && typeof value === "object" && "$number" in value) return Number((value as { $number: string }).$number);
       return value;

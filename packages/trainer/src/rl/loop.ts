@@ -9,6 +9,12 @@
  *   the baseline async must beat. Every random stream of a step is seeded from
  *   (seed, step), so a resumed sync run continues exactly as an uninterrupted one.
  *
+ * An async checkpoint also saves the rollout (`rollout.bin`, see @agentrl/rollout's state.ts):
+ * the complete groups waiting in the buffer, whole, and the task instances still in flight. A
+ * resume puts the groups back into the buffer before anything else (they are trained first,
+ * under the same staleness rules) and plays the in-flight instances again first, once each;
+ * the first step's metrics say how many (`resume/restored_groups`, `resume/resampled_groups`).
+ *
  * Cross-policy sampling: a second engine holds a stale copy of the policy, refreshed every
  * `refreshEvery` steps; each turn is drawn from it with probability `staleProbability`.
  * Optionally an external model behind an OpenAI-compatible API takes each turn with its own
@@ -34,9 +40,13 @@ import {
   type MetricsSnapshot,
   type TaskMixEntry,
   type TrajectoryGroup,
+  type InFlightGroup,
+  decodeRolloutState,
+  encodeRolloutState,
 } from "@agentrl/rollout";
 import type { EnvironmentClient } from "@agentrl/envs";
-import { latestCheckpoint, trimMetrics, writeCheckpoint, writeJson } from "./checkpoint.js";
+import { latestCheckpoint, trimMetrics, writeCheckpoint, writeFileDurably, writeJson } from "./checkpoint.js";
+import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { openLearner, type LearnerHandle } from "./threads/learner-thread.js";
 import { availableGradientThreads, type LearnerSettings } from "./learner.js";
@@ -165,6 +175,9 @@ export function stepSeed(seed: number, step: number, stream: number): number {
   }
   return h;
 }
+
+/** The rollout state of an async checkpoint (buffered groups and groups in flight), in the checkpoint's folder. */
+export const ROLLOUT_STATE_FILE = "rollout.bin";
 
 /** Staleness buckets of `staleness_tokens/*`: trained tokens generated 0, 1, 2, or 3 and more versions before the weights they are trained at. */
 const STALENESS_BUCKETS = ["0", "1", "2", "3_or_more"] as const;
@@ -400,6 +413,13 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   buffer.setPolicyVersion(current.version);
   // Which recent groups of each task were informative: kept across the per-step schedulers of sync mode.
   const informativeHistory = new Map<string, boolean[]>(Object.entries(state.informativeHistory ?? {}));
+  // Async resume: the groups the checkpoint's buffer held go back first; its groups in flight are played again first.
+  const rolloutFile = resumeFrom ? join(resumeFrom.folder, ROLLOUT_STATE_FILE) : undefined;
+  const restored = options.mode === "async" && rolloutFile && existsSync(rolloutFile) ? decodeRolloutState(await readFile(rolloutFile)) : undefined;
+  for (const group of restored?.groups ?? []) buffer.put(group);
+  const restoredIds = new Set(restored?.groups.map((group) => group.groupId));
+  const replay: InFlightGroup[] = restored?.inFlight ?? [];
+  if (restored) options.log?.(`resumed at step ${state.step}: ${restored.groups.length} buffered group(s) restored (trained first), ${replay.length} in-flight group(s) played again`);
 
   const makeSampling = (step: number) => {
     const engineOptions = {
@@ -432,6 +452,8 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       uninformativeWeight: options.rollout.uninformativeWeight ?? 1,
       informativeHistory,
       ...(options.mode === "sync" ? { maxGroups: options.batchGroups } : {}),
+      // Ids stay unique over a resumed run's lifetime; the in-flight instances of the checkpoint go first.
+      ...(restored ? { replay, groupIdPrefix: `s${step}.` } : {}),
     });
     const close = async () => {
       await scheduler.stop();
@@ -442,13 +464,17 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   };
 
   const saveCheckpoint = async () => {
+    // Taken now, in one tick, with the weights of this step: every group is either waiting, in flight, or not yet drawn.
+    const rollout = options.mode === "async" && sampling ? encodeRolloutState({ groups: buffer.waitingGroups(), inFlight: sampling.scheduler.groupsInProgress() }) : undefined;
     await writeCheckpoint(checkpoints, state.step, async (folder) => {
       await learner.save(folder);
+      if (rollout) await writeFileDurably(join(folder, ROLLOUT_STATE_FILE), rollout);
       if (stale) await stale.save(join(folder, "stale"));
       await writeJson(join(folder, "run.json"), { ...state, informativeHistory: Object.fromEntries(informativeHistory) });
     }, { keep: options.checkpoint.keep });
   };
 
+  const resumedAt = state.step;
   let sampling = options.mode === "async" ? makeSampling(state.step) : undefined;
   void sampling?.scheduler.start();
   let record: StepRecord | undefined;
@@ -505,6 +531,8 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       const { advantages, ...updateMetrics } = update.metrics;
       const metrics: Metrics = {
         ...batchMetrics(drawn ?? groups, version - 1),
+        ...(restored && state.step === resumedAt + 1 ? { "resume/restored_groups": restored.groups.length, "resume/resampled_groups": replay.length } : {}),
+        ...(restoredIds.size > 0 ? { "resume/restored_groups_trained": (drawn ?? groups).filter((group) => restoredIds.has(group.groupId)).length } : {}),
         ...(drawn ? { "rollout/dynamic_sampling_dropped_groups": drawn.length - groups.length } : {}),
         ...Object.fromEntries(Object.entries(updateMetrics).map(([k, v]) => [`train/${k}`, v])),
         ...Object.fromEntries(Object.entries(advantages).flatMap(([task, a]) => [[`advantage_mean/${task}`, a.mean], [`advantage_std/${task}`, a.std]])),
