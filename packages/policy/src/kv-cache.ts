@@ -76,15 +76,18 @@ export class KVSequence {
 
   /**
    * A new sequence holding a copy of this one's cache (e.g. one prompt prefilled once, then
-   * sampled n times). Copies only the used positions.
+   * sampled n times), or of its first `positions` positions only (the cache of a prompt's
+   * beginning: a position's keys and values depend on the tokens up to it alone). Copies only
+   * those positions.
    */
-  fork(): KVSequence {
+  fork(positions = this.tokenCount): KVSequence {
     if (this.disposed) throw new Error("sequence is disposed");
+    if (!Number.isInteger(positions) || positions < 0 || positions > this.tokenCount) throw new RangeError(`fork of ${positions} positions from a sequence of ${this.tokenCount}`);
     const copy = new KVSequence(this.model);
-    if (this.tokenCount > 0) {
-      copy.reserve(this.tokenCount);
-      copyPositions(this.model.config, this.block.offset / 4, this.capacity, copy.block.offset / 4, copy.capacity, this.tokenCount);
-      copy.tokenCount = this.tokenCount;
+    if (positions > 0) {
+      copy.reserve(positions);
+      copyPositions(this.model.config, this.block.offset / 4, this.capacity, copy.block.offset / 4, copy.capacity, positions);
+      copy.tokenCount = positions;
     }
     return copy;
   }

@@ -2,7 +2,7 @@ import { test, describe, before } from "node:test";
 import assert from "node:assert/strict";
 import * as tf from "@tensorflow/tfjs-core";
 import { tokenLogProbs, type Policy } from "@agentrl/policy";
-import { ContextLimitError, InferenceEngine, createPolicyEngine } from "./index.js";
+import { ContextLimitError, InferenceEngine, createPolicyEngine, type GenerationResult } from "./index.js";
 import { ScriptedModel, testPolicy } from "../testing/fixtures.js";
 
 /** Log-probs the training side gives each of `generated` after `prompt` ([generated.length]). */
@@ -86,12 +86,29 @@ describe("InferenceEngine (scripted model)", () => {
     assert.equal(first.prefilledTokens, 20);
     const again = await Promise.all([engine.generate({ promptTokens: prompt, maxNewTokens: 3 }), engine.generate({ promptTokens: [...prompt, 7, 8], maxNewTokens: 3 })]);
     assert.deepEqual(again.map((r) => r.prefilledTokens), [1, 3]);
-    assert.equal(engine.stats().cachedPrefixes, 1);
+    assert.equal(engine.stats().cachedPrefixes, 2, "the opening prompt and the longer one");
     await engine.updateWeights(1, 1);
     assert.equal(engine.stats().cachedPrefixes, 0, "prefixes computed with old weights are dropped");
     const short = await engine.generate({ promptTokens: [1, 2, 3], maxNewTokens: 3 });
     assert.equal(short.prefilledTokens, 3);
     assert.equal(engine.stats().cachedPrefixes, 0, "prompts shorter than minPrefixTokens are not cached");
+  });
+
+  test("prefix cache: a prompt sharing only a beginning with a cached one forks that beginning and prefills the rest", async () => {
+    // Each token depends on everything fed before it, so a wrongly forked cache shows in the output.
+    const sum = (fed: readonly number[]) => (fed.reduce((a, b) => a + b, 0) % 49) + 1;
+    const head = Array.from({ length: 20 }, (_, i) => i + 1);
+    const first = [...head, 30, 31];
+    const second = [...head, 40, 41, 42];
+    const engine = new InferenceEngine(new ScriptedModel(64, sum), { temperature: 0, stopTokenIds: [0], minPrefixTokens: 8 });
+    assert.equal((await engine.generate({ promptTokens: first, maxNewTokens: 5 })).prefilledTokens, 22);
+    const shared = await engine.generate({ promptTokens: second, maxNewTokens: 5 });
+    assert.equal(shared.prefilledTokens, 3, "only the part after the shared 20 tokens");
+    assert.equal(engine.stats().reusedCacheTokens, 20);
+    const fresh = new InferenceEngine(new ScriptedModel(64, sum), { temperature: 0, stopTokenIds: [0], prefixCacheEntries: 0 });
+    assert.deepEqual(shared.tokens, (await fresh.generate({ promptTokens: second, maxNewTokens: 5 })).tokens);
+    // Fewer than minPrefixTokens shared: prefilled whole.
+    assert.equal((await engine.generate({ promptTokens: [1, 2, 3, 9, 9, 9, 9, 9, 9, 9], maxNewTokens: 2 })).prefilledTokens, 10);
   });
 
   test("abort frees the slot and rejects; a prompt that does not fit is a ContextLimitError", async () => {
@@ -131,6 +148,21 @@ describe("InferenceEngine (test-preset policy)", () => {
     assert.deepEqual(batched.map((r) => r.tokens), alone);
     assert.ok(engine.stats().meanBatchSize > 2, `mean batch ${engine.stats().meanBatchSize}`);
     assert.ok(engine.stats().reusedCacheTokens > 0, "some prompts were forked from the prefix cache");
+  });
+
+  test("prompts sharing a beginning: the forked beginning gives the tokens and log-probs of a full prefill", async () => {
+    const [head] = prompts(1, policy.config.vocabSize, 17);
+    const beginning = [...head, ...head, 3, 1, 4, 1, 5, 9, 2, 6].slice(0, 24);
+    const requests = [[...beginning, 5, 6], [...beginning, 7, 8, 9], [...beginning, 11], [...beginning.slice(0, 20), 12, 13]];
+    const fresh = createPolicyEngine(policy, { temperature: 0, stopTokenIds: [], prefixCacheEntries: 0 });
+    const alone: GenerationResult[] = [];
+    for (const prompt of requests) alone.push(await fresh.generate({ promptTokens: prompt, maxNewTokens: 6 }));
+    const engine = createPolicyEngine(policy, { temperature: 0, stopTokenIds: [] });
+    const shared: GenerationResult[] = [];
+    for (const prompt of requests) shared.push(await engine.generate({ promptTokens: prompt, maxNewTokens: 6 }));
+    assert.deepEqual(shared.map((r) => r.tokens), alone.map((r) => r.tokens));
+    shared.forEach((r, i) => r.logprobs.forEach((logprob, j) => assert.ok(Math.abs(logprob - alone[i].logprobs[j]) < 1e-4, `request ${i} token ${j}`)));
+    assert.deepEqual(shared.map((r) => r.prefilledTokens), [26, 3, 1, 2]);
   });
 
   test("the recorded log-prob equals the training-side score within 1e-4 (temperature 0.8)", async () => {

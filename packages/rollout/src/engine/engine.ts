@@ -300,7 +300,8 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
 
   private start(waiting: WaitingRequest, reserved: number): void {
     const { request } = waiting;
-    const { sequence, fed, suffix } = this.sequenceFor(request);
+    const { sequence, fed, suffix, kept } = this.sequenceFor(request);
+    const promptEnd = request.promptTokens.length - 1;
     this.active.push({
       request,
       sequence,
@@ -315,8 +316,8 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
       joined: false,
       feedByDecode: fed.length > 0 && suffix.length <= this.decodeFeedTokens && this.active.filter((other) => other.joined).length >= this.decodeFeedMinBatch,
       feeding: false,
-      // A fresh prompt (nothing reused) long enough is remembered without its last token.
-      cacheAt: this.prefixCacheEntries > 0 && fed.length === 0 && suffix.length - 1 >= this.minPrefixTokens ? suffix.length - 1 : -1,
+      // A prompt not continuing an episode's kept cache, long enough, is remembered without its last token (unless the prefix cache gave all of that).
+      cacheAt: this.prefixCacheEntries > 0 && !kept && promptEnd > fed.length && promptEnd >= this.minPrefixTokens ? promptEnd : -1,
       resolve: waiting.resolve,
       reject: waiting.reject,
     });
@@ -368,7 +369,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
   }
 
   /** A kept cache whose tokens prefix the prompt (prefill only the rest), or a new sequence. */
-  private sequenceFor(request: GenerationRequest): { sequence: Sequence; fed: number[]; suffix: number[] } {
+  private sequenceFor(request: GenerationRequest): { sequence: Sequence; fed: number[]; suffix: number[]; kept: boolean } {
     const key = request.cacheKey;
     const kept = key === undefined ? undefined : this.kept.get(key);
     if (kept && key !== undefined) {
@@ -377,17 +378,17 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
       const reusable = kept.tokens.length < prompt.length && kept.tokens.length === kept.sequence.length && kept.tokens.every((token, i) => token === prompt[i]);
       if (reusable) {
         this.counters.reusedCacheTokens += kept.tokens.length;
-        return { sequence: kept.sequence, fed: kept.tokens, suffix: prompt.slice(kept.tokens.length) };
+        return { sequence: kept.sequence, fed: kept.tokens, suffix: prompt.slice(kept.tokens.length), kept: true };
       }
       kept.sequence.dispose();
     }
     const prompt = request.promptTokens;
-    const prefix = this.prefixCache.longestPrefixOf(prompt);
-    if (prefix && this.model.fork) {
-      this.counters.reusedCacheTokens += prefix.tokens.length;
-      return { sequence: this.model.fork(prefix.sequence), fed: [...prefix.tokens], suffix: prompt.slice(prefix.tokens.length) };
+    const shared = this.prefixCache.longestSharedBeginning(prompt, this.minPrefixTokens);
+    if (shared && this.model.fork) {
+      this.counters.reusedCacheTokens += shared.length;
+      return { sequence: this.model.fork(shared.entry.sequence, shared.length), fed: shared.entry.tokens.slice(0, shared.length), suffix: prompt.slice(shared.length), kept: false };
     }
-    return { sequence: this.model.createSequence(), fed: [], suffix: [...prompt] };
+    return { sequence: this.model.createSequence(), fed: [], suffix: [...prompt], kept: false };
   }
 
   /** Runs one decode step over every active sequence. */
@@ -404,6 +405,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     this.counters.occupancySum += batch.length / this.maxBatchSize;
     batch.forEach((active, i) => {
       active.fed.push(active.nextToken);
+      if (active.fed.length === active.cacheAt) this.prefixCache.remember(active.fed, active.sequence);
       if (active.feeding) {
         this.counters.decodeFedTokens += 1;
         if (active.pending.length > 0) {

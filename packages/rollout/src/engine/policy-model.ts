@@ -16,7 +16,7 @@ export function policyEngineModel(policy: Policy): EngineModel<KVSequence, Polic
   const model = policy.model;
   return {
     createSequence: () => model.createSequence(),
-    fork: (sequence) => sequence.fork(),
+    fork: (sequence, length) => sequence.fork(length),
     prefill: (sequence, tokenIds) => model.prefill(sequence, tokenIds),
     prefillBatch: (sequences, tokenLists) => model.prefillBatch(sequences, tokenLists),
     decodeStep: (sequences, tokenIds) => model.decodeStep(sequences, tokenIds),

@@ -1,8 +1,10 @@
 /**
  * The prefix cache: copies of the caches of prompts the engine has prefilled (all but their
- * last token), so that a later prompt starting with one (the other episodes of a group: the
- * same opening prompt) forks it and prefills only the rest. Least recently used first out;
- * the engine empties it on a weight update (the keys/values came from the old weights).
+ * last token), so that a later prompt sharing a beginning with one forks the cache of that
+ * shared beginning and prefills only the rest: the other episodes of a group share the whole
+ * opening prompt, the other instances of a task its system prompt and tool descriptions.
+ * Least recently used first out; the engine empties it on a weight update (the keys/values
+ * came from the old weights).
  */
 import type { EngineSequence } from "./types.js";
 
@@ -33,14 +35,21 @@ export class PrefixCache<Sequence extends EngineSequence> {
     return total;
   }
 
-  /** The longest entry strictly shorter than `prompt` that starts it, now the most recently used; undefined when none does. */
-  longestPrefixOf(prompt: readonly number[]): CachedTokens<Sequence> | undefined {
-    let best: CachedTokens<Sequence> | undefined;
+  /**
+   * The entry sharing the longest beginning with `prompt` and that beginning's length: at
+   * least `minTokens`, at most all but the prompt's last token (whose logits the prompt needs).
+   * The entry becomes the most recently used; undefined when none shares `minTokens`.
+   */
+  longestSharedBeginning(prompt: readonly number[], minTokens: number): { entry: CachedTokens<Sequence>; length: number } | undefined {
+    let best: { entry: CachedTokens<Sequence>; length: number } | undefined;
+    const limit = prompt.length - 1;
     for (const entry of this.entries) {
-      if (entry.tokens.length >= prompt.length || (best && best.tokens.length >= entry.tokens.length)) continue;
-      if (entry.tokens.every((token, i) => token === prompt[i])) best = entry;
+      const end = Math.min(limit, entry.tokens.length);
+      let length = 0;
+      while (length < end && entry.tokens[length] === prompt[length]) length += 1;
+      if (length >= Math.max(1, minTokens) && (!best || length > best.length)) best = { entry, length };
     }
-    if (best) this.entries = [...this.entries.filter((other) => other !== best), best];
+    if (best) this.entries = [...this.entries.filter((other) => other !== best!.entry), best.entry];
     return best;
   }
 

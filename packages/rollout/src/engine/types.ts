@@ -22,8 +22,8 @@ export interface EngineModel<Sequence extends EngineSequence = EngineSequence, W
   prefill(sequence: Sequence, tokenIds: number[]): Float32Array;
   /** Feeds tokenIds[i] to sequences[i], all in one batch; returns logits per sequence. */
   decodeStep(sequences: Sequence[], tokenIds: number[]): Float32Array[];
-  /** A new sequence holding a copy of this one's cache (prefix caching); optional. */
-  fork?(sequence: Sequence): Sequence;
+  /** A new sequence holding a copy of this one's cache, or of its first `length` tokens (prefix caching); optional. */
+  fork?(sequence: Sequence, length?: number): Sequence;
   /**
    * Appends tokenLists[i] to sequences[i] in one batch (shared matmuls); returns the logits
    * after each list's last token. Optional: without it each request is prefilled alone. Must
@@ -66,10 +66,12 @@ export interface InferenceEngineOptions {
   joinIntervalSteps?: number;
   /**
    * Prompt prefixes kept for reuse (needs `model.fork`): every prompt of at least
-   * `minPrefixTokens` tokens leaves a copy of its cache (all but its last token); a later
-   * prompt that extends one (the other episodes of a group: same opening prompt) forks it
-   * and prefills only the rest. Least recently used first out; dropped on weight updates.
-   * Defaults 32 entries and 16 tokens; 0 entries turns it off.
+   * `minPrefixTokens` tokens (not continuing a kept cache) leaves a copy of its cache (all but
+   * its last token); a later prompt sharing at least `minPrefixTokens` first tokens with one
+   * (the other episodes of a group: the whole opening prompt; other instances of a task: the
+   * system prompt) forks the cache of that shared beginning and prefills only the rest. Least
+   * recently used first out; dropped on weight updates. Defaults 32 entries and 16 tokens; 0
+   * entries turns it off.
    */
   prefixCacheEntries?: number;
   minPrefixTokens?: number;

@@ -207,9 +207,9 @@ export class ScriptedModel implements EngineModel<ScriptedSequence, number> {
     });
   }
 
-  fork(sequence: ScriptedSequence): ScriptedSequence {
+  fork(sequence: ScriptedSequence, length = sequence.fed.length): ScriptedSequence {
     const copy = new ScriptedSequence();
-    copy.fed.push(...sequence.fed);
+    copy.fed.push(...sequence.fed.slice(0, length));
     return copy;
   }
 
