@@ -93,7 +93,14 @@ test("model lora writes a LoRA folder on a base: it loads with the base frozen a
     const policy = await Policy.load(join(directory, "lora"), { trainable: true });
     assert.ok(policy.model.loraEnabled);
     assert.equal(policy.model.trainableVariables().length, 2 * 2 * policy.config.numHiddenLayers);
-    assert.ok(policy.tokenizer, "the tokenizer comes from the base folder");
+    assert.ok(policy.tokenizer, "the tokenizer comes with the base");
+    assert.deepEqual((await readdir(join(directory, "lora"))).sort(), [
+      "adapter_config.json",
+      "config.json",
+      "generation_config.json",
+      "tokenizer.json",
+      "tokenizer_config.json",
+    ]);
     policy.dispose();
     await Policy.releaseSharedBases();
     await assert.rejects(

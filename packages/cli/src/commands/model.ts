@@ -6,7 +6,7 @@
 import { AgentRLError } from "@agentrl/spec";
 import { type Command } from "commander";
 import { numberOption } from "../options.js";
-import { mkdir, open, readFile, readdir, writeFile } from "node:fs/promises";
+import { copyFile, mkdir, open, readFile, readdir, writeFile } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import {
   ADAPTER_CONFIG_FILE,
@@ -158,6 +158,19 @@ export async function initLora(options: InitLoraOptions): Promise<string> {
   };
   await mkdir(options.out, { recursive: true });
   await writeFile(join(options.out, ADAPTER_CONFIG_FILE), JSON.stringify(config, null, 2) + "\n");
+  // the base's configs and tokenizer too, so the folder reads as a model folder everywhere (as PEFT's often do)
+  for (const file of [
+    "config.json",
+    "generation_config.json",
+    "tokenizer.json",
+    "tokenizer_config.json",
+  ]) {
+    await copyFile(join(base, file), join(options.out, file)).catch(
+      (error: NodeJS.ErrnoException) => {
+        if (error.code !== "ENOENT") throw error;
+      },
+    );
+  }
   return join(options.out, ADAPTER_CONFIG_FILE);
 }
 
