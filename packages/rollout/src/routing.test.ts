@@ -47,7 +47,7 @@ async function remoteTask(family: CurriculumTaskFamily) {
   const served = await serveWorker(worker, {
     controllerUrl: url,
     token: controller.token,
-    heartbeatIntervalMs: 60_000,
+    heartbeatIntervalMs: 2_000,
   });
   await served.heartbeat();
   const client = new HttpEnvironmentClient({ url, token: controller.token });
