@@ -1,48 +1,46 @@
 /**
  * @agentrl/trainer: GRPO for multi-turn agents, the training loop, the supervised warm start
  * and the whole experiment of `agentrl train` (`runExperiment`), with its config schema.
- * The public API, by name (a new export of a module is added here on purpose).
+ * The public API, by name (a new export of a module is added here on purpose); the plumbing
+ * that only benches and tests reach for is `@agentrl/trainer/internal` (./internal.ts).
+ * test/exports.test.ts holds a snapshot of both lists.
  */
 export {
   type AdvantageEstimator, advantageStatisticsByTask, DEFAULT_POLICY_LOSS,
-  DEFAULT_POLICY_OBJECTIVE, EPSILON, getAdvantageEstimator, grpoAdvantage, grpoMeanOnlyAdvantage,
-  klK3, type LossReduction, maskedMean, mean, normalizeAdvantagesByTask, type PolicyLossOptions,
+  DEFAULT_POLICY_OBJECTIVE, getAdvantageEstimator, grpoAdvantage, grpoMeanOnlyAdvantage, klK3,
+  type LossReduction, maskedMean, mean, normalizeAdvantagesByTask, type PolicyLossOptions,
   policyObjective, type PolicyObjectiveOptions, ppoClipTokenLoss, reduceLoss,
   registerAdvantageEstimator, standardDeviation, type TokenBatch, type PolicyLoss,
-  registerPolicyLoss, getPolicyLoss, policyLossNames, advantageEstimatorNames, OFF_POLICY_CORRECTED_LOSSES, stopGradient,
-  truncatedImportanceTokenLoss, truncatedImportanceSequenceLoss, icepopTokenLoss,
-  importanceRatioKept, type MismatchStatistics, mismatchStatistics
+  registerPolicyLoss, getPolicyLoss, policyLossNames, advantageEstimatorNames,
+  OFF_POLICY_CORRECTED_LOSSES, truncatedImportanceTokenLoss, truncatedImportanceSequenceLoss,
+  icepopTokenLoss, importanceRatioKept, type MismatchStatistics, mismatchStatistics
 } from "./rl/algorithms.js";
 export {
-  type CheckpointManifest, checkpointName, latestCheckpoint, listCheckpoints, pruneCheckpoints,
-  writeCheckpoint, writeFileDurably, writeJson, COMPLETE_MARKER, isCompleteModelFolder,
-  writeModelFolder, trimMetrics
+  type CheckpointManifest, latestCheckpoint, listCheckpoints, pruneCheckpoints, writeCheckpoint,
+  isCompleteModelFolder, writeModelFolder
 } from "./rl/checkpoint.js";
 export {
-  crc32c, JsonlWriter, type Metrics, readTensorBoardScalars, TensorBoardWriter
+  JsonlWriter, type Metrics, readTensorBoardScalars, TensorBoardWriter
 } from "./rl/logging.js";
 export {
   lineChartSvg, type Series
 } from "./run/plot.js";
 export {
-  type BatchCounts, claimFrom, DEFAULT_GRPO, type EpochWork, type GradientPeer,
-  type GrpoDiagnostics, type GrpoOptions, GrpoShard, grpoUpdate, microBatchBudget,
-  type MicroBatchTensors, planMicroBatches, prepareBatch, type PreparedBatch, type ShardGradients,
-  toTensors, type TrainingRow, type UpdateMetrics, withoutUntrainedTail, EMPTY_UPDATE_METRICS,
+  DEFAULT_GRPO, type GrpoDiagnostics, type GrpoOptions, GrpoShard, grpoUpdate, planMicroBatches,
+  prepareBatch, type PreparedBatch, type TrainingRow, type UpdateMetrics, withoutUntrainedTail,
   checkGrpoOptions, grpoOptionsOf
 } from "./rl/grpo.js";
 export { CROSS_POLICY_DEFAULTS, RL_DEFAULTS, type RlSettings, WARM_START_DEFAULTS } from "./rl/defaults.js";
 export {
   expertSequence, type SupervisedRow, supervisedStep, type SupervisedStepResult,
-  sharedSupervisedStep, supervisedGradients, type SupervisedPeer, type SupervisedWork
+  sharedSupervisedStep
 } from "./rl/sft.js";
 export {
   DEFAULT_OPTIMIZER, DEFAULT_SCHEDULE, Learner, type LearnerOptions, type LearnerSettings,
   type LearnerUpdate, learningRateAt, type LearningRateSchedule, availableGradientThreads
 } from "./rl/learner.js";
 export {
-  dispatchLearnerCall, type LearnerCall, type LearnerHandle, LearnerWorkerError, openLearner,
-  type OpenLearnerOptions, prepareTransfer
+  type LearnerHandle, LearnerWorkerError, openLearner, type OpenLearnerOptions
 } from "./rl/threads/learner-thread.js";
 export {
   evaluate, type EvaluationOptions, faultedTasks, fromOutputNote, isSuccess, successCount, successesFromOutput, type TaskEvaluation
@@ -83,3 +81,4 @@ export {
   ROTATED_TRAJECTORY_FILE, TRAJECTORY_FILE, TrajectoryLog, type TrajectoryLogOptions,
   type TrajectoryStepRecord
 } from "./rl/trajectory-log.js";
+export { type AgentTasks, trainAgent, TrainAgentError, type TrainAgentOptions } from "./agent/index.js";
