@@ -46,3 +46,7 @@ export { hashString, mixSeeds, Random } from "./random.js";
 export * as webshop from "./webshop/index.js";
 export { loadOsSamples, type OsSample } from "./os/data.js";
 export { loadDbSamples, type DbSample } from "./db/data.js";
+export {
+  connectMcpServer, createMcpTaskFamily, createTaskMcpServer, type McpCallRecord, mcpResultText,
+  type McpServerSpec, type McpTask, type McpTaskFamilyOptions, mcpToolSpecs, type TaskMcpServerOptions
+} from "./mcp/index.js";

@@ -56,7 +56,8 @@ export {
   startModelServer
 } from "./serve/index.js";
 export {
-  checkTemplate, type EpisodeHandle, type EpisodeIdentity, EpisodeRecorder, type FinishOptions,
+  type AgentContext, AgentEpisodes, type AgentEpisodesOptions, type AgentFunction, type AgentResult,
+  type AgentSession, checkTemplate, type EpisodeHandle, type EpisodeIdentity, EpisodeRecorder, type FinishOptions,
   type GatewayEngine, GatewayError, type GatewayStats, RecordingGateway, type RecordingGatewayOptions,
   type TemplateCheck
 } from "./gateway/index.js";

@@ -69,6 +69,11 @@ export interface RolloutSchedulerOptions {
    */
   informativeHistory?: Map<string, boolean[]>;
   /**
+   * Plays one episode instead of `runEpisode` (same arguments, same promise: a trajectory,
+   * never a throw), e.g. an unmodified agent through the recording gateway. Default `runEpisode`.
+   */
+  playEpisode?: typeof runEpisode;
+  /**
    * Task instances to play first, before any draw from the mix: the groups that were in flight
    * at the checkpoint a run resumes from (their partial episodes were lost), each played once.
    * Default none.
@@ -244,7 +249,7 @@ export class RolloutScheduler {
         this.runningEpisodes += 1;
         this.notify();
         try {
-          const trajectory = await runEpisode(
+          const trajectory = await (this.options.playEpisode ?? runEpisode)(
             { client: this.options.client, tokenizer: this.options.tokenizer, pool: this.options.pool },
             { task, index, groupId, member },
             this.options.episode,

@@ -24,7 +24,14 @@ import {
   type ToolSpec,
 } from "@agentrl/envs";
 import { Policy, initBackend, tokenLogProbs } from "@agentrl/policy";
-import { createPolicyEngine, type Trajectory } from "../index.js";
+import {
+  createPolicyEngine,
+  PolicyPool,
+  RolloutScheduler,
+  TrajectoryBuffer,
+  type Trajectory,
+} from "../index.js";
+import { AgentEpisodes } from "./agent-episodes.js";
 import type { GatewayEngine } from "./gateway.js";
 import { RecordingGateway, checkTemplate } from "./index.js";
 
@@ -38,7 +45,11 @@ type Generate = GatewayEngine["generate"];
 type Logged = { prompt: number[]; tokens: number[]; logprobs: number[]; versions: number[] };
 
 /** The engine, with every generation it returns kept (what was really sampled). */
-function loggingEngine(engine: GatewayEngine): { engine: GatewayEngine; log: Logged[] } {
+function loggingEngine(engine: ReturnType<typeof createPolicyEngine>): {
+  engine: GatewayEngine &
+    Pick<ReturnType<typeof createPolicyEngine>, "stats" | "updateWeights" | "close">;
+  log: Logged[];
+} {
   const log: Logged[] = [];
   const generate: Generate = async (request) => {
     const result = await engine.generate(request);
@@ -58,19 +69,33 @@ function loggingEngine(engine: GatewayEngine): { engine: GatewayEngine; log: Log
       },
       generate,
       releaseCache: (key) => engine.releaseCache(key),
+      stats: () => engine.stats(),
+      updateWeights: (weights, version) => engine.updateWeights(weights, version),
+      close: () => engine.close(),
     },
   };
 }
 
-/** What the engine sampled after `prompt`: its generation(s), chained when streamed in slices. */
-function sampledAfter(log: readonly Logged[], prompt: readonly number[]): Logged {
+/**
+ * What the engine sampled after `prompt` that the record says was generated (`recorded`): its
+ * generation(s), chained when streamed in slices. Episodes of one group share prompts, so the
+ * entry is the one whose tokens the record continues with; its log-probs and versions are then
+ * the engine's own.
+ */
+function sampledAfter(
+  log: readonly Logged[],
+  prompt: readonly number[],
+  recorded: ArrayLike<number>,
+): Logged {
   const found: Logged = { prompt: [...prompt], tokens: [], logprobs: [], versions: [] };
   for (;;) {
     const context = [...prompt, ...found.tokens];
     const next = log.find(
       (entry) =>
+        entry.tokens.length > 0 &&
         entry.prompt.length === context.length &&
-        entry.prompt.every((token, i) => token === context[i]),
+        entry.prompt.every((token, i) => token === context[i]) &&
+        entry.tokens.every((token, i) => token === recorded[found.tokens.length + i]),
     );
     if (!next) return found;
     found.tokens.push(...next.tokens);
@@ -127,17 +152,26 @@ describe(
       trajectory: Trajectory,
       conversation: readonly Message[],
       tools: readonly ToolSpec[],
-    ): { tokens: number; maxDifference: number } {
+      last: boolean,
+    ): { tokens: number; maxDifference: number; joined: boolean } {
       const tokenizer = policy.tokenizer!;
-      assert.equal(
-        trajectory.metrics.templateRewrites,
-        0,
-        "the warm start's template is append-only: one sequence",
-      );
       assert.ok(trajectory.turns.length >= 1);
+      // A turn that sampled a special token inside its text (e.g. `<|im_start|>` in a runaway
+      // generation) reaches the client without it (skipSpecialTokens), so the client's history
+      // cannot render back to the sampled tokens: the next request starts a new sample.
+      const clean = trajectory.turns.every((turn) => {
+        const ids = Array.from(
+          trajectory.tokens.subarray(turn.generated[0], turn.generated[1] - 1),
+        );
+        return tokenizer.decode(ids) === tokenizer.decode(ids, { skipSpecialTokens: true });
+      });
       for (const turn of trajectory.turns) {
         const [start, end] = turn.generated;
-        const sampled = sampledAfter(logged.log, Array.from(trajectory.tokens.subarray(0, start)));
+        const sampled = sampledAfter(
+          logged.log,
+          Array.from(trajectory.tokens.subarray(0, start)),
+          trajectory.tokens.subarray(start, end),
+        );
         assert.ok(sampled.tokens.length > 0, `the engine sampled after turn ${start}'s prompt`);
         assert.ok(
           same(trajectory.tokens.subarray(start, end), sampled.tokens),
@@ -159,7 +193,9 @@ describe(
         tools,
         addGenerationPrompt: false,
       });
-      assert.equal(tokenizer.decode(Array.from(trajectory.tokens)) + "\n", rendered);
+      if (clean && last) {
+        assert.equal(tokenizer.decode(Array.from(trajectory.tokens)) + "\n", rendered);
+      }
       // The training side scores the sequence as the trainer does: log-probs at the rollout temperature.
       const ids = tf.tensor2d(
         Array.from(trajectory.tokens),
@@ -181,7 +217,35 @@ describe(
         count += 1;
       }
       assert.ok(maxDifference < TOLERANCE, `trainer scoring vs sampler: max |Δ| ${maxDifference}`);
-      return { tokens: count, maxDifference };
+      return { tokens: count, maxDifference, joined: clean };
+    }
+
+    /** Every sample of an episode checked; the last one against the whole conversation. */
+    function checkSamples(
+      samples: Trajectory[],
+      conversation: readonly Message[],
+      tools: readonly ToolSpec[],
+      reward: number,
+    ) {
+      assert.ok(samples.length >= 1);
+      assert.ok(
+        samples.every(
+          (sample) =>
+            sample.metrics.templateRewrites === samples.length - 1 && sample.reward === reward,
+        ),
+      );
+      const checks = samples.map((sample) =>
+        checkEpisode(sample, conversation, tools, sample === samples[samples.length - 1]),
+      );
+      const last = checks[checks.length - 1];
+      return {
+        tokens: checks.reduce((sum, check) => sum + check.tokens, 0),
+        maxDifference: Math.max(...checks.map((check) => check.maxDifference)),
+        joined: samples.length === 1 && last.joined,
+        turns: samples.reduce((sum, sample) => sum + sample.turns.length, 0),
+        samples: samples.length,
+        reward,
+      };
     }
 
     test("an openai-client agent with tools (plain and streamed) plays KG episodes; records are exact", async () => {
@@ -246,20 +310,19 @@ describe(
             if (reply.finish) break;
           }
           const trajectories = gateway.finishEpisode(episode.apiKey, reward);
-          assert.equal(trajectories.length, 1);
-          return {
-            ...checkEpisode(trajectories[0], conversation, start.tools),
-            turns: trajectories[0].turns.length,
-            reward,
-          };
+          return checkSamples(trajectories, conversation, start.tools, reward);
         }),
       );
       console.log(
-        `openai: ${results.map((r) => `${r.turns} turns, reward ${r.reward}, ${r.tokens} tokens max |Δ| ${r.maxDifference.toExponential(2)}`).join("; ")}`,
+        `openai: ${results.map((r) => `${r.turns} turns in ${r.samples} sample(s), reward ${r.reward}, ${r.tokens} tokens max |Δ| ${r.maxDifference.toExponential(2)}`).join("; ")}`,
       );
       assert.ok(
         results.some((r) => r.turns >= 2),
         "a multi-turn episode",
+      );
+      assert.ok(
+        results.filter((r) => r.joined).length >= results.length / 2,
+        "most episodes are one joined sequence",
       );
     });
 
@@ -340,20 +403,19 @@ describe(
             ...toOpenAIMessages(responseMessages),
           ];
           const trajectories = gateway.finishEpisode(episode.apiKey, reward);
-          assert.equal(trajectories.length, 1);
-          return {
-            ...checkEpisode(trajectories[0], conversation, start.tools),
-            turns: trajectories[0].turns.length,
-            reward,
-          };
+          return checkSamples(trajectories, conversation, start.tools, reward);
         }),
       );
       console.log(
-        `ai: ${results.map((r) => `${r.turns} turns, reward ${r.reward}, ${r.tokens} tokens max |Δ| ${r.maxDifference.toExponential(2)}`).join("; ")}`,
+        `ai: ${results.map((r) => `${r.turns} turns in ${r.samples} sample(s), reward ${r.reward}, ${r.tokens} tokens max |Δ| ${r.maxDifference.toExponential(2)}`).join("; ")}`,
       );
       assert.ok(
         results.some((r) => r.turns >= 2),
         "a multi-turn episode",
+      );
+      assert.ok(
+        results.filter((r) => r.joined).length >= results.length / 2,
+        "most episodes are one joined sequence",
       );
     });
 
@@ -498,6 +560,108 @@ describe(
         Array.from(joined.tokens.subarray(0, joined.turns[0].environment[0])),
       );
       assert.equal(firstTurn + "\n", rendered, "the second choice's turn is the one joined");
+    });
+
+    test("AgentEpisodes plays an unmodified agent as the scheduler's episodes: groups of exact trajectories; faults are masked, user rewards kept", async () => {
+      // An engine of its own (the scheduler's episodes decode in one batch).
+      const own = createPolicyEngine(policy, {
+        temperature: TEMPERATURE,
+        maxBatchSize: 6,
+        maxSequenceLength: 1280,
+        seed: 6,
+      });
+      const ownLogged = loggingEngine(own);
+      const pool = new PolicyPool({ current: ownLogged.engine, seed: 3 });
+      const buffer = new TrajectoryBuffer({ capacityGroups: 4 });
+      let calls = 0;
+      const episodes = new AgentEpisodes<{ index: number }>({
+        taskOf: (_name, index) => ({ index }),
+        environmentTasks: ["kg"],
+        gateway: { log: process.env.GATEWAY_DEBUG ? (line) => console.error(line) : null },
+        agent: async (task, { baseURL, apiKey, model, session }) => {
+          calls += 1;
+          if (calls === 2) throw new Error("a crash in the user's agent");
+          const openai = new OpenAI({ baseURL, apiKey, maxRetries: 0 });
+          const conversation: Message[] = [...session!.messages];
+          for (let turn = 0; turn < 4; turn++) {
+            const completion = await openai.chat.completions.create({
+              model,
+              messages: conversation as OpenAI.ChatCompletionMessageParam[],
+              tools: session!.tools as OpenAI.ChatCompletionTool[],
+              max_tokens: 96,
+              temperature: 0,
+            });
+            const message = completion.choices[0].message as Message;
+            conversation.push(message);
+            const reply = await session!.interact(message as never);
+            conversation.push(...reply.messages);
+            if (reply.finish)
+              return task.index % 2 === 0 ? undefined : { reward: reply.reward * 0.5 };
+          }
+          return undefined;
+        },
+      });
+      const scheduler = new RolloutScheduler({
+        client,
+        tokenizer: policy.tokenizer!,
+        pool,
+        buffer,
+        tasks: [{ name: "kg", indices: family.indicesAt("train", 0).slice(0, 2) }],
+        groupSize: 3,
+        maxConcurrentEpisodes: 6,
+        maxGroups: 2,
+        seed: 4,
+        playEpisode: episodes.play,
+        onEpisode: (t) =>
+          process.env.GATEWAY_DEBUG && console.error(`episode ${t.status} ${t.error ?? ""}`),
+        episode: { maxTokens: 1280, maxNewTokensPerTurn: 96, infrastructureRetries: 0 },
+      });
+      try {
+        await scheduler.start();
+        if (process.env.GATEWAY_DEBUG) console.error("scheduler done");
+        const groups = buffer.takeAvailable();
+        assert.equal(groups.length, 2);
+        const trajectories = groups.flatMap((group) => group.trajectories);
+        assert.equal(trajectories.length, 6);
+        const crashed = trajectories.filter((t) => t.status === "task error");
+        assert.equal(crashed.length, 1, "the crashing episode is an infrastructure fault");
+        assert.ok(
+          crashed[0].masked &&
+            crashed[0].reward === 0 &&
+            /crash in the user's agent/.test(crashed[0].error ?? ""),
+        );
+        for (const trajectory of trajectories.filter((t) => !t.masked)) {
+          assert.ok(trajectory.turns.length >= 1);
+          for (const turn of trajectory.turns) {
+            const sampled = sampledAfter(
+              ownLogged.log,
+              Array.from(trajectory.tokens.subarray(0, turn.generated[0])),
+              trajectory.tokens.subarray(...turn.generated),
+            );
+            assert.ok(same(trajectory.tokens.subarray(...turn.generated), sampled.tokens));
+            assert.ok(
+              same(
+                trajectory.logprobs.subarray(...turn.generated),
+                Float32Array.from(sampled.logprobs),
+              ),
+            );
+          }
+          if (trajectory.status === "completed" && trajectory.index % 2 === 1)
+            assert.equal(trajectory.reward, trajectory.environmentReward, "the user's reward");
+        }
+        // The request asked for temperature 0; the gateway sampled at the engine's (the rollout's).
+        assert.ok(
+          trajectories.some((t) => Array.from(t.logprobs).some((logprob) => logprob < -1e-3)),
+          "sampled, not greedy",
+        );
+        console.log(
+          `AgentEpisodes: ${trajectories.map((t) => `${t.status}/${t.reward}`).join(", ")}`,
+        );
+      } finally {
+        buffer.close();
+        await episodes.close();
+        own.close();
+      }
     });
 
     test("the template check: the warm start's template is append-only for tool-calling conversations", () => {

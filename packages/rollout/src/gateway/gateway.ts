@@ -62,8 +62,15 @@ export interface RecordingGatewayOptions {
    * request's temperature, else 1.
    */
   temperature?: number;
+  /**
+   * Requests sample at the engine's own temperature (the rollout's), whatever they ask, when
+   * `temperature` is not given. Default false.
+   */
+  engineTemperature?: boolean;
   /** `max_tokens` of requests that give none. Default 1,024. */
   defaultMaxTokens?: number;
+  /** Most tokens one request may generate (larger `max_tokens` are clamped). Default: only the episode's limit. */
+  maxTokensPerRequest?: number;
   /** Tokens of an episode's sequence at most (prompt + generation); beyond, a 400 `context_length_exceeded`. Default 8,192. */
   maxEpisodeTokens?: number;
   /** Streamed generations reach the client in slices of this many tokens. Default 16. */
@@ -340,9 +347,13 @@ export class RecordingGateway {
         temperature: 1,
         maxTokens: this.options.defaultMaxTokens ?? 1024,
       });
-      const temperature = this.options.temperature ?? sampling.temperature;
+      const forced =
+        this.options.temperature !== undefined || this.options.engineTemperature === true;
+      const temperature =
+        this.options.temperature ??
+        (this.options.engineTemperature ? undefined : sampling.temperature);
       if (
-        this.options.temperature !== undefined &&
+        forced &&
         request.temperature !== undefined &&
         request.temperature !== null &&
         request.temperature !== temperature
@@ -352,8 +363,12 @@ export class RecordingGateway {
       const stops = stopStrings(request);
       const engineRequest: GenerationRequest = {
         promptTokens: prepared.promptTokens,
-        maxNewTokens: Math.min(sampling.maxNewTokens, room),
-        temperature,
+        maxNewTokens: Math.min(
+          sampling.maxNewTokens,
+          room,
+          this.options.maxTokensPerRequest ?? Infinity,
+        ),
+        ...(temperature !== undefined ? { temperature } : {}),
         stopTokenIds: [
           ...new Set([...stopTokenIdsFor(tokenizer, stops), ...(request.stop_token_ids ?? [])]),
         ],

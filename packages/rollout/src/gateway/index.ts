@@ -20,3 +20,11 @@ export {
   type RecorderTokenizer,
 } from "./recorder.js";
 export { checkTemplate, type TemplateCheck, type TemplateCheckStep } from "./template-check.js";
+export {
+  type AgentContext,
+  AgentEpisodes,
+  type AgentEpisodesOptions,
+  type AgentFunction,
+  type AgentResult,
+  type AgentSession,
+} from "./agent-episodes.js";
