@@ -9,12 +9,14 @@
  *   - `pause`: `docker pause` between two commands                    → task error
  *   - `slow-turn`: a command that outlives the interaction time limit → task error
  *   - `abandoned`: the client never comes back                        → cancelled by the idle timeout
+ *     (checked: after the soak, the controller reports each abandoned session `cancelled`)
  * A session without a fault runs `cat /root/n` and answers: completed with reward 1.
  * Reported: hung sessions (an interaction that did not return), leaked containers (this
  * run's containers left once every session ended), wrong statuses, and time.
  *
- * Probes (contained = the sandbox held): OS disk filler, fork bomb, memory bomb, network
- * attempt; DB cross-session read and drop, file write, shutdown.
+ * Probes, each measured through a real session (contained = the sandbox held, by the
+ * measured figures): OS disk filler, fork bomb, memory bomb, `kill -9 -1`, network attempt;
+ * DB cross-session read and drop, file write, shutdown.
  *
  *   npm run bench -- faults                     1,000 sessions, 10 % faults
  *   AGENTRL_SOAK_SESSIONS=200 AGENTRL_SOAK_FAULT_RATE=0.1 AGENTRL_SOAK_CONCURRENCY=8 npm run bench -- faults
@@ -35,12 +37,26 @@ import {
   type AssistantMessage,
   type InteractResult,
 } from "@agentrl/envs";
-import { createTaskFamily as createOsFamily, type OsSample, type OsTaskFamily } from "../packages/envs/src/os/index.js";
-import { createTaskFamily as createDbFamily, type DbSession } from "../packages/envs/src/db/index.js";
+import {
+  createTaskFamily as createOsFamily,
+  type OsSample,
+  type OsTaskFamily,
+} from "../packages/envs/src/os/index.js";
+import {
+  createTaskFamily as createDbFamily,
+  type DbSession,
+} from "../packages/envs/src/db/index.js";
 import type { DbSample } from "../packages/envs/src/db/data.js";
 import type { BenchResult } from "./types.js";
 
-export const FAULTS = ["container-kill", "kill-mid-command", "rm", "pause", "slow-turn", "abandoned"] as const;
+export const FAULTS = [
+  "container-kill",
+  "kill-mid-command",
+  "rm",
+  "pause",
+  "slow-turn",
+  "abandoned",
+] as const;
 export type Fault = (typeof FAULTS)[number];
 
 export interface SoakOptions {
@@ -74,15 +90,42 @@ export interface SoakReport {
 
 const TOKEN = "agentrl-soak";
 const SAMPLE: OsSample = {
-  index: 0, split: "test", description: "What number is in /root/n?", image: "default",
-  init: [{ language: "bash", code: "echo 5 > /root/n" }], match: { answer: "5", strip: true }, labels: [], extraFolders: [], extraFiles: [],
+  index: 0,
+  split: "test",
+  description: "What number is in /root/n?",
+  image: "default",
+  init: [{ language: "bash", code: "echo 5 > /root/n" }],
+  match: { answer: "5", strip: true },
+  labels: [],
+  extraFolders: [],
+  extraFiles: [],
 };
 
 function bash(script: string): AssistantMessage {
-  return { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "bash_action", arguments: JSON.stringify({ script }) } }] };
+  return {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      {
+        id: "c",
+        type: "function",
+        function: { name: "bash_action", arguments: JSON.stringify({ script }) },
+      },
+    ],
+  };
 }
 function answer(value: string): AssistantMessage {
-  return { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "answer_action", arguments: JSON.stringify({ answer: value }) } }] };
+  return {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      {
+        id: "c",
+        type: "function",
+        function: { name: "answer_action", arguments: JSON.stringify({ answer: value }) },
+      },
+    ],
+  };
 }
 
 /** A seeded uniform generator in [0, 1) (envs' mulberry32). */
@@ -95,7 +138,12 @@ class Hung extends Error {}
 
 function within<T>(promise: Promise<T>, seconds: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([promise, new Promise<T>((_, reject) => { timer = setTimeout(() => reject(new Hung()), seconds * 1000); })]).finally(() => clearTimeout(timer));
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Hung()), seconds * 1000);
+    }),
+  ]).finally(() => clearTimeout(timer));
 }
 
 const delay = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
@@ -111,19 +159,45 @@ export async function soak(options: SoakOptions = {}): Promise<SoakReport> {
   const draw = random(options.seed ?? 1);
   // Which sessions are faulted is drawn; the faults take turns, so each kind is hit about equally often.
   let faultsDrawn = 0;
-  const plan: Array<Fault | "none"> = Array.from({ length: sessions }, () => (draw() < faultRate ? FAULTS[faultsDrawn++ % FAULTS.length] : "none"));
+  const plan: Array<Fault | "none"> = Array.from({ length: sessions }, () =>
+    draw() < faultRate ? FAULTS[faultsDrawn++ % FAULTS.length] : "none",
+  );
 
   const docker = new Docker();
   const runtime = await DockerRuntime.connect();
   // A command may outlive the interaction limit, so that a slow turn is ended by the controller.
-  const family = await createOsFamily({ runtime, samples: [SAMPLE], maxSessions: concurrency * 2, commandSeconds: interactionSeconds + 30 });
-  const controller = new Controller({ port: 0, token: TOKEN, idleTimeoutMs: idleSeconds * 1000, interactionTimeoutMs: interactionSeconds * 1000 });
-  const worker = new TaskWorker(family, { concurrency: concurrency * 2, idleTimeoutMs: idleSeconds * 1000 + 60_000, interactionTimeoutMs: interactionSeconds * 1000 });
+  const family = await createOsFamily({
+    runtime,
+    samples: [SAMPLE],
+    maxSessions: concurrency * 2,
+    commandSeconds: interactionSeconds + 30,
+  });
+  const controller = new Controller({
+    port: 0,
+    token: TOKEN,
+    idleTimeoutMs: idleSeconds * 1000,
+    interactionTimeoutMs: interactionSeconds * 1000,
+  });
+  const worker = new TaskWorker(family, {
+    concurrency: concurrency * 2,
+    idleTimeoutMs: idleSeconds * 1000 + 60_000,
+    interactionTimeoutMs: interactionSeconds * 1000,
+  });
   controller.addLocalWorker(worker);
   const url = await controller.listen();
   const client = new HttpEnvironmentClient({ url, token: TOKEN });
 
-  const report: SoakReport = { sessions, faulted: Object.fromEntries(FAULTS.map((fault) => [fault, 0])) as Record<Fault, number>, completed: 0, startTimeouts: 0, hung: 0, wrongStatus: [], leakedContainers: 0, seconds: 0 };
+  const abandoned: string[] = [];
+  const report: SoakReport = {
+    sessions,
+    faulted: Object.fromEntries(FAULTS.map((fault) => [fault, 0])) as Record<Fault, number>,
+    completed: 0,
+    startTimeouts: 0,
+    hung: 0,
+    wrongStatus: [],
+    leakedContainers: 0,
+    seconds: 0,
+  };
   const began = performance.now();
 
   const one = async (fault: Fault | "none"): Promise<void> => {
@@ -140,7 +214,10 @@ export async function soak(options: SoakOptions = {}): Promise<SoakReport> {
         }
         throw error;
       }
-      if (fault === "abandoned") return; // the controller's idle timeout must clean it up
+      if (fault === "abandoned") {
+        abandoned.push(sessionId); // the controller's idle timeout must end it: checked after the soak
+        return;
+      }
       // The container's hostname is its short id: the fault knows whom to hit.
       const first = await within(client.interact(sessionId, bash("hostname")), hungSeconds);
       const container = docker.getContainer(String(first.messages[0]?.content ?? "").trim());
@@ -153,36 +230,72 @@ export async function soak(options: SoakOptions = {}): Promise<SoakReport> {
         await container.kill().catch(() => {});
         result = await within(running, hungSeconds);
       } else if (fault === "slow-turn") {
-        result = await within(client.interact(sessionId, bash(`sleep ${interactionSeconds + 20}`)), hungSeconds);
+        result = await within(
+          client.interact(sessionId, bash(`sleep ${interactionSeconds + 20}`)),
+          hungSeconds,
+        );
       } else {
         result = await within(client.interact(sessionId, bash("cat /root/n")), hungSeconds);
-        if (!result.finish) result = await within(client.interact(sessionId, answer(String(result.messages[0]?.content ?? "").trim())), hungSeconds);
+        if (!result.finish)
+          result = await within(
+            client.interact(sessionId, answer(String(result.messages[0]?.content ?? "").trim())),
+            hungSeconds,
+          );
       }
       // A fault that hit between the command's end and its reply shows at the next command.
-      if (fault !== "none" && !result.finish) result = await within(client.interact(sessionId, bash("echo again")), hungSeconds);
+      if (fault !== "none" && !result.finish)
+        result = await within(client.interact(sessionId, bash("echo again")), hungSeconds);
       if (fault === "pause") await container.unpause().catch(() => {});
     } catch (error) {
       if (error instanceof Hung) {
         report.hung += 1;
         return;
       }
-      report.wrongStatus.push({ fault, status: `error: ${(error as Error).message.slice(0, 120)}` });
+      report.wrongStatus.push({
+        fault,
+        status: `error: ${(error as Error).message.slice(0, 120)}`,
+      });
       return;
     }
     const expected = fault === "none" ? "completed" : "task error";
-    if (result?.status !== expected || (fault === "none" && result.reward !== 1)) report.wrongStatus.push({ fault, status: `${result?.status} (reward ${result?.reward})` });
+    if (result?.status !== expected || (fault === "none" && result.reward !== 1))
+      report.wrongStatus.push({ fault, status: `${result?.status} (reward ${result?.reward})` });
     else if (fault === "none") report.completed += 1;
   };
 
   let next = 0;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (next < plan.length) await one(plan[next++]);
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < plan.length) await one(plan[next++]);
+    }),
+  );
   // Abandoned sessions end at the idle timeout (checked every few seconds).
   const deadline = Date.now() + (idleSeconds + 30) * 1000;
-  const live = async () => (await docker.listContainers({ all: true, filters: { label: [`${RUN_LABEL}=${runtime.runId}`] } })).length;
+  const live = async () =>
+    (
+      await docker.listContainers({
+        all: true,
+        filters: { label: [`${RUN_LABEL}=${runtime.runId}`] },
+      })
+    ).length;
   while ((await live()) > 0 && Date.now() < deadline) await delay(500);
   report.leakedContainers = await live();
+  // Each abandoned session must have ended `cancelled` (the controller keeps ended sessions' results).
+  for (const sessionId of abandoned) {
+    try {
+      const ended = await within(client.interact(sessionId, bash("echo back")), hungSeconds);
+      if (ended.status !== "cancelled")
+        report.wrongStatus.push({
+          fault: "abandoned",
+          status: `${ended.status} (reward ${ended.reward})`,
+        });
+    } catch (error) {
+      report.wrongStatus.push({
+        fault: "abandoned",
+        status: `error: ${(error as Error).message.slice(0, 120)}`,
+      });
+    }
+  }
   report.seconds = (performance.now() - began) / 1000;
   await controller.close();
   await worker.close();
@@ -201,29 +314,123 @@ export interface ProbeResult {
 export async function probes(): Promise<ProbeResult[]> {
   const results: ProbeResult[] = [];
   const disk = 64 * 1024 ** 2;
-  const os: OsTaskFamily = await createOsFamily({ samples: [SAMPLE], diskBytes: disk, memoryBytes: 512 * 1024 ** 2, commandSeconds: 30 });
+  const os: OsTaskFamily = await createOsFamily({
+    samples: [SAMPLE],
+    diskBytes: disk,
+    memoryBytes: 512 * 1024 ** 2,
+    commandSeconds: 30,
+  });
   const run = async (script: string) => {
     const session = await os.startSession(0);
     const reply = await session.interact(bash(script));
     await session.cancel();
     return String(reply.messages[0]?.content ?? "");
   };
+  /** Plays `scripts` then answers, through one session; returns the episode's end and the highest process count seen. */
+  const episode = async (scripts: string[]) => {
+    const session = await os.startSession(0);
+    const id = (session as { containerId?: string }).containerId!;
+    let pids = 0;
+    let result: InteractResult | undefined;
+    for (const script of scripts) {
+      result = await session.interact(bash(script));
+      const stats = (await new Docker()
+        .getContainer(id)
+        .stats({ stream: false })
+        .catch(() => undefined)) as { pids_stats?: { current?: number } } | undefined;
+      pids = Math.max(pids, stats?.pids_stats?.current ?? 0);
+      if (result.finish) break;
+    }
+    if (!result?.finish) result = await session.interact(answer("wrong"));
+    const gone = await new Docker()
+      .getContainer(id)
+      .inspect()
+      .then(
+        () => false,
+        () => true,
+      );
+    return {
+      status: result.status,
+      reward: result.reward,
+      sandboxEnded: result.metrics?.sandboxEnded ?? 0,
+      pids,
+      gone,
+      output: String(result.messages[0]?.content ?? ""),
+    };
+  };
   try {
-    const fill = await run("for d in /tmp /root /home /var/tmp /etc; do head -c 1G /dev/zero > $d/fill 2>&1; done; du -scb /tmp/fill /root/fill /home/fill /var/tmp/fill /etc/fill | tail -1");
+    const fill = await run(
+      "for d in /tmp /root /home /var/tmp /etc; do head -c 1G /dev/zero > $d/fill 2>&1; done; du -scb /tmp/fill /root/fill /home/fill /var/tmp/fill /etc/fill | tail -1",
+    );
     const written = Number(/(\d+)\s+total/.exec(fill)?.[1] ?? NaN);
-    results.push({ probe: "OS disk filler (1 GiB into 5 folders, limit 64 MiB each)", contained: written <= 5 * disk, detail: `${(written / 1024 ** 2).toFixed(0)} MiB written; ${/No space left|File size limit/.test(fill) ? "ENOSPC / SIGXFSZ" : "no error seen"}` });
-    const bomb = await run("bomb() { bomb | bomb & }; bomb; sleep 3; echo returned");
-    results.push({ probe: "OS fork bomb", contained: true, detail: `the command returned (${bomb.includes("returned") ? "echo ran" : "no output slot"}); pids capped at 256; the container went with its session` });
-    const memory = await run("python3 -c 'x = bytearray(1) * (2 * 1024 ** 3); print(len(x))'; echo exit=$?");
-    results.push({ probe: "OS memory bomb (2 GiB, limit 512 MiB)", contained: !memory.includes("2147483648"), detail: (/exit=\d+/.exec(memory)?.[0] ?? memory.slice(0, 60)) });
-    const network = await run("echo routes=$(tail -n +2 /proc/net/route | wc -l); ls /sys/class/net | tr '\\n' ' '");
-    results.push({ probe: "OS network attempt", contained: /routes=0/.test(network) && !/eth/.test(network), detail: network.trim().replace(/\s+/g, " ") });
+    const writableRoot = await os.runtime.writableRoot(IMAGES.os.tag, { bytes: disk });
+    const budget = writableRoot ? disk + 16 * 1024 ** 2 : 5 * disk;
+    results.push({
+      probe: writableRoot
+        ? "OS disk filler (1 GiB into 5 folders, one budget of 64 MiB + 16 MiB margin)"
+        : "OS disk filler (1 GiB into 5 folders, read-only root: 64 MiB tmpfs each)",
+      contained: written <= budget,
+      detail: `${(written / 1024 ** 2).toFixed(0)} MiB written; ${/No space left|File size limit/.test(fill) ? "ENOSPC / SIGXFSZ" : "no error seen"}`,
+    });
+    const bomb = await episode([
+      "bomb() { bomb | bomb & }; bomb; sleep 3; echo returned",
+      "echo alive",
+    ]);
+    const bombNext = await run("echo fine");
+    results.push({
+      probe: "OS fork bomb",
+      contained:
+        bomb.pids > 0 &&
+        bomb.pids <= 256 &&
+        bomb.status !== "task error" &&
+        bomb.reward === 0 &&
+        bomb.gone &&
+        bombNext.trim() === "fine",
+      detail: `at most ${bomb.pids} processes seen (limit 256); episode ${bomb.status}, reward ${bomb.reward}${bomb.sandboxEnded ? " (sandbox ended by the agent)" : ""}; container ${bomb.gone ? "removed with its session" : "**left**"}; next session ${bombNext.trim() === "fine" ? "runs" : "**fails**"}`,
+    });
+    const memory = await episode([
+      "python3 -c 'x = bytearray(1) * (2 * 1024 ** 3); print(len(x))'; echo exit=$?",
+    ]);
+    results.push({
+      probe: "OS memory bomb (2 GiB, limit 512 MiB)",
+      contained: !memory.output.includes("2147483648") && memory.status !== "task error",
+      detail: `episode ${memory.status}, reward ${memory.reward}`,
+    });
+    const killAll = await episode(["kill -9 -1", "echo after"]);
+    results.push({
+      probe: "OS `kill -9 -1` (the agent ends its own sandbox)",
+      contained:
+        killAll.status === "completed" &&
+        killAll.reward === 0 &&
+        killAll.sandboxEnded === 1 &&
+        killAll.gone,
+      detail: `episode ${killAll.status}, reward ${killAll.reward}, sandboxEnded ${killAll.sandboxEnded} (an agent failure, not a masked task error)`,
+    });
+    const network = await run(
+      "echo routes=$(tail -n +2 /proc/net/route | wc -l); ls /sys/class/net | tr '\\n' ' '",
+    );
+    results.push({
+      probe: "OS network attempt",
+      contained: /routes=0/.test(network) && !/eth/.test(network),
+      detail: network.trim().replace(/\s+/g, " "),
+    });
   } finally {
     await os.close();
   }
   const table: DbSample = {
-    index: 0, split: "test", description: "How many secrets?", type: "counting", addDescription: "", evidence: "", label: ["2"],
-    tables: [{ table_name: "secrets", table_info: { columns: [{ name: "value", type: "TEXT" }], rows: [["a"], ["b"]] } }],
+    index: 0,
+    split: "test",
+    description: "How many secrets?",
+    type: "counting",
+    addDescription: "",
+    evidence: "",
+    label: ["2"],
+    tables: [
+      {
+        table_name: "secrets",
+        table_info: { columns: [{ name: "value", type: "TEXT" }], rows: [["a"], ["b"]] },
+      },
+    ],
   };
   const db = await createDbFamily({ samples: [table] });
   try {
@@ -234,9 +441,21 @@ export async function probes(): Promise<ProbeResult[]> {
     const file = await attacker.execute("SELECT 'x' INTO OUTFILE '/tmp/agentrl-owned'");
     const shutdown = await attacker.execute("SHUTDOWN");
     const intact = await victim.execute("SELECT COUNT(*) FROM secrets");
-    results.push({ probe: "DB cross-session read and drop", contained: /^(1142|1044) /.test(read) && /^1044 /.test(drop) && intact === "[(2,)]", detail: `${read.slice(0, 5)}/${drop.slice(0, 5)}; victim's table ${intact}` });
-    results.push({ probe: "DB file write (INTO OUTFILE)", contained: /^(1045|1227|1290) /.test(file), detail: file.slice(0, 70) });
-    results.push({ probe: "DB shutdown", contained: /^(1227|1045) /.test(shutdown) && intact === "[(2,)]", detail: shutdown.slice(0, 70) });
+    results.push({
+      probe: "DB cross-session read and drop",
+      contained: /^(1142|1044) /.test(read) && /^1044 /.test(drop) && intact === "[(2,)]",
+      detail: `${read.slice(0, 5)}/${drop.slice(0, 5)}; victim's table ${intact}`,
+    });
+    results.push({
+      probe: "DB file write (INTO OUTFILE)",
+      contained: /^(1045|1227|1290) /.test(file),
+      detail: file.slice(0, 70),
+    });
+    results.push({
+      probe: "DB shutdown",
+      contained: /^(1227|1045) /.test(shutdown) && intact === "[(2,)]",
+      detail: shutdown.slice(0, 70),
+    });
   } finally {
     await db.close();
   }
@@ -245,8 +464,14 @@ export async function probes(): Promise<ProbeResult[]> {
 
 export async function run(): Promise<BenchResult> {
   const docker = new Docker();
-  if (!(await isDockerAvailable(docker)) || (await imageHash(docker, IMAGES.os.tag)) === undefined) {
-    return { name: "faults", markdown: "## Fault soak\n\nSkipped: no Docker engine or no agentrl/os image." };
+  if (
+    !(await isDockerAvailable(docker)) ||
+    (await imageHash(docker, IMAGES.os.tag)) === undefined
+  ) {
+    return {
+      name: "faults",
+      markdown: "## Fault soak\n\nSkipped: no Docker engine or no agentrl/os image.",
+    };
   }
   const options: SoakOptions = {
     sessions: Number(process.env.AGENTRL_SOAK_SESSIONS ?? 1000),
@@ -263,14 +488,26 @@ export async function run(): Promise<BenchResult> {
     "|---|---|---|---|---|---|---|---|---|",
     `| ${report.sessions} | ${faulted} (${FAULTS.map((fault) => `${fault} ${report.faulted[fault]}`).join(", ")}) | ${report.completed} | ${report.startTimeouts} | ${report.hung} | ${report.wrongStatus.length} | ${report.leakedContainers} | ${report.seconds.toFixed(0)} s | ${(report.sessions / report.seconds).toFixed(2)} |`,
     "",
-    ...(report.wrongStatus.length ? ["Wrong statuses: " + report.wrongStatus.slice(0, 10).map((entry) => `${entry.fault} → ${entry.status}`).join("; "), ""] : []),
+    ...(report.wrongStatus.length
+      ? [
+          "Wrong statuses: " +
+            report.wrongStatus
+              .slice(0, 10)
+              .map((entry) => `${entry.fault} → ${entry.status}`)
+              .join("; "),
+          "",
+        ]
+      : []),
     "A start the controller ended at its time limit (504) is counted apart: the client gets a clear error, no session or container is left (the machine was loaded). Every faulted session but the abandoned ones must end with `task error`; abandoned ones are cancelled by the controller's idle timeout and their containers removed (counted under leaked containers if not).",
     "",
     "Sandbox probes:",
     "",
     "| probe | contained | detail |",
     "|---|---|---|",
-    ...found.map((probe) => `| ${probe.probe} | ${probe.contained ? "yes" : "**no**"} | ${probe.detail.replace(/\s+/g, " ").trim().replace(/\|/g, "\\|")} |`),
+    ...found.map(
+      (probe) =>
+        `| ${probe.probe} | ${probe.contained ? "yes" : "**no**"} | ${probe.detail.replace(/\s+/g, " ").trim().replace(/\|/g, "\\|")} |`,
+    ),
   ];
   return { name: "faults", markdown: lines.join("\n") };
 }
