@@ -22,6 +22,7 @@ import { listOption, numberOption } from "../options.js";
 import { progressFactory } from "../progress.js";
 import { DEFAULT_DASHBOARD_PORT } from "@agentrl/dashboard";
 import { openDashboard, parsePort } from "./dashboard.js";
+import { runAgentTraining } from "./train-agent.js";
 
 export type { FamilyFactory, Printer };
 export type TrainResult = ExperimentResult;
@@ -74,13 +75,21 @@ export function registerTrainCommand(program: Command): void {
     .option("--resume", "continue from the newest checkpoint of the run folder")
     .option("--run-dir <dir>", "run folder (overrides run.directory)")
     .option("--dashboard [port]", `serve the live dashboard of the run at http://127.0.0.1:<port>/ (default ${DEFAULT_DASHBOARD_PORT})`, parsePort)
+    .option("--agent <module>", "train an unmodified agent function (the module's default export) on its exported tasks through the recording gateway (docs/harness.md); --config/--set do not apply")
+    .option("--model <dir>", "with --agent: starting weights (default models/warmstart)")
+    .option("--steps <n>", "with --agent: GRPO steps (default 20)", numberOption("--steps", { integer: true, minimum: 1 }))
+    .option("--group-size <n>", "with --agent: episodes per task (default 4)", numberOption("--group-size", { integer: true, minimum: 2 }))
     .addHelpText(
       "after",
-      "\nExamples:\n  agentrl train                                   # the embedded default run\n  agentrl train --dashboard                       # with the live dashboard at http://127.0.0.1:8265/\n  agentrl train --config examples/single-task.yaml --set rl.steps=50\n  agentrl train --config examples/sync-baseline.yaml --run-dir runs/sync\n  agentrl train --run-dir runs/default --resume",
+      "\nExamples:\n  agentrl train                                   # the embedded default run\n  agentrl train --agent examples/agents/kg-ai-sdk.ts --steps 10 --run-dir runs/agent\n  agentrl train --dashboard                       # with the live dashboard at http://127.0.0.1:8265/\n  agentrl train --config examples/single-task.yaml --set rl.steps=50\n  agentrl train --config examples/sync-baseline.yaml --run-dir runs/sync\n  agentrl train --run-dir runs/default --resume",
     )
-    .action(async (flags: { config?: string; set?: string[]; resume?: boolean; runDir?: string; dashboard?: boolean | number }) => {
+    .action(async (flags: { config?: string; set?: string[]; resume?: boolean; runDir?: string; dashboard?: boolean | number; agent?: string; model?: string; steps?: number; groupSize?: number }) => {
       const print: Printer = (line) => console.log(line);
       const controller = stopOnSignals(print);
+      if (flags.agent) {
+        await runAgentTraining({ module: flags.agent, model: flags.model, runDirectory: flags.runDir, steps: flags.steps, groupSize: flags.groupSize, print, signal: controller.signal });
+        return;
+      }
       const runs = flags.dashboard ? (flags.runDir ?? (await resolveTrainConfig({ config: flags.config, set: flags.set })).run.directory) : undefined;
       const dashboard = runs ? await openDashboard({ runs, port: typeof flags.dashboard === "number" ? flags.dashboard : DEFAULT_DASHBOARD_PORT, host: "127.0.0.1" }, print) : undefined;
       try {

@@ -38,6 +38,7 @@ import {
   type ExternalChatModelOptions,
   type InferenceEngineOptions,
   type MetricsSnapshot,
+  type RolloutSchedulerOptions,
   type TaskMixEntry,
   type TrajectoryGroup,
   type InFlightGroup,
@@ -100,6 +101,11 @@ export interface TrainingRunOptions {
     servers?: { urls: string[]; apiKey?: string };
     /** Largest staleness (policy versions) of a group when taken; `Infinity` for none. */
     maxStaleness: number;
+    /**
+     * Plays each episode instead of the built-in runner (e.g. the user's agent through the
+     * recording gateway: `trainAgent`). Default: the built-in runner.
+     */
+    playEpisode?: RolloutSchedulerOptions["playEpisode"];
     /** Buffer capacity in groups. Default 2 × batchGroups. */
     bufferGroups?: number;
     /** Share of its weight a task keeps while its recent groups all had equal rewards (see RolloutSchedulerOptions). Default 1. */
@@ -449,6 +455,7 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       maxConcurrentEpisodes: options.rollout.maxConcurrentEpisodes,
       seed: stepSeed(state.seed, step, 4),
       episode: options.rollout.episode,
+      ...(options.rollout.playEpisode ? { playEpisode: options.rollout.playEpisode } : {}),
       uninformativeWeight: options.rollout.uninformativeWeight ?? 1,
       informativeHistory,
       ...(options.mode === "sync" ? { maxGroups: options.batchGroups } : {}),
