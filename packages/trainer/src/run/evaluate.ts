@@ -4,7 +4,7 @@
  */
 import PQueue from "p-queue";
 import type { Policy } from "@agentrl/policy";
-import { PolicyPool, createPolicyEngine, runEpisode, type ChatTokenizer, type EpisodeOptions, type Trajectory } from "@agentrl/rollout";
+import { PolicyPool, createPolicyEnginePool, defaultDecodeThreads, runEpisode, type ChatTokenizer, type EpisodeOptions, type Trajectory } from "@agentrl/rollout";
 import type { EnvironmentClient, Split } from "@agentrl/envs";
 import { isSuccess } from "../rl/success.js";
 
@@ -23,6 +23,12 @@ export interface EvaluationOptions {
   temperature?: number;
   /** Episodes at once. Default 32. */
   concurrency?: number;
+  /**
+   * Engine threads decoding beside the main thread's engine, each with a copy of the policy's
+   * weights (`createPolicyEnginePool`): an evaluation leaves the other cores idle otherwise.
+   * Default `defaultDecodeThreads()` (one a further core); 0 decodes in the main thread only.
+   */
+  decodeThreads?: number;
   episode?: EpisodeOptions;
   seed?: number;
   /** Called after each episode with the count done and the total. */
@@ -89,7 +95,11 @@ export async function evaluate(options: EvaluationOptions): Promise<Record<strin
   const tokenizer: ChatTokenizer | undefined = options.policy.tokenizer;
   if (!tokenizer) throw new Error("the policy has no tokenizer");
   const samples = Math.max(1, options.samples ?? 1);
-  const engine = createPolicyEngine(options.policy, { temperature: options.temperature ?? 0, seed: options.seed ?? 0, maxBatchSize: options.concurrency ?? 32 });
+  const engine = await createPolicyEnginePool(
+    options.policy,
+    { temperature: options.temperature ?? 0, seed: options.seed ?? 0, maxBatchSize: options.concurrency ?? 32 },
+    options.decodeThreads ?? defaultDecodeThreads(),
+  );
   const pool = new PolicyPool({ current: engine, seed: options.seed ?? 0 });
   const queue = new PQueue({ concurrency: options.concurrency ?? 32 });
   const results = new Map<string, Trajectory[][]>();
