@@ -19,7 +19,6 @@
  * allowed, 404 unknown route or model, 413 body too large, 503 shutting down, 409 an older
  * policy version, 500 otherwise. Built on `node:http`.
  */
-import { AgentRLError } from "@agentrl/spec";
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import type { AddressInfo } from "node:net";
