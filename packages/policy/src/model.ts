@@ -507,24 +507,26 @@ export class Transformer {
     const attention = new AttentionRows(rows, heads, kvHeads, headDim, positions, this.ropeTables);
     const logits = tf.tidy(() => {
       let x = tf.gather(this.weights.embedding, tf.tensor1d(tokens, "int32")) as tf.Tensor2D;
+      // each layer in its own tidy: only the residual stream outlives it (a 0.5B model's 24 layers
+      // of a 300-row prefill would otherwise hold ~1 GB of intermediates until the end)
       this.weights.layers.forEach((layer, i) => {
-        const normed = rmsNorm(x, layer.inputNorm, this.config.rmsNormEps);
-        // one read-back per layer: rows [q (heads·hd) | k (kvH·hd) | v (kvH·hd)]; biases,
-        // rotary, the cache writes and attention then run per row in the kernel module
-        // (WebAssembly SIMD, or JS), not as ~15 small tfjs ops of reshapes, splits and products
-        const data = this.qkvRows(layer, normed, fused?.[i]).dataSync() as Float32Array;
-        for (let row = 0; row < rows; row++) {
-          keyOffsets[row] = owners[row].keyOffset(i);
-          valueOffsets[row] = owners[row].valueOffset(i);
-        }
-        const context = attention.layer(
-          data,
-          fused?.[i].qkvBias,
-          keyOffsets,
-          valueOffsets,
-          capacities,
+        const previous = x;
+        x = tf.tidy(() =>
+          this.feedLayer(
+            layer,
+            i,
+            previous,
+            fused?.[i],
+            rows,
+            qWidth,
+            owners,
+            keyOffsets,
+            valueOffsets,
+            capacities,
+            attention,
+          ),
         );
-        x = this.finishBlock(layer, x, tf.tensor2d(context, [rows, qWidth]), fused?.[i]);
+        if (i > 0) previous.dispose();
       });
       const last =
         rows === sequences.length
@@ -548,6 +550,33 @@ export class Transformer {
       row.set(all.subarray(i * usable, (i + 1) * usable));
       return row;
     });
+  }
+
+  /** One layer of `feedRows` over rows x [rows, d]; returns the new residual stream. */
+  private feedLayer(
+    layer: Layer,
+    i: number,
+    x: tf.Tensor2D,
+    fused: FusedLayer | undefined,
+    rows: number,
+    qWidth: number,
+    owners: KVSequence[],
+    keyOffsets: number[],
+    valueOffsets: number[],
+    capacities: number[],
+    attention: AttentionRows,
+  ): tf.Tensor2D {
+    const normed = rmsNorm(x, layer.inputNorm, this.config.rmsNormEps);
+    // one read-back per layer: rows [q (heads·hd) | k (kvH·hd) | v (kvH·hd)]; biases,
+    // rotary, the cache writes and attention then run per row in the kernel module
+    // (WebAssembly SIMD, or JS), not as ~15 small tfjs ops of reshapes, splits and products
+    const data = this.qkvRows(layer, normed, fused).dataSync() as Float32Array;
+    for (let row = 0; row < rows; row++) {
+      keyOffsets[row] = owners[row].keyOffset(i);
+      valueOffsets[row] = owners[row].valueOffset(i);
+    }
+    const context = attention.layer(data, fused?.qkvBias, keyOffsets, valueOffsets, capacities);
+    return this.finishBlock(layer, x, tf.tensor2d(context, [rows, qWidth]), fused);
   }
 
   /**
