@@ -46,7 +46,7 @@ for (const file of readdirSync(folder).filter((f) => f.endsWith(".wat")).sort())
   const text = await generatedModule(join(folder, file));
   const out = join(folder, `${basename(file, ".wat")}-wasm.ts`);
   let current = "";
-  try { current = readFileSync(out, "utf8"); } catch {}
+  try { current = readFileSync(out, "utf8"); } catch { /* not built yet */ }
   if (check) {
     if (current !== text) {
       console.error(`${out} is out of date: run node scripts/build-kernels.mjs`);

@@ -136,7 +136,7 @@ describe("agentrl train / eval (CLI end to end)", () => {
     assert.equal(printed.steps, 2);
     assert.deepEqual(Object.keys(printed.final).sort(), ["alfworld", "webshop"]);
     // `agentrl train` resolves the same file to the same configuration (its run folder aside) ...
-    const withoutFolder = (text: string) => text.replace(/^  directory: .*$/m, "").replace(/^  resume: .*$/m, "").replace(/^  steps: \d+$/gm, "");
+    const withoutFolder = (text: string) => text.replace(/^ {2}directory: .*$/m, "").replace(/^ {2}resume: .*$/m, "").replace(/^ {2}steps: \d+$/gm, "");
     assert.equal(withoutFolder(readFileSync(join(scriptDirectory, "config.yaml"), "utf8")), withoutFolder(readFileSync(join(runDirectory, "config.yaml"), "utf8")));
     // ... and writes results of the same shape (the CLI's run was resumed to step 3).
     const shape = (value: unknown): unknown => (value && typeof value === "object" ? Object.fromEntries(Object.entries(value).sort().map(([key, inner]) => [key, shape(inner)])) : typeof value);

@@ -7,7 +7,7 @@ import * as tf from "@tensorflow/tfjs-core";
 import { initBackend } from "./backend.js";
 import { presetConfig, toHfConfig, parseHfConfig } from "./config.js";
 import { Policy } from "./policy.js";
-import { writeSafetensorsDirectory, readSafetensorsDirectory, floatToBfloat16 } from "./safetensors.js";
+import { writeSafetensorsDirectory, floatToBfloat16 } from "./safetensors.js";
 import { tokenLogProbs } from "./train.js";
 import { type NamedWeight } from "./model.js";
 import { writeFile } from "node:fs/promises";

@@ -87,6 +87,7 @@ export interface EpisodeSpec {
 export interface EpisodeDependencies {
   client: EnvironmentClient;
   tokenizer: ChatTokenizer;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- engines of any policy type
   pool: PolicyPool<any>;
 }
 

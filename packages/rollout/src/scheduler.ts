@@ -41,6 +41,7 @@ export interface TaskMixEntry {
 export interface RolloutSchedulerOptions {
   client: EnvironmentClient;
   tokenizer: ChatTokenizer;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- engines of any policy type
   pool: PolicyPool<any>;
   buffer: TrajectoryBuffer;
   tasks: TaskMixEntry[];

@@ -4,7 +4,7 @@
  * the test split, and optionally every episode as text (JSONL) to see what the model does.
  */
 import { createWriteStream } from "node:fs";
-import { InvalidArgumentError, type Command } from "commander";
+import { type Command } from "commander";
 import { listOption, numberOption } from "../options.js";
 import { Policy, initBackend } from "@agentrl/policy";
 import { TASK_NAMES, createTaskFamily } from "@agentrl/envs";

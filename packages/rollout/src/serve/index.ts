@@ -62,6 +62,7 @@ export interface ModelServerOptions {
 
 export interface RunningModelServer {
   server: ChatServer;
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- engines of any policy type
   engine: InferenceEngine<any, any>;
   policy: PolicyType;
   address: ListeningAddress;

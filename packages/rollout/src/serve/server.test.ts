@@ -328,7 +328,7 @@ class HeldEngine implements ServeEngine {
         this.aborted += 1;
         reject(request.signal!.reason);
       });
-      this.waiting.push(() => (settled = true) && resolve({ tokens: [...tokenizer.encode("done"), endOfTurn], logprobs: [0, 0], versions: [0, 0], finishReason: "stop", prefilledTokens: 1 }));
+      this.waiting.push(() => { settled = true; resolve({ tokens: [...tokenizer.encode("done"), endOfTurn], logprobs: [0, 0], versions: [0, 0], finishReason: "stop", prefilledTokens: 1 }); });
     });
   }
   releaseCache(): void {}

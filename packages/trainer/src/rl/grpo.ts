@@ -11,7 +11,6 @@ import { accumulateGradients, addGradient, tokenLogProbs, type AdamW, type Polic
 import { isInformative, isMasked, type TrajectoryGroup } from "@agentrl/rollout";
 import {
   advantageStatisticsByTask,
-  DEFAULT_POLICY_OBJECTIVE,
   getAdvantageEstimator,
   mismatchStatistics,
   normalizeAdvantagesByTask,

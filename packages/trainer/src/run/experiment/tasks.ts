@@ -1,5 +1,4 @@
 /** Phase 2: the task families of a run, in-process or behind controllers, with the configured indices. */
-import { join, resolve } from "node:path";
 import { createTaskFamily, type CurriculumTaskFamily, type EnvironmentClient, HttpEnvironmentClient, InProcessEnvironmentClient, isDockerAvailable, type Split, tokenFromEnvironment } from "@agentrl/envs";
 import { type EnvironmentRoute, RoutingEnvironmentClient } from "@agentrl/rollout";
 import type { FamilyFactory, Printer } from "./options.js";
