@@ -325,7 +325,7 @@ async function withDeadline<T>(work: (signal: AbortSignal) => Promise<T>, timeou
 }
 
 /** Rejects with the signal's reason as soon as it aborts, even if `promise` never settles. */
-function raceSignal<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+export function raceSignal<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
   if (signal.aborted) {
     promise.catch(() => {});
     return Promise.reject(signal.reason);

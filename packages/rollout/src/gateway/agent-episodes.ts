@@ -28,7 +28,7 @@ import type {
   SampleStatus,
   ToolSpec,
 } from "@agentrl/envs";
-import type { EpisodeDependencies, EpisodeOptions, EpisodeSpec } from "../episode.js";
+import { raceSignal, type EpisodeDependencies, type EpisodeOptions, type EpisodeSpec } from "../episode.js";
 import type { ServeTokenizer } from "../serve/chat.js";
 import { endCauseOf, NO_VERSION, type Trajectory } from "../types.js";
 import { RecordingGateway, type GatewayEngine, type RecordingGatewayOptions } from "./gateway.js";
@@ -302,26 +302,4 @@ function emptyTrajectory(
     },
     weight: 1,
   };
-}
-
-/** Rejects with the signal's reason as soon as it aborts. */
-function raceSignal<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
-  if (signal.aborted) {
-    promise.catch(() => {});
-    return Promise.reject(signal.reason);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (value) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(value);
-      },
-      (error) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(error);
-      },
-    );
-  });
 }
