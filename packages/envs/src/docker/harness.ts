@@ -148,6 +148,19 @@ class Shell:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.buffer = b""
         self.write("shopt -s expand_aliases\n")
+        # Wait until the shell has read its startup files (it reads them before its first
+        # command): init runs after shell-start answers, so a ~/.bashrc init writes never runs here.
+        ready = ("\x1eAGENTRL-READY-%s\x1e" % os.urandom(6).hex()).encode()
+        self.write("printf '%s'\n" % ready.decode().replace("\x1e", "\\036"))
+        fd = self.process.stdout.fileno()
+        seen = b""
+        deadline = time.monotonic() + 30
+        while ready not in seen and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.25)[0]:
+                data = os.read(fd, 65536)
+                if not data:
+                    break
+                seen += data
 
     def write(self, text):
         self.process.stdin.write(text.encode())
