@@ -8,18 +8,33 @@
  *   npm run bench -- envs
  */
 import { performance } from "node:perf_hooks";
-import { createTaskFamily, hasAgentBenchData, isDockerAvailable, type AssistantMessage, type TaskSession } from "@agentrl/envs";
+import {
+  createTaskFamily,
+  hasAgentBenchData,
+  isDockerAvailable,
+  type AssistantMessage,
+  type TaskSession,
+} from "@agentrl/envs";
 import type { BenchResult } from "./types.js";
 
 const RUNS = 20;
 
 function call(name: string, args: Record<string, unknown>): AssistantMessage {
-  return { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name, arguments: JSON.stringify(args) } }] };
+  return {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      { id: "c", type: "function", function: { name, arguments: JSON.stringify(args) } },
+    ],
+  };
 }
 
 function summary(samples: number[]): { median: number; p90: number } {
   const sorted = [...samples].sort((a, b) => a - b);
-  return { median: sorted[Math.floor(sorted.length / 2)], p90: sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.9))] };
+  return {
+    median: sorted[Math.floor(sorted.length / 2)],
+    p90: sorted[Math.min(sorted.length - 1, Math.floor(sorted.length * 0.9))],
+  };
 }
 
 async function timed<T>(work: () => Promise<T>): Promise<[T, number]> {
@@ -37,10 +52,14 @@ async function measureOs(warmPool: number): Promise<{ start: number[]; command: 
     if (warmPool > 0) await (family as unknown as { warmUp(): Promise<void> }).warmUp();
     for (let run = 0; run < RUNS; run += 1) {
       if (warmPool > 0) await (family as unknown as { warmUp(): Promise<void> }).warmUp();
-      const [session, startMs] = await timed(() => family.startSession(index) as Promise<TaskSession>);
+      const [session, startMs] = await timed(
+        () => family.startSession(index) as Promise<TaskSession>,
+      );
       start.push(startMs);
       for (let turn = 0; turn < 3; turn += 1) {
-        const [, commandMs] = await timed(() => session.interact(call("bash_action", { script: "echo hi" })));
+        const [, commandMs] = await timed(() =>
+          session.interact(call("bash_action", { script: "echo hi" })),
+        );
         command.push(commandMs);
       }
       await session.cancel();
@@ -63,7 +82,11 @@ async function measureDb(): Promise<{ start: number[]; command: number[]; server
       const [session, startMs] = await timed(() => family.startSession(index));
       start.push(startMs);
       for (let turn = 0; turn < 5; turn += 1) {
-        const [, commandMs] = await timed(() => session.interact(call("execute_sql", { query: "SELECT COUNT(*) FROM information_schema.tables" })));
+        const [, commandMs] = await timed(() =>
+          session.interact(
+            call("execute_sql", { query: "SELECT COUNT(*) FROM information_schema.tables" }),
+          ),
+        );
         command.push(commandMs);
       }
       await session.cancel();
@@ -76,9 +99,17 @@ async function measureDb(): Promise<{ start: number[]; command: number[]; server
 
 export async function run(): Promise<BenchResult> {
   const name = "envs-docker";
-  if (!(await isDockerAvailable())) return { name, markdown: "### Docker tasks\n\nSkipped: no Docker engine answers (bash scripts/start-dockerd.sh)." };
+  if (!(await isDockerAvailable()))
+    return {
+      name,
+      markdown:
+        "### Docker tasks\n\nSkipped: no Docker engine answers (bash scripts/start-dockerd.sh).",
+    };
   if (!hasAgentBenchData("os_interaction") || !hasAgentBenchData("dbbench")) {
-    return { name, markdown: "### Docker tasks\n\nSkipped: no AgentBench data in ../shared/data/agentbench." };
+    return {
+      name,
+      markdown: "### Docker tasks\n\nSkipped: no AgentBench data in ../shared/data/agentbench.",
+    };
   }
   const cold = await measureOs(0);
   const warm = await measureOs(2);

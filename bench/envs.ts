@@ -35,7 +35,16 @@ export class InstantSession extends FunctionCallSession {
     super(
       {
         messages: [{ role: "user", content: "Call noop forever." }],
-        tools: [{ type: "function", function: { name: "noop", description: "Does nothing.", parameters: { type: "object", properties: { note: { type: "string" } } } } }],
+        tools: [
+          {
+            type: "function",
+            function: {
+              name: "noop",
+              description: "Does nothing.",
+              parameters: { type: "object", properties: { note: { type: "string" } } },
+            },
+          },
+        ],
       },
       { maxTurns: 1e9 },
     );
@@ -47,10 +56,20 @@ export class InstantSession extends FunctionCallSession {
 
 export function instantFamily(): TaskFamily {
   const indices = Array.from({ length: 10 }, (_, i) => i);
-  return { name: "instant", indices: (split) => (split === "train" ? indices : []), startSession: async () => new InstantSession() };
+  return {
+    name: "instant",
+    indices: (split) => (split === "train" ? indices : []),
+    startSession: async () => new InstantSession(),
+  };
 }
 
-export const TURN: AssistantMessage = { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "noop", arguments: '{"note":"hi"}' } }] };
+export const TURN: AssistantMessage = {
+  role: "assistant",
+  content: null,
+  tool_calls: [
+    { id: "c", type: "function", function: { name: "noop", arguments: '{"note":"hi"}' } },
+  ],
+};
 
 interface Measurement {
   setup: string;
@@ -69,10 +88,18 @@ export function percentile(sorted: number[], q: number): number {
 }
 
 /** Starts `sessions` sessions, then has each call `interact` back to back for DURATION_MS. */
-async function measure(setup: string, client: EnvironmentClient, sessions: number): Promise<Measurement> {
+async function measure(
+  setup: string,
+  client: EnvironmentClient,
+  sessions: number,
+): Promise<Measurement> {
   const ids: string[] = [];
   for (let started = 0; started < sessions; started += 100) {
-    const batch = await Promise.all(Array.from({ length: Math.min(100, sessions - started) }, (_, i) => client.startSample("instant", (started + i) % 10)));
+    const batch = await Promise.all(
+      Array.from({ length: Math.min(100, sessions - started) }, (_, i) =>
+        client.startSample("instant", (started + i) % 10),
+      ),
+    );
     ids.push(...batch.map((s) => s.sessionId));
   }
   const latencies: number[] = [];
@@ -108,7 +135,11 @@ async function measure(setup: string, client: EnvironmentClient, sessions: numbe
 async function withHttpWorker(run: (client: EnvironmentClient) => Promise<void>): Promise<void> {
   const controller = new Controller({ port: 0 });
   const url = await controller.listen();
-  const worker = await serveWorker(new TaskWorker(instantFamily(), { concurrency: 2000 }), { controllerUrl: url, token: controller.token, log: () => undefined });
+  const worker = await serveWorker(new TaskWorker(instantFamily(), { concurrency: 2000 }), {
+    controllerUrl: url,
+    token: controller.token,
+    log: () => undefined,
+  });
   const client = new HttpEnvironmentClient({ url, token: controller.token });
   try {
     await run(client);
@@ -123,7 +154,10 @@ async function withLocalWorker(run: (client: EnvironmentClient) => Promise<void>
   const controller = new Controller({ port: 0 });
   const worker = new TaskWorker(instantFamily(), { concurrency: 2000 });
   controller.addLocalWorker(worker);
-  const client = new HttpEnvironmentClient({ url: await controller.listen(), token: controller.token });
+  const client = new HttpEnvironmentClient({
+    url: await controller.listen(),
+    token: controller.token,
+  });
   try {
     await run(client);
   } finally {
@@ -165,10 +199,14 @@ export async function run(): Promise<BenchResult> {
     "",
     "| setup | concurrent sessions | calls | calls/s | mean latency (ms) | p50 (ms) | p99 (ms) | CPU per call (ms) |",
     "|---|---|---|---|---|---|---|---|",
-    ...rows.map((r) => `| ${r.setup} | ${r.sessions} | ${r.calls} | ${format(r.callsPerSecond, 0)} | ${format(r.meanMs, 2)} | ${format(r.p50Ms, 2)} | ${format(r.p99Ms, 2)} | ${format(r.cpuMsPerCall, 3)} |`),
+    ...rows.map(
+      (r) =>
+        `| ${r.setup} | ${r.sessions} | ${r.calls} | ${format(r.callsPerSecond, 0)} | ${format(r.meanMs, 2)} | ${format(r.p50Ms, 2)} | ${format(r.p99Ms, 2)} | ${format(r.cpuMsPerCall, 3)} |`,
+    ),
   ].join("\n");
   return { name: "envs", markdown };
 }
 
-const invokedDirectly = process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
+const invokedDirectly =
+  process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
 if (invokedDirectly) console.log((await run()).markdown);

@@ -9,7 +9,13 @@
  */
 import http from "node:http";
 import { performance } from "node:perf_hooks";
-import { Controller, HttpEnvironmentClient, TaskWorker, createTaskFamily, serveWorker } from "@agentrl/envs";
+import {
+  Controller,
+  HttpEnvironmentClient,
+  TaskWorker,
+  createTaskFamily,
+  serveWorker,
+} from "@agentrl/envs";
 import { createFuzzer, sendRaw, type FuzzAnswer } from "../packages/envs/src/server/fuzz.js";
 import type { BenchResult } from "./types.js";
 
@@ -27,11 +33,22 @@ export async function run(): Promise<BenchResult> {
   const worker = new TaskWorker(family, { concurrency: 256 });
   controller.addLocalWorker(worker);
   const url = await controller.listen();
-  const workerServer = await serveWorker(new TaskWorker(remoteFamily, { concurrency: 256 }), { controllerUrl: url, token: controller.token, log: () => undefined });
+  const workerServer = await serveWorker(new TaskWorker(remoteFamily, { concurrency: 256 }), {
+    controllerUrl: url,
+    token: controller.token,
+    log: () => undefined,
+  });
   const client = new HttpEnvironmentClient({ url, token: controller.token });
   const live: string[] = [];
-  for (let i = 0; i < 8; i++) live.push((await client.startSample("kg", family.indices("test")[i])).sessionId);
-  const next = createFuzzer(10_000, { token: controller.token, task: "kg", tool: "get_relations", sessionIds: () => live, maxBodyBytes: MAX_BODY_BYTES });
+  for (let i = 0; i < 8; i++)
+    live.push((await client.startSample("kg", family.indices("test")[i])).sessionId);
+  const next = createFuzzer(10_000, {
+    token: controller.token,
+    task: "kg",
+    tool: "get_relations",
+    sessionIds: () => live,
+    maxBodyBytes: MAX_BODY_BYTES,
+  });
   const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT });
   const workerBase = workerServer.address.replace(/\/api$/, "");
   const counts = new Map<string, number>();
@@ -42,13 +59,22 @@ export async function run(): Promise<BenchResult> {
   const began = performance.now();
   for (let sent = 0; sent < REQUESTS; sent += IN_FLIGHT) {
     const batch = Array.from({ length: Math.min(IN_FLIGHT, REQUESTS - sent) }, () => next());
-    const answers: FuzzAnswer[] = await Promise.all(batch.map((request) => sendRaw(request.target === "controller" ? url : workerBase, request, agent)));
+    const answers: FuzzAnswer[] = await Promise.all(
+      batch.map((request) =>
+        sendRaw(request.target === "controller" ? url : workerBase, request, agent),
+      ),
+    );
     answers.forEach((answer, position) => {
       const request = batch[position];
       counts.set(String(answer), (counts.get(String(answer)) ?? 0) + 1);
       kinds.set(request.kind, (kinds.get(request.kind) ?? 0) + 1);
       if (request.path.endsWith("/interact")) toolCalls += 1;
-      if (answer === "closed" ? request.kind !== "oversized body" && request.kind !== "deep nesting" : answer >= 500) failures += 1;
+      if (
+        answer === "closed"
+          ? request.kind !== "oversized body" && request.kind !== "deep nesting"
+          : answer >= 500
+      )
+        failures += 1;
     });
   }
   const seconds = (performance.now() - began) / 1000;
@@ -61,8 +87,14 @@ export async function run(): Promise<BenchResult> {
   await workerServer.close();
   await worker.close();
 
-  const statusRow = [...counts].sort(([a], [b]) => a.localeCompare(b)).map(([status, n]) => `${status}: ${n}`).join(", ");
-  const kindRow = [...kinds].sort(([, a], [, b]) => b - a).map(([kind, n]) => `${kind} ${n}`).join(", ");
+  const statusRow = [...counts]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([status, n]) => `${status}: ${n}`)
+    .join(", ");
+  const kindRow = [...kinds]
+    .sort(([, a], [, b]) => b - a)
+    .map(([kind, n]) => `${kind} ${n}`)
+    .join(", ");
   const markdown = [
     "### Malformed requests and tool calls (controller hardening)",
     "",
@@ -77,5 +109,6 @@ export async function run(): Promise<BenchResult> {
   return { name: "malformed", markdown };
 }
 
-const invokedDirectly = process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
+const invokedDirectly =
+  process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
 if (invokedDirectly) console.log((await run()).markdown);

@@ -50,7 +50,8 @@ const STEPS = Number(process.env.AGENTRL_BENCH_STEPS ?? 16);
  */
 const BATCHES = (process.env.AGENTRL_BENCH_BATCHES ?? "1x4,2x4,1x8").split(",").map((shape) => {
   const [groups, episodes] = shape.split("x").map(Number);
-  if (!(groups > 0 && episodes > 0)) throw new Error(`AGENTRL_BENCH_BATCHES: "${shape}" is not GROUPSxEPISODES`);
+  if (!(groups > 0 && episodes > 0))
+    throw new Error(`AGENTRL_BENCH_BATCHES: "${shape}" is not GROUPSxEPISODES`);
   return { groups, episodes };
 });
 const MIN_TURNS = 3;
@@ -120,9 +121,19 @@ interface ModeResult {
   recordingShare: number;
 }
 
-async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: string): Promise<ModeResult> {
+async function measure(
+  mode: "sync" | "async",
+  batch: Batch,
+  modelDirectory: string,
+): Promise<ModeResult> {
   const random = seededUniform(5);
-  const family = echoFamily({ size: 64, minTurnsNeeded: MIN_TURNS, maxTurnsNeeded: MAX_TURNS, maxTurns: MAX_TURNS, latency: () => environmentLatencyMs(random) });
+  const family = echoFamily({
+    size: 64,
+    minTurnsNeeded: MIN_TURNS,
+    maxTurnsNeeded: MAX_TURNS,
+    maxTurns: MAX_TURNS,
+    latency: () => environmentLatencyMs(random),
+  });
   const client = new InProcessEnvironmentClient([family], { concurrency: 1024 });
   const runDirectory = mkdtempSync(join(tmpdir(), `agentrl-bench-${mode}-`));
   const marks: { at: number; metrics: Record<string, number>; busy: number }[] = [];
@@ -133,19 +144,33 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
   let steadyCpu: { process: number; others: number } | undefined;
   const began = performance.now();
   const options: TrainingRunOptions = {
-    modelDirectory, runDirectory, client, mode,
+    modelDirectory,
+    runDirectory,
+    client,
+    mode,
     tasks: [{ name: "echo" }],
-    steps: STEPS, batchGroups: batch.groups, groupSize: batch.episodes, seed: 3,
+    steps: STEPS,
+    batchGroups: batch.groups,
+    groupSize: batch.episodes,
+    seed: 3,
     // Random weights complete every echo episode alike: keep uniform groups so both modes train on all 8 episodes.
     // Micro-batches of 2,048 padded tokens: rows of 3- and 8-turn episodes differ ~2× in length, and one 4,096-token
     // micro-batch pads them all to the longest (measured: 3,600 instead of 2,920 tokens processed, 8.5 vs 6.7 s a step).
-    learner: { schedule: { learningRate: 1e-5 }, grpo: { klCoefficient: 0, skipUniformGroups: false, microBatchTokens: MICRO_BATCH_TOKENS }, gradientThreads: GRADIENT_THREADS[mode] },
+    learner: {
+      schedule: { learningRate: 1e-5 },
+      grpo: { klCoefficient: 0, skipUniformGroups: false, microBatchTokens: MICRO_BATCH_TOKENS },
+      gradientThreads: GRADIENT_THREADS[mode],
+    },
     rollout: {
       maxConcurrentEpisodes: MAX_CONCURRENT_EPISODES,
       bufferGroups: BUFFER_GROUPS_PER_BATCH_GROUP * batch.groups,
       maxStaleness: MAX_STALENESS,
       engine: { temperature: 0.8 }, // async keeps KV caches across updates (the loop's default)
-      episode: { maxTurns: MAX_TURNS, maxNewTokensPerTurn: MAX_NEW_TOKENS_PER_TURN, maxTokens: 2048 },
+      episode: {
+        maxTurns: MAX_TURNS,
+        maxNewTokensPerTurn: MAX_NEW_TOKENS_PER_TURN,
+        maxTokens: 2048,
+      },
     },
     crossPolicy: { staleProbability: 0, refreshEvery: 25 },
     checkpoint: { every: 1_000_000, keep: 1 },
@@ -179,7 +204,11 @@ async function measure(mode: "sync" | "async", batch: Batch, modelDirectory: str
   const sum = (key: string) => steady.reduce((n, m) => n + (m.metrics[key] ?? 0), 0);
   const trainedTokens = sum("train/trainedTokens");
   return {
-    mode, batch, seconds, steps: steady.length, trainedTokens,
+    mode,
+    batch,
+    seconds,
+    steps: steady.length,
+    trainedTokens,
     processedTokens: sum("train/processedTokens"),
     tokensPerSecond: trainedTokens / seconds,
     episodesPerSecond: (steady.length * batch.groups * batch.episodes) / seconds,
@@ -209,7 +238,12 @@ function readCpu(): CpuReading {
   const usage = process.cpuUsage();
   let machine: number | undefined;
   try {
-    const [user, nice, system, , , irq, softirq, steal] = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1).map(Number);
+    const [user, nice, system, , , irq, softirq, steal] = readFileSync("/proc/stat", "utf8")
+      .split("\n")[0]
+      .trim()
+      .split(/\s+/)
+      .slice(1)
+      .map(Number);
     machine = user + nice + system + irq + softirq + steal;
   } catch {
     machine = undefined;
@@ -227,7 +261,10 @@ function coresUsedSince(before: CpuReading): { process: number; others: number }
   const seconds = (now.at - before.at) / 1000;
   const processCores = (now.process - before.process) / 1e6 / seconds;
   const ticksPerSecond = 100; // USER_HZ
-  const machineCores = now.machine !== undefined && before.machine !== undefined ? (now.machine - before.machine) / ticksPerSecond / seconds : NaN;
+  const machineCores =
+    now.machine !== undefined && before.machine !== undefined
+      ? (now.machine - before.machine) / ticksPerSecond / seconds
+      : NaN;
   return { process: processCores, others: Math.max(0, machineCores - processCores) };
 }
 
@@ -262,7 +299,9 @@ export async function run(): Promise<BenchResult> {
       for (const mode of MODES) {
         const result = await measure(mode, batch, modelDirectory);
         loads.push(loadavg()[0]);
-        console.log(`[pipeline] ${batch.groups}x${batch.episodes} ${mode}: ${result.tokensPerSecond.toFixed(1)} trained tokens/s over ${result.seconds.toFixed(1)} s; cores used: ${result.processCores.toFixed(2)} by this process, ${result.otherCores.toFixed(2)} by others`);
+        console.log(
+          `[pipeline] ${batch.groups}x${batch.episodes} ${mode}: ${result.tokensPerSecond.toFixed(1)} trained tokens/s over ${result.seconds.toFixed(1)} s; cores used: ${result.processCores.toFixed(2)} by this process, ${result.otherCores.toFixed(2)} by others`,
+        );
         results.push(result);
         allResults.push(result);
       }
@@ -285,7 +324,10 @@ export async function run(): Promise<BenchResult> {
   }
   const verdict = ratios
     .filter((r) => Number.isFinite(r.ratio))
-    .map((r) => `${r.batch.groups} × ${r.batch.episodes}: ${r.ratio.toFixed(2)}× (${r.ratio >= 2.5 ? "met" : "NOT met"})`)
+    .map(
+      (r) =>
+        `${r.batch.groups} × ${r.batch.episodes}: ${r.ratio.toFixed(2)}× (${r.ratio >= 2.5 ? "met" : "NOT met"})`,
+    )
     .join("; ");
   const busiestOthers = Math.max(0, ...allResults.map((r) => r.otherCores).filter(Number.isFinite));
   const markdown = [
@@ -307,7 +349,9 @@ export async function run(): Promise<BenchResult> {
     ...rows,
     "",
     `**async / sync** (target ≥ 2.5×): ${verdict}. Machine load average (1 min) before and after each mode: ${loads.map((l) => l.toFixed(1)).join(", ")} on ${cpus().length} cores` +
-      (busiestOthers > 0.2 ? `; **other processes used up to ${busiestOthers.toFixed(2)} cores during a mode: these figures are not from a quiet machine**.` : "; other processes used at most " + busiestOthers.toFixed(2) + " cores during any mode."),
+      (busiestOthers > 0.2
+        ? `; **other processes used up to ${busiestOthers.toFixed(2)} cores during a mode: these figures are not from a quiet machine**.`
+        : "; other processes used at most " + busiestOthers.toFixed(2) + " cores during any mode."),
     "",
     "Why the ratio falls as the batch grows: on 2 cores async can at most keep both cores busy with rollout and training, so beyond 2× it gains",
     "only the time sync spends idle, waiting for the slowest episode of its batch. Training time grows with the episodes of a step; that wait",

@@ -12,7 +12,17 @@
 import { performance } from "node:perf_hooks";
 import { cpus, loadavg } from "node:os";
 import * as tf from "@tensorflow/tfjs-core";
-import { AdamW, Transformer, availableBackends, nextTokenLoss, presetConfig, setBackend, tokenLogProbs, trainStep, type BackendName } from "@agentrl/policy";
+import {
+  AdamW,
+  Transformer,
+  availableBackends,
+  nextTokenLoss,
+  presetConfig,
+  setBackend,
+  tokenLogProbs,
+  trainStep,
+  type BackendName,
+} from "@agentrl/policy";
 import type { BenchResult } from "./types.js";
 
 interface BackendFigures {
@@ -49,13 +59,22 @@ const SUPERVISED_MICRO_BATCH_TOKENS = 2048;
  * third position scored, like assistant turns). Tokens counted without padding.
  */
 function measureSupervisedShape(): SupervisedFigures {
-  const config = presetConfig("tiny", { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32, maxPositionEmbeddings: 2048 });
+  const config = presetConfig("tiny", {
+    hiddenSize: 128,
+    intermediateSize: 384,
+    numHiddenLayers: 3,
+    numAttentionHeads: 4,
+    numKeyValueHeads: 2,
+    headDim: 32,
+    maxPositionEmbeddings: 2048,
+  });
   const model = new Transformer(config, undefined, { seed: 0 });
   const optimizer = new AdamW(model.variables, { learningRate: 1e-4 });
   const groups: number[][] = [[]];
   for (const length of SUPERVISED_LENGTHS) {
     const group = groups.at(-1)!;
-    if ((group.length + 1) * Math.max(length, ...group) > SUPERVISED_MICRO_BATCH_TOKENS) groups.push([length]);
+    if ((group.length + 1) * Math.max(length, ...group) > SUPERVISED_MICRO_BATCH_TOKENS)
+      groups.push([length]);
     else group.push(length);
   }
   const microBatches = groups.map((lengths) => {
@@ -63,16 +82,33 @@ function measureSupervisedShape(): SupervisedFigures {
     const ids = new Int32Array(lengths.length * width);
     const mask = new Float32Array(lengths.length * (width - 1));
     lengths.forEach((length, row) => {
-      for (let t = 0; t < length; t++) ids[row * width + t] = (row * 31 + t * 13) % config.vocabSize;
+      for (let t = 0; t < length; t++)
+        ids[row * width + t] = (row * 31 + t * 13) % config.vocabSize;
       for (let t = 1; t < length; t++) mask[row * (width - 1) + t - 1] = t % 3 === 0 ? 1 : 0;
     });
-    return { ids: tf.tensor2d(ids, [lengths.length, width], "int32"), mask: tf.tensor2d(mask, [lengths.length, width - 1]) };
+    return {
+      ids: tf.tensor2d(ids, [lengths.length, width], "int32"),
+      mask: tf.tensor2d(mask, [lengths.length, width - 1]),
+    };
   });
   const tokens = SUPERVISED_LENGTHS.reduce((a, b) => a + b, 0);
   const rate = (useMask: boolean) => {
     const seconds = measure(() => {
       trainStep(model, optimizer, microBatches, (m) =>
-        tf.tidy(() => tf.div(tf.neg(tf.sum(tf.mul(tokenLogProbs(model, m.ids, useMask ? { mask: m.mask } : {}).logProbs, m.mask))), 1000) as tf.Scalar),
+        tf.tidy(
+          () =>
+            tf.div(
+              tf.neg(
+                tf.sum(
+                  tf.mul(
+                    tokenLogProbs(model, m.ids, useMask ? { mask: m.mask } : {}).logProbs,
+                    m.mask,
+                  ),
+                ),
+              ),
+              1000,
+            ) as tf.Scalar,
+        ),
       );
     }, 2);
     return { wall: tokens / seconds.wall, cpu: tokens / seconds.cpu };
@@ -114,7 +150,12 @@ function bestSeconds(fn: () => void, repeats: number): number {
 }
 
 /** GFLOP/s by wall time and by CPU time. */
-function matmulGflops(m: number, k: number, n: number, repeats: number): { wall: number; cpu: number } {
+function matmulGflops(
+  m: number,
+  k: number,
+  n: number,
+  repeats: number,
+): { wall: number; cpu: number } {
   const a = tf.randomNormal([m, k]);
   const b = tf.randomNormal([k, n]);
   const seconds = measure(() => {
@@ -140,15 +181,19 @@ function measureBackend(backend: string, slow: boolean): BackendFigures {
   const config = presetConfig("tiny"); // vocab 4096
   const model = new Transformer(config, undefined, { seed: 0 });
   const promptLength = 32;
-  const prompt = (i: number) => Array.from({ length: promptLength }, (_, t) => (i * 131 + t * 17) % config.vocabSize);
+  const prompt = (i: number) =>
+    Array.from({ length: promptLength }, (_, t) => (i * 131 + t * 17) % config.vocabSize);
 
   // prefill: one 128-token prompt (cpu: 32)
   const longPrompt = Array.from({ length: slow ? 32 : 128 }, (_, t) => (t * 29) % config.vocabSize);
-  const prefillSeconds = bestSeconds(() => {
-    const sequence = model.createSequence();
-    model.prefill(sequence, longPrompt);
-    sequence.dispose();
-  }, slow ? 1 : 3);
+  const prefillSeconds = bestSeconds(
+    () => {
+      const sequence = model.createSequence();
+      model.prefill(sequence, longPrompt);
+      sequence.dispose();
+    },
+    slow ? 1 : 3,
+  );
 
   /** Tokens per wall second and per CPU second. */
   const decode = (batch: number, steps: number): { wall: number; cpu: number } => {
@@ -171,23 +216,37 @@ function measureBackend(backend: string, slow: boolean): BackendFigures {
     batch1Rounds.push(decode(1, slow ? 4 : 64));
     batch32Rounds.push(decode(32, slow ? 2 : 32));
   }
-  const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
-  const medianRound = (list: { wall: number; cpu: number }[]) => ({ wall: median(list.map((r) => r.wall)), cpu: median(list.map((r) => r.cpu)) });
+  const median = (values: number[]) =>
+    [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+  const medianRound = (list: { wall: number; cpu: number }[]) => ({
+    wall: median(list.map((r) => r.wall)),
+    cpu: median(list.map((r) => r.cpu)),
+  });
   const decodeBatch1 = medianRound(batch1Rounds);
   const decodeBatch32 = medianRound(batch32Rounds);
 
   const batch = slow ? 1 : 8;
   const length = slow ? 32 : 128;
-  const ids = tf.tensor2d(Array.from({ length: batch }, (_, b) => Array.from({ length }, (_, t) => (b * 7 + t * 13) % config.vocabSize)), undefined, "int32");
+  const ids = tf.tensor2d(
+    Array.from({ length: batch }, (_, b) =>
+      Array.from({ length }, (_, t) => (b * 7 + t * 13) % config.vocabSize),
+    ),
+    undefined,
+    "int32",
+  );
   const optimizer = new AdamW(model.variables, { learningRate: 1e-4 });
-  const trainSeconds = measure(() => trainStep(model, optimizer, [ids], (x) => nextTokenLoss(model, x)), slow ? 1 : 6);
+  const trainSeconds = measure(
+    () => trainStep(model, optimizer, [ids], (x) => nextTokenLoss(model, x)),
+    slow ? 1 : 6,
+  );
   // the load of a shared machine drifts: measure 512³ again right after training and keep
   // the better figure, so the train / matmul ratio compares like with like
   const again = matmulGflops(512, 512, 512, slow ? 1 : 8);
   matmul[0].gflops = Math.max(matmul[0].gflops, again.wall);
   matmul[0].cpuGflops = Math.max(matmul[0].cpuGflops, again.cpu);
   const tokens = batch * (length - 1);
-  const flopsPerToken = 6 * model.parameterCount + 12 * config.numHiddenLayers * (length - 1) * config.hiddenSize;
+  const flopsPerToken =
+    6 * model.parameterCount + 12 * config.numHiddenLayers * (length - 1) * config.hiddenSize;
   optimizer.dispose();
   ids.dispose();
   model.dispose();
@@ -231,7 +290,8 @@ export async function run(): Promise<BenchResult> {
   const parameters = new Transformer(presetConfig("tiny"), undefined, { seed: 0 });
   const parameterCount = parameters.parameterCount;
   parameters.dispose();
-  const fixed = (x: number, digits = 0) => x.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
+  const fixed = (x: number, digits = 0) =>
+    x.toLocaleString("en-US", { maximumFractionDigits: digits, minimumFractionDigits: digits });
   const lines = [
     "## Policy (tfjs)",
     "",
@@ -263,7 +323,10 @@ export async function run(): Promise<BenchResult> {
       "",
       "| backend | train tok/s | per CPU-second | with `tokenLogProbs(…, { mask })` | per CPU-second |",
       "|---|---|---|---|---|",
-      ...supervisedRows.map((f) => `| ${f.backend} | ${fixed(f.supervised!.all.wall)} | ${fixed(f.supervised!.all.cpu)} | ${fixed(f.supervised!.masked.wall)} | ${fixed(f.supervised!.masked.cpu)} |`),
+      ...supervisedRows.map(
+        (f) =>
+          `| ${f.backend} | ${fixed(f.supervised!.all.wall)} | ${fixed(f.supervised!.all.cpu)} | ${fixed(f.supervised!.masked.wall)} | ${fixed(f.supervised!.masked.cpu)} |`,
+      ),
     );
   }
   const markdown = lines.join("\n");
@@ -271,5 +334,6 @@ export async function run(): Promise<BenchResult> {
   return { name: "policy", markdown };
 }
 
-const invokedDirectly = process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
+const invokedDirectly =
+  process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
 if (invokedDirectly) await run();

@@ -9,14 +9,28 @@
 import { cpus, loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import * as tf from "@tensorflow/tfjs-core";
-import { PolicyPool, RolloutScheduler, TrajectoryBuffer, createPolicyEngine, type InferenceEngineOptions } from "@agentrl/rollout";
+import {
+  PolicyPool,
+  RolloutScheduler,
+  TrajectoryBuffer,
+  createPolicyEngine,
+  type InferenceEngineOptions,
+} from "@agentrl/rollout";
 import type { Policy } from "@agentrl/policy";
-import { FaultyClient, echoFamily, testPolicy, testTokenizer, type Tokenizer } from "../packages/rollout/src/testing/fixtures.js";
+import {
+  FaultyClient,
+  echoFamily,
+  testPolicy,
+  testTokenizer,
+  type Tokenizer,
+} from "../packages/rollout/src/testing/fixtures.js";
 import { environmentLatencyMs, seededUniform } from "./latency.js";
 import type { BenchResult } from "./types.js";
 
 /** Concurrency levels measured (`AGENTRL_BENCH_CONCURRENCIES=1,32` to pick some). */
-const CONCURRENCIES = (process.env.AGENTRL_BENCH_CONCURRENCIES ?? "1,8,32,64").split(",").map(Number);
+const CONCURRENCIES = (process.env.AGENTRL_BENCH_CONCURRENCIES ?? "1,8,32,64")
+  .split(",")
+  .map(Number);
 /** Wall time of each measurement, seconds (after a short warm-up). */
 const SECONDS_PER_LEVEL = Number(process.env.AGENTRL_BENCH_SECONDS ?? 20);
 /** Each level's time is split into this many windows, measured in interleaved rounds. */
@@ -26,7 +40,9 @@ const MAX_NEW_TOKENS_PER_TURN = 32;
 const CHAT_TEMPLATE = (process.env.AGENTRL_BENCH_TEMPLATE ?? "compact") as "compact" | "qwen2.5";
 
 /** Extra engine options as JSON (`AGENTRL_BENCH_ENGINE='{"joinIntervalSteps":0}'`), for experiments. */
-const ENGINE_OVERRIDES = JSON.parse(process.env.AGENTRL_BENCH_ENGINE ?? "{}") as InferenceEngineOptions;
+const ENGINE_OVERRIDES = JSON.parse(
+  process.env.AGENTRL_BENCH_ENGINE ?? "{}",
+) as InferenceEngineOptions;
 
 interface Level {
   concurrency: number;
@@ -54,15 +70,39 @@ interface Totals {
 }
 
 /** Runs `concurrency` episodes at once for a 2 s warm-up plus `seconds`; returns what the engine did in the measured part. */
-async function measureWindow(policy: Policy, tokenizer: Tokenizer, concurrency: number, seconds: number, seed: number, latencySeed: number): Promise<Totals> {
+async function measureWindow(
+  policy: Policy,
+  tokenizer: Tokenizer,
+  concurrency: number,
+  seconds: number,
+  seed: number,
+  latencySeed: number,
+): Promise<Totals> {
   // Every level of a round draws the same sequence of environment delays.
   const random = seededUniform(latencySeed);
-  const client = new FaultyClient([echoFamily({ size: 64, maxTurnsNeeded: 4, maxTurns: 8, latency: () => environmentLatencyMs(random) })]);
-  const engine = createPolicyEngine(policy, { temperature: 0.8, maxBatchSize: 64, seed, ...ENGINE_OVERRIDES });
+  const client = new FaultyClient([
+    echoFamily({
+      size: 64,
+      maxTurnsNeeded: 4,
+      maxTurns: 8,
+      latency: () => environmentLatencyMs(random),
+    }),
+  ]);
+  const engine = createPolicyEngine(policy, {
+    temperature: 0.8,
+    maxBatchSize: 64,
+    seed,
+    ...ENGINE_OVERRIDES,
+  });
   const scheduler = new RolloutScheduler({
-    client, tokenizer, pool: new PolicyPool({ current: engine }),
+    client,
+    tokenizer,
+    pool: new PolicyPool({ current: engine }),
     buffer: new TrajectoryBuffer({ capacityGroups: 1_000_000 }),
-    tasks: [{ name: "echo" }], groupSize: Math.min(8, concurrency), maxConcurrentEpisodes: concurrency, seed,
+    tasks: [{ name: "echo" }],
+    groupSize: Math.min(8, concurrency),
+    maxConcurrentEpisodes: concurrency,
+    seed,
     episode: { maxNewTokensPerTurn: MAX_NEW_TOKENS_PER_TURN, maxTurns: 8 },
   });
   const done = scheduler.start();
@@ -100,10 +140,26 @@ export async function run(): Promise<BenchResult> {
   const totals = new Map<number, Totals>();
   for (let round = 0; round < ROUNDS; round++) {
     for (const concurrency of CONCURRENCIES) {
-      const window = await measureWindow(policy, tokenizer, concurrency, SECONDS_PER_LEVEL / ROUNDS, concurrency + 1000 * round, 17 + round);
+      const window = await measureWindow(
+        policy,
+        tokenizer,
+        concurrency,
+        SECONDS_PER_LEVEL / ROUNDS,
+        concurrency + 1000 * round,
+        17 + round,
+      );
       const sum = totals.get(concurrency);
-      totals.set(concurrency, sum ? (Object.fromEntries(Object.entries(sum).map(([key, value]) => [key, value + window[key as keyof Totals]])) as unknown as Totals) : window);
-      console.log(`[bench rollout] round ${round + 1}/${ROUNDS}, ${concurrency} episodes: ${(window.generatedTokens / window.seconds).toFixed(0)} tokens/s, ${(window.decodeMs / Math.max(1, window.decodeSteps)).toFixed(1)} ms per step at batch ${(window.batchSum / Math.max(1, window.decodeSteps)).toFixed(1)}; prefill ${window.prefillCalls} calls, ${window.prefilledTokens} tokens; fed by decode ${window.fedByDecode}`);
+      totals.set(
+        concurrency,
+        sum
+          ? (Object.fromEntries(
+              Object.entries(sum).map(([key, value]) => [key, value + window[key as keyof Totals]]),
+            ) as unknown as Totals)
+          : window,
+      );
+      console.log(
+        `[bench rollout] round ${round + 1}/${ROUNDS}, ${concurrency} episodes: ${(window.generatedTokens / window.seconds).toFixed(0)} tokens/s, ${(window.decodeMs / Math.max(1, window.decodeSteps)).toFixed(1)} ms per step at batch ${(window.batchSum / Math.max(1, window.decodeSteps)).toFixed(1)}; prefill ${window.prefillCalls} calls, ${window.prefilledTokens} tokens; fed by decode ${window.fedByDecode}`,
+      );
     }
   }
   const levels: Level[] = CONCURRENCIES.map((concurrency) => {

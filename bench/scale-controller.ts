@@ -62,7 +62,13 @@ const TOKEN = "scale-controller-bench";
 
 async function child(): Promise<void> {
   const controller = new Controller({ port: 0, token: TOKEN, idleTimeoutMs: 3_600_000 });
-  for (let i = 0; i < WORKERS; i += 1) controller.addLocalWorker(new TaskWorker(instantFamily(), { concurrency: Math.ceil(SESSIONS / WORKERS) + 1, idleTimeoutMs: 3_600_000 }));
+  for (let i = 0; i < WORKERS; i += 1)
+    controller.addLocalWorker(
+      new TaskWorker(instantFamily(), {
+        concurrency: Math.ceil(SESSIONS / WORKERS) + 1,
+        idleTimeoutMs: 3_600_000,
+      }),
+    );
   let interactMs: number[] = [];
   const interact = controller.interact.bind(controller);
   controller.interact = async (sessionId, message) => {
@@ -88,7 +94,14 @@ async function child(): Promise<void> {
     if (message.type === "stats") {
       collectGarbage();
       const cpu = process.cpuUsage(cpuFrom);
-      const stats: ChildStats = { heapBeforeBytes, heapAfterBytes: process.memoryUsage().heapUsed, rssAfterBytes: process.memoryUsage().rss, interactMs, eventLoopP99Ms: loop.percentile(99) / 1e6, cpuMs: (cpu.user + cpu.system) / 1000 };
+      const stats: ChildStats = {
+        heapBeforeBytes,
+        heapAfterBytes: process.memoryUsage().heapUsed,
+        rssAfterBytes: process.memoryUsage().rss,
+        interactMs,
+        eventLoopP99Ms: loop.percentile(99) / 1e6,
+        cpuMs: (cpu.user + cpu.system) / 1000,
+      };
       interactMs = [];
       cpuFrom = process.cpuUsage();
       loop.reset();
@@ -127,7 +140,13 @@ interface Phase {
   cpuMsPerCall: number;
 }
 
-function summarize(inFlight: Phase["inFlight"], latencies: number[], errors: number, elapsedMs: number, stats: ChildStats): Phase {
+function summarize(
+  inFlight: Phase["inFlight"],
+  latencies: number[],
+  errors: number,
+  elapsedMs: number,
+  stats: ChildStats,
+): Phase {
   latencies.sort((a, b) => a - b);
   const inside = stats.interactMs.sort((a, b) => a - b);
   return {
@@ -146,12 +165,30 @@ function summarize(inFlight: Phase["inFlight"], latencies: number[], errors: num
 
 export async function run(): Promise<BenchResult> {
   const file = fileURLToPath(import.meta.url);
-  const server = fork(file, [CHILD_FLAG], { execArgv: ["--conditions=source", "--import", "tsx", "--expose-gc", ...(process.env.AGENTRL_SCALE_PROFILE ? ["--cpu-prof", "--cpu-prof-dir", process.env.AGENTRL_SCALE_PROFILE] : [])], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const server = fork(file, [CHILD_FLAG], {
+    execArgv: [
+      "--conditions=source",
+      "--import",
+      "tsx",
+      "--expose-gc",
+      ...(process.env.AGENTRL_SCALE_PROFILE
+        ? ["--cpu-prof", "--cpu-prof-dir", process.env.AGENTRL_SCALE_PROFILE]
+        : []),
+    ],
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
   const url = await new Promise<string>((resolve, reject) => {
-    server.once("message", (message: ChildMessage) => (message.type === "listening" ? resolve(message.url) : reject(new Error("unexpected message"))));
+    server.once("message", (message: ChildMessage) =>
+      message.type === "listening" ? resolve(message.url) : reject(new Error("unexpected message")),
+    );
     server.once("exit", (code) => reject(new Error(`the controller process exited (${code})`)));
   });
-  const client = new HttpEnvironmentClient({ url, token: TOKEN, maxSockets: CLIENT_SOCKETS, requestTimeoutMs: 60_000 });
+  const client = new HttpEnvironmentClient({
+    url,
+    token: TOKEN,
+    maxSockets: CLIENT_SOCKETS,
+    requestTimeoutMs: 60_000,
+  });
   const loadBefore = loadavg()[0];
   let errors = 0;
   const errorSamples = new Set<string>();
@@ -165,7 +202,8 @@ export async function run(): Promise<BenchResult> {
     try {
       const result = await client.interact(id, TURN);
       latencies.push(performance.now() - t0);
-      if (result.status !== "running") noteError(new Error(`session ${id} ended: ${result.status}`));
+      if (result.status !== "running")
+        noteError(new Error(`session ${id} ended: ${result.status}`));
     } catch (error) {
       noteError(error);
     }
@@ -176,7 +214,11 @@ export async function run(): Promise<BenchResult> {
     const ids: string[] = [];
     const openBegan = performance.now();
     for (let opened = 0; opened < SESSIONS; opened += START_BATCH) {
-      const batch = await Promise.allSettled(Array.from({ length: Math.min(START_BATCH, SESSIONS - opened) }, (_, i) => client.startSample("instant", (opened + i) % 10)));
+      const batch = await Promise.allSettled(
+        Array.from({ length: Math.min(START_BATCH, SESSIONS - opened) }, (_, i) =>
+          client.startSample("instant", (opened + i) % 10),
+        ),
+      );
       for (const result of batch) {
         if (result.status === "fulfilled") ids.push(result.value.sessionId);
         else noteError(result.reason);
@@ -198,7 +240,8 @@ export async function run(): Promise<BenchResult> {
       const deadline = began + PHASE_MS;
       await Promise.all(
         Array.from({ length: inFlight }, async (_, loop) => {
-          for (let k = loop; performance.now() < deadline; k += inFlight) await timedTurn(ids[k % ids.length], latencies);
+          for (let k = loop; performance.now() < deadline; k += inFlight)
+            await timedTurn(ids[k % ids.length], latencies);
         }),
       );
       const elapsed = performance.now() - began;
@@ -212,7 +255,15 @@ export async function run(): Promise<BenchResult> {
     const beforeBurst = errors;
     const burstBegan = performance.now();
     await Promise.all(ids.map((id) => timedTurn(id, burst)));
-    phases.push(summarize("all", burst, errors - beforeBurst, performance.now() - burstBegan, await ask(server, "stats")));
+    phases.push(
+      summarize(
+        "all",
+        burst,
+        errors - beforeBurst,
+        performance.now() - burstBegan,
+        await ask(server, "stats"),
+      ),
+    );
 
     // Close every session.
     const closeResults = await Promise.allSettled(ids.map((id) => client.cancel(id)));
@@ -233,7 +284,10 @@ export async function run(): Promise<BenchResult> {
       "",
       "| calls in flight | calls | calls/s | client round trip p50 (ms) | p99 (ms) | controller's own time p50 (ms) | p99 (ms) | controller process CPU per call (ms) | event-loop delay p99 (ms) | errors |",
       "|---|---|---|---|---|---|---|---|---|---|",
-      ...phases.map((p) => `| ${p.inFlight === "all" ? `all ${ids.length.toLocaleString("en")} at once` : p.inFlight} | ${p.calls} | ${f(p.callsPerSecond, 0)} | ${f(p.p50Ms)} | ${f(p.p99Ms)} | ${f(p.controllerP50Ms, 3)} | ${f(p.controllerP99Ms, 3)} | ${f(p.cpuMsPerCall, 3)} | ${f(p.eventLoopP99Ms, 1)} | ${p.errors} |`),
+      ...phases.map(
+        (p) =>
+          `| ${p.inFlight === "all" ? `all ${ids.length.toLocaleString("en")} at once` : p.inFlight} | ${p.calls} | ${f(p.callsPerSecond, 0)} | ${f(p.p50Ms)} | ${f(p.p99Ms)} | ${f(p.controllerP50Ms, 3)} | ${f(p.controllerP99Ms, 3)} | ${f(p.cpuMsPerCall, 3)} | ${f(p.eventLoopP99Ms, 1)} | ${p.errors} |`,
+      ),
       "",
       "The controller's own time is `Controller.interact` measured inside the child (session lookup, relay to the in-process worker, the instant task, bookkeeping); the",
       "round trip adds HTTP and JSON on both sides and the wait for the child's event loop; the CPU per call (the controller process's CPU time / calls) is the figure",
@@ -245,14 +299,21 @@ export async function run(): Promise<BenchResult> {
     await client.close();
     server.send({ type: "stop" });
     await new Promise((resolve) => {
-      const timer = setTimeout(() => { server.kill(); resolve(undefined); }, 10_000);
-      server.once("exit", () => { clearTimeout(timer); resolve(undefined); });
+      const timer = setTimeout(() => {
+        server.kill();
+        resolve(undefined);
+      }, 10_000);
+      server.once("exit", () => {
+        clearTimeout(timer);
+        resolve(undefined);
+      });
     });
   }
 }
 
 if (process.argv.includes(CHILD_FLAG)) await child();
 else {
-  const invokedDirectly = process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
+  const invokedDirectly =
+    process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
   if (invokedDirectly) console.log((await run()).markdown);
 }

@@ -97,7 +97,11 @@ class Station {
   private free: number;
   private readonly waiting: Array<{ ms: number; done: () => void }> = [];
   busyMs = 0;
-  constructor(private readonly events: Events, private readonly clock: { now: number; countFrom: number }, readonly servers: number) {
+  constructor(
+    private readonly events: Events,
+    private readonly clock: { now: number; countFrom: number },
+    readonly servers: number,
+  ) {
     this.free = servers;
   }
   submit(ms: number, done: () => void): void {
@@ -127,7 +131,11 @@ class Server {
   busyMs = 0;
   batchSum = 0;
   steps = 0;
-  constructor(private readonly events: Events, private readonly clock: { now: number; countFrom: number }, private readonly p: ModelParameters) {}
+  constructor(
+    private readonly events: Events,
+    private readonly clock: { now: number; countFrom: number },
+    private readonly p: ModelParameters,
+  ) {}
   get load(): number {
     return this.joining.length + this.active.length;
   }
@@ -136,7 +144,8 @@ class Server {
     if (!this.stepping) this.step();
   }
   private step(): void {
-    while (this.active.length < this.p.maxBatch && this.joining.length) this.active.push(this.joining.shift()!);
+    while (this.active.length < this.p.maxBatch && this.joining.length)
+      this.active.push(this.joining.shift()!);
     if (this.active.length === 0) {
       this.stepping = false;
       return;
@@ -167,17 +176,24 @@ export function simulate(p: ModelParameters): ModelResult {
   const totalMs = p.seconds * 1000;
   const clock = { now: 0, countFrom: totalMs / 5 };
   const servers = Array.from({ length: p.servers }, () => new Server(events, clock, p));
-  const hosts = Array.from({ length: p.hosts }, () => ({ station: new Station(events, clock, p.hostCores), episodes: 0 }));
+  const hosts = Array.from({ length: p.hosts }, () => ({
+    station: new Station(events, clock, p.hostCores),
+    episodes: 0,
+  }));
   const controller = new Station(events, clock, 1);
   let tokens = 0;
   let episodesDone = 0;
 
   const startEpisode = (): void => {
-    const host = hosts.reduce((best, candidate) => (candidate.episodes < best.episodes ? candidate : best));
+    const host = hosts.reduce((best, candidate) =>
+      candidate.episodes < best.episodes ? candidate : best,
+    );
     host.episodes += 1;
     let turnsLeft = p.turns;
     const turn = (): void => {
-      const server = servers.reduce((best, candidate) => (candidate.load < best.load ? candidate : best));
+      const server = servers.reduce((best, candidate) =>
+        candidate.load < best.load ? candidate : best,
+      );
       server.submit(p.generated, () => {
         if (clock.now >= clock.countFrom) tokens += p.generated;
         controller.submit(p.controllerMs, () =>
@@ -204,7 +220,8 @@ export function simulate(p: ModelParameters): ModelResult {
     tokensPerSecond: (tokens / measuredMs) * 1000,
     episodesPerSecond: (episodesDone / measuredMs) * 1000,
     serverBusy: servers.reduce((n, s) => n + s.busyMs, 0) / (measuredMs * p.servers),
-    hostBusy: hosts.reduce((n, h) => n + h.station.busyMs, 0) / (measuredMs * p.hosts * p.hostCores),
+    hostBusy:
+      hosts.reduce((n, h) => n + h.station.busyMs, 0) / (measuredMs * p.hosts * p.hostCores),
     controllerBusy: controller.busyMs / measuredMs,
     meanBatch: steps ? servers.reduce((n, s) => n + s.batchSum, 0) / steps : 0,
   };
@@ -243,7 +260,10 @@ const TICKS_PER_SECOND = 100;
 function processCpuMs(pid: number): number {
   try {
     const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ");
-    return ((Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 1000) / TICKS_PER_SECOND;
+    return (
+      ((Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 1000) /
+      TICKS_PER_SECOND
+    );
   } catch {
     return 0;
   }
@@ -256,7 +276,10 @@ function pidsOf(prefix: string, containing = ""): number[] {
     .filter((pid) => {
       try {
         const command = readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ");
-        return (command.startsWith(prefix) || command.includes(`/${prefix}`)) && command.includes(containing);
+        return (
+          (command.startsWith(prefix) || command.includes(`/${prefix}`)) &&
+          command.includes(containing)
+        );
       } catch {
         return false;
       }
@@ -273,23 +296,36 @@ const EXEC_RUNS = 40;
  * (dockerd + containerd), from /proc; undefined without a local engine and agentrl/os. Other
  * work on the same engine during the measurement counts too.
  */
-async function measureDockerCosts(): Promise<{ commandMs: number; commandWallMs: number; containerStartMs: number } | undefined> {
-  if (!(await isDockerAvailable()) || (await imageHash(new Docker(), IMAGES.os.tag)) === undefined) return undefined;
-  const engine = [...pidsOf("dockerd"), ...pidsOf("containerd ")].filter((pid) => !readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("--host"));
+async function measureDockerCosts(): Promise<
+  { commandMs: number; commandWallMs: number; containerStartMs: number } | undefined
+> {
+  if (!(await isDockerAvailable()) || (await imageHash(new Docker(), IMAGES.os.tag)) === undefined)
+    return undefined;
+  const engine = [...pidsOf("dockerd"), ...pidsOf("containerd ")].filter(
+    (pid) => !readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("--host"),
+  );
   if (engine.length === 0) return undefined;
   const runtime = await DockerRuntime.connect();
   try {
     const engineCpu = () => engine.reduce((total, pid) => total + processCpuMs(pid), 0);
     const beforeStart = engineCpu();
-    const id = await runtime.start({ image: IMAGES.os.tag, labels: { "agentrl.bench": "scale-model" } });
+    const id = await runtime.start({
+      image: IMAGES.os.tag,
+      labels: { "agentrl.bench": "scale-model" },
+    });
     const containerStartMs = engineCpu() - beforeStart;
     const shims = pidsOf("containerd-shim", id);
     const cpu = () => engineCpu() + shims.reduce((total, pid) => total + processCpuMs(pid), 0);
     await runtime.exec(id, ["true"]);
     const before = cpu();
     const began = performance.now();
-    for (let i = 0; i < EXEC_RUNS; i += 1) await runtime.exec(id, ["bash", "-c", "echo hi"], { timeoutSeconds: 10 });
-    return { commandMs: (cpu() - before) / EXEC_RUNS, commandWallMs: (performance.now() - began) / EXEC_RUNS, containerStartMs };
+    for (let i = 0; i < EXEC_RUNS; i += 1)
+      await runtime.exec(id, ["bash", "-c", "echo hi"], { timeoutSeconds: 10 });
+    return {
+      commandMs: (cpu() - before) / EXEC_RUNS,
+      commandWallMs: (performance.now() - began) / EXEC_RUNS,
+      containerStartMs,
+    };
   } finally {
     await runtime.close();
   }
@@ -297,14 +333,37 @@ async function measureDockerCosts(): Promise<{ commandMs: number; commandWallMs:
 
 export async function run(): Promise<BenchResult> {
   const docker = await measureDockerCosts();
-  const parameters = { ...MEASURED, ...(docker ? { commandMs: Math.round(docker.commandMs), containerStartMs: Math.round(docker.containerStartMs) } : {}) };
+  const parameters = {
+    ...MEASURED,
+    ...(docker
+      ? {
+          commandMs: Math.round(docker.commandMs),
+          containerStartMs: Math.round(docker.containerStartMs),
+        }
+      : {}),
+  };
   const rows: string[] = [];
   for (const servers of SERVERS) {
     for (const hosts of HOSTS) {
-      const result = simulate({ ...parameters, episodes: EPISODES_PER_SERVER * servers, servers, hosts, seconds: 60 });
+      const result = simulate({
+        ...parameters,
+        episodes: EPISODES_PER_SERVER * servers,
+        servers,
+        hosts,
+        seconds: 60,
+      });
       const pct = (x: number) => `${Math.round(x * 100)} %`;
-      const bound = result.hostBusy > 0.9 ? "Docker hosts" : result.serverBusy > 0.9 ? "inference" : result.controllerBusy > 0.9 ? "controller" : "latency";
-      rows.push(`| ${servers} | ${hosts} | ${EPISODES_PER_SERVER * servers} | ${Math.round(result.tokensPerSecond).toLocaleString("en")} | ${result.episodesPerSecond.toFixed(1)} | ${result.meanBatch.toFixed(1)} | ${pct(result.serverBusy)} | ${pct(result.hostBusy)} | ${pct(result.controllerBusy)} | ${bound} |`);
+      const bound =
+        result.hostBusy > 0.9
+          ? "Docker hosts"
+          : result.serverBusy > 0.9
+            ? "inference"
+            : result.controllerBusy > 0.9
+              ? "controller"
+              : "latency";
+      rows.push(
+        `| ${servers} | ${hosts} | ${EPISODES_PER_SERVER * servers} | ${Math.round(result.tokensPerSecond).toLocaleString("en")} | ${result.episodesPerSecond.toFixed(1)} | ${result.meanBatch.toFixed(1)} | ${pct(result.serverBusy)} | ${pct(result.hostBusy)} | ${pct(result.controllerBusy)} | ${bound} |`,
+      );
     }
   }
   const m = parameters;
@@ -329,5 +388,6 @@ export async function run(): Promise<BenchResult> {
   return { name: "scale", markdown };
 }
 
-const invokedDirectly = process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
+const invokedDirectly =
+  process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
 if (invokedDirectly) console.log((await run()).markdown);

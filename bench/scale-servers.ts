@@ -18,13 +18,22 @@ import type { BenchResult } from "./types.js";
 const SECONDS = Number(process.env.AGENTRL_BENCH_SECONDS ?? 20);
 const CONCURRENCY = 16;
 
-async function measure(urls: string[], tokenizer: ReturnType<typeof testTokenizer>): Promise<{ tokensPerSecond: number; episodes: number }> {
+async function measure(
+  urls: string[],
+  tokenizer: ReturnType<typeof testTokenizer>,
+): Promise<{ tokensPerSecond: number; episodes: number }> {
   const engine = await RemoteEngine.connect({ servers: urls, temperature: 0.8, log: () => {} });
   const scheduler = new RolloutScheduler({
-    client: new InProcessEnvironmentClient([echoFamily({ size: 64, maxTurnsNeeded: 4, maxTurns: 8 })]),
-    tokenizer, pool: new PolicyPool({ current: engine }),
+    client: new InProcessEnvironmentClient([
+      echoFamily({ size: 64, maxTurnsNeeded: 4, maxTurns: 8 }),
+    ]),
+    tokenizer,
+    pool: new PolicyPool({ current: engine }),
     buffer: new TrajectoryBuffer({ capacityGroups: 1_000_000 }),
-    tasks: [{ name: "echo" }], groupSize: 8, maxConcurrentEpisodes: CONCURRENCY, seed: 1,
+    tasks: [{ name: "echo" }],
+    groupSize: 8,
+    maxConcurrentEpisodes: CONCURRENCY,
+    seed: 1,
     episode: { maxNewTokensPerTurn: 32, maxTurns: 8 },
   });
   const done = scheduler.start();
@@ -48,10 +57,16 @@ export async function run(): Promise<BenchResult> {
   const policy = await testPolicy({ preset: "tiny", tokenizer });
   await policy.save(join(root, "model"));
   policy.dispose();
-  const servers = [await startServeProcess(join(root, "model"), ["--max-batch", "16", "--quiet"]), await startServeProcess(join(root, "model"), ["--max-batch", "16", "--quiet"])];
+  const servers = [
+    await startServeProcess(join(root, "model"), ["--max-batch", "16", "--quiet"]),
+    await startServeProcess(join(root, "model"), ["--max-batch", "16", "--quiet"]),
+  ];
   try {
     const one = await measure([servers[0].url], tokenizer);
-    const two = await measure(servers.map((server) => server.url), tokenizer);
+    const two = await measure(
+      servers.map((server) => server.url),
+      tokenizer,
+    );
     const markdown = [
       `### Rollout over inference servers (\`agentrl serve\` processes on this machine: ${cpus().length} cores, shared)`,
       "",

@@ -30,7 +30,8 @@ async function expertRows(tokenizer: ChatTokenizer, perTask: number): Promise<Su
     const family = await createTaskFamily(task, { seed: 0 });
     for (const index of family.indicesAt("train", 0).slice(0, perTask)) {
       const episode = await playEpisode(family, index, family.expert(index));
-      if (episode.reward >= 1 - 1e-9) rows.push(expertSequence(tokenizer, task, episode.messages, episode.tools));
+      if (episode.reward >= 1 - 1e-9)
+        rows.push(expertSequence(tokenizer, task, episode.messages, episode.tools));
     }
     await family.close?.();
   }
@@ -38,8 +39,15 @@ async function expertRows(tokenizer: ChatTokenizer, perTask: number): Promise<Su
 }
 
 /** Seconds per step over `STEPS` timed steps with `threads` gradient threads. */
-async function measure(threads: 1 | 2, batches: SupervisedRow[][]): Promise<{ secondsPerStep: number; tokensPerSecond: number; peerShare: number }> {
-  const learner = await Learner.load(MODEL, { grpo: { klCoefficient: 0, microBatchTokens: 4096 }, schedule: { learningRate: 1e-3 }, gradientThreads: threads });
+async function measure(
+  threads: 1 | 2,
+  batches: SupervisedRow[][],
+): Promise<{ secondsPerStep: number; tokensPerSecond: number; peerShare: number }> {
+  const learner = await Learner.load(MODEL, {
+    grpo: { klCoefficient: 0, microBatchTokens: 4096 },
+    schedule: { learningRate: 1e-3 },
+    gradientThreads: threads,
+  });
   try {
     for (let k = 0; k < WARMUP; k++) await learner.supervised(batches[k]);
     let tokens = 0;
@@ -53,7 +61,11 @@ async function measure(threads: 1 | 2, batches: SupervisedRow[][]): Promise<{ se
       micro += batch.length;
     }
     const seconds = (performance.now() - started) / 1000;
-    return { secondsPerStep: seconds / STEPS, tokensPerSecond: tokens / seconds, peerShare: peer / micro };
+    return {
+      secondsPerStep: seconds / STEPS,
+      tokensPerSecond: tokens / seconds,
+      peerShare: peer / micro,
+    };
   } finally {
     await learner.dispose();
   }
@@ -65,7 +77,9 @@ export async function run(): Promise<BenchResult> {
   const parameters = probe.policy.model.parameterCount;
   await probe.dispose();
   const pool = await expertRows(tokenizer, Math.ceil(((STEPS + WARMUP) * BATCH) / TASKS.length));
-  const batches = Array.from({ length: STEPS + WARMUP }, (_, k) => Array.from({ length: BATCH }, (_, i) => pool[(k * BATCH + i) % pool.length]));
+  const batches = Array.from({ length: STEPS + WARMUP }, (_, k) =>
+    Array.from({ length: BATCH }, (_, i) => pool[(k * BATCH + i) % pool.length]),
+  );
   const meanTokens = pool.reduce((n, row) => n + row.tokens.length, 0) / pool.length;
   const load = loadavg()[0];
   const one = await measure(1, batches);

@@ -14,7 +14,9 @@ import wabtFactory from "wabt";
 const root = fileURLToPath(new URL("..", import.meta.url));
 const folder = join(root, "packages/policy/src/kernels");
 const check = process.argv.includes("--check");
-const version = JSON.parse(readFileSync(join(root, "node_modules/wabt/package.json"), "utf8")).version;
+const version = JSON.parse(
+  readFileSync(join(root, "node_modules/wabt/package.json"), "utf8"),
+).version;
 
 /** The generated module's text for one WAT file. */
 async function generatedModule(watPath) {
@@ -24,7 +26,11 @@ async function generatedModule(watPath) {
   try {
     module.resolveNames();
     module.validate();
-    const { buffer } = module.toBinary({ log: false, canonicalize_lebs: true, write_debug_names: false });
+    const { buffer } = module.toBinary({
+      log: false,
+      canonicalize_lebs: true,
+      write_debug_names: false,
+    });
     const constant = `${name.replace(/[^a-zA-Z0-9]+/g, "_").toUpperCase()}_WASM_BASE64`;
     const base64 = Buffer.from(buffer).toString("base64");
     const lines = base64.match(/.{1,100}/g) ?? [];
@@ -42,11 +48,17 @@ async function generatedModule(watPath) {
 }
 
 let stale = 0;
-for (const file of readdirSync(folder).filter((f) => f.endsWith(".wat")).sort()) {
+for (const file of readdirSync(folder)
+  .filter((f) => f.endsWith(".wat"))
+  .sort()) {
   const text = await generatedModule(join(folder, file));
   const out = join(folder, `${basename(file, ".wat")}-wasm.ts`);
   let current = "";
-  try { current = readFileSync(out, "utf8"); } catch { /* not built yet */ }
+  try {
+    current = readFileSync(out, "utf8");
+  } catch {
+    /* not built yet */
+  }
   if (check) {
     if (current !== text) {
       console.error(`${out} is out of date: run node scripts/build-kernels.mjs`);

@@ -9,7 +9,11 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { TaskConfigSchema, TrainConfigSchema, defaultConfig } from "../packages/trainer/src/run/config.ts";
+import {
+  TaskConfigSchema,
+  TrainConfigSchema,
+  defaultConfig,
+} from "../packages/trainer/src/run/config.ts";
 
 interface JsonSchemaNode {
   type?: string | string[];
@@ -24,7 +28,12 @@ interface JsonSchemaNode {
   exclusiveMinimum?: number;
 }
 
-export const CONFIG_DOCS_PATH = join(dirname(fileURLToPath(import.meta.url)), "..", "docs", "config.md");
+export const CONFIG_DOCS_PATH = join(
+  dirname(fileURLToPath(import.meta.url)),
+  "..",
+  "docs",
+  "config.md",
+);
 
 /** A short type label: `integer ≥ 0`, `"async" | "sync"`, `list of integer ≥ 0`. */
 function typeLabel(node: JsonSchemaNode): string {
@@ -51,7 +60,11 @@ function escapeCell(text: string): string {
 }
 
 /** Rows `| key | type | default | description |` of an object node's properties. */
-function rows(node: JsonSchemaNode, defaults: Record<string, unknown> | undefined, prefix: string): string[] {
+function rows(
+  node: JsonSchemaNode,
+  defaults: Record<string, unknown> | undefined,
+  prefix: string,
+): string[] {
   const out: string[] = [];
   for (const [key, child] of Object.entries(node.properties ?? {})) {
     const name = `${prefix}${key}`;
@@ -60,14 +73,19 @@ function rows(node: JsonSchemaNode, defaults: Record<string, unknown> | undefine
       out.push(...rows(child, defaults?.[key] as Record<string, unknown> | undefined, `${name}.`));
       continue;
     }
-    out.push(`| \`${name}\` | ${escapeCell(typeLabel(child))} | ${escapeCell(valueLabel(defaults?.[key]))} | ${escapeCell(child.description ?? "")} |`);
+    out.push(
+      `| \`${name}\` | ${escapeCell(typeLabel(child))} | ${escapeCell(valueLabel(defaults?.[key]))} | ${escapeCell(child.description ?? "")} |`,
+    );
   }
   return out;
 }
 
 /** The whole page, deterministic (no dates), from the schema and the default configuration. */
 export function renderConfigDocs(): string {
-  const schema = z.toJSONSchema(TrainConfigSchema, { io: "input", unrepresentable: "any" }) as JsonSchemaNode;
+  const schema = z.toJSONSchema(TrainConfigSchema, {
+    io: "input",
+    unrepresentable: "any",
+  }) as JsonSchemaNode;
   const defaults = defaultConfig() as unknown as Record<string, Record<string, unknown>>;
   const lines = [
     "# Training configuration",
@@ -88,7 +106,9 @@ export function renderConfigDocs(): string {
     lines.push(`## \`${section}\``, "", node.description ?? "", "");
     lines.push("| key | type | default | description |", "|---|---|---|---|");
     if (node.type === "array" && node.items) {
-      lines.push(`| \`${section}\` | list of mappings | ${escapeCell(valueLabel((defaults[section] as unknown as { name: string }[]).map((t) => t.name)))} (names) | ${escapeCell(node.description ?? "")} |`);
+      lines.push(
+        `| \`${section}\` | list of mappings | ${escapeCell(valueLabel((defaults[section] as unknown as { name: string }[]).map((t) => t.name)))} (names) | ${escapeCell(node.description ?? "")} |`,
+      );
       const itemDefaults = TaskConfigSchema.parse({ name: "kg" }) as Record<string, unknown>;
       lines.push(...rows(node.items, { ...itemDefaults, name: "(required)" }, `${section}[].`));
     } else {
@@ -105,7 +125,9 @@ if (invokedDirectly) {
   if (process.argv.includes("--check")) {
     const current = readFileSync(CONFIG_DOCS_PATH, "utf8");
     if (current !== text) {
-      console.error(`${CONFIG_DOCS_PATH} is out of date: run node --conditions=source --import tsx scripts/generate-config-docs.ts`);
+      console.error(
+        `${CONFIG_DOCS_PATH} is out of date: run node --conditions=source --import tsx scripts/generate-config-docs.ts`,
+      );
       process.exit(1);
     }
   } else {

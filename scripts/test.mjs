@@ -11,7 +11,11 @@ const roots = ["packages", "test"];
 const skip = new Set(["node_modules", "dist", ".git"]);
 function walk(dir, out) {
   let entries;
-  try { entries = readdirSync(dir); } catch { return out; }
+  try {
+    entries = readdirSync(dir);
+  } catch {
+    return out;
+  }
   for (const name of entries) {
     if (skip.has(name)) continue;
     const path = join(dir, name);
@@ -21,14 +25,25 @@ function walk(dir, out) {
   return out;
 }
 const filters = process.argv.slice(2).filter((a) => !a.startsWith("-"));
-const files = roots.flatMap((r) => walk(r, [])).sort()
+const files = roots
+  .flatMap((r) => walk(r, []))
+  .sort()
   .filter((f) => filters.length === 0 || filters.some((w) => f.includes(w)));
 if (files.length === 0) {
   console.error(`no test files match ${filters.join(", ")}`);
   process.exit(1);
 }
-const result = spawnSync(process.execPath, [
-  "--conditions=source", "--import", "tsx", "--test", "--test-concurrency=1",
-  ...process.argv.slice(2).filter((a) => a.startsWith("-")), ...files,
-], { stdio: "inherit" });
+const result = spawnSync(
+  process.execPath,
+  [
+    "--conditions=source",
+    "--import",
+    "tsx",
+    "--test",
+    "--test-concurrency=1",
+    ...process.argv.slice(2).filter((a) => a.startsWith("-")),
+    ...files,
+  ],
+  { stdio: "inherit" },
+);
 process.exit(result.status ?? 1);

@@ -11,7 +11,13 @@ const { dirname } = require("node:path");
 
 let zeromq;
 try {
-  zeromq = require(require.resolve("zeromq", { paths: [dirname(require.resolve("tslab/package.json", { paths: [process.cwd(), __dirname] }))] }));
+  zeromq = require(
+    require.resolve("zeromq", {
+      paths: [
+        dirname(require.resolve("tslab/package.json", { paths: [process.cwd(), __dirname] })),
+      ],
+    }),
+  );
 } catch {
   return; // no tslab or zeromq where the kernel runs: nothing to mend
 }

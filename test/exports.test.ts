@@ -16,14 +16,24 @@ const ENTRIES = ["@agentrl/trainer", "@agentrl/trainer/internal"];
 test("the trainer's entry points export exactly the snapshot's names (public API and internal plumbing apart)", async () => {
   const found: Record<string, string[]> = {};
   for (const entry of ENTRIES) found[entry] = Object.keys(await import(entry)).sort();
-  if (process.env.UPDATE_EXPORTS_SNAPSHOT) writeFileSync(SNAPSHOT, JSON.stringify(found, null, 2) + "\n");
+  if (process.env.UPDATE_EXPORTS_SNAPSHOT)
+    writeFileSync(SNAPSHOT, JSON.stringify(found, null, 2) + "\n");
   const expected = JSON.parse(readFileSync(SNAPSHOT, "utf8")) as Record<string, string[]>;
   for (const entry of ENTRIES) {
     const added = found[entry].filter((name) => !expected[entry]?.includes(name));
     const removed = (expected[entry] ?? []).filter((name) => !found[entry].includes(name));
-    assert.deepEqual({ added, removed }, { added: [], removed: [] }, `${entry}: exports changed; if on purpose, UPDATE_EXPORTS_SNAPSHOT=1 node scripts/test.mjs test/exports`);
+    assert.deepEqual(
+      { added, removed },
+      { added: [], removed: [] },
+      `${entry}: exports changed; if on purpose, UPDATE_EXPORTS_SNAPSHOT=1 node scripts/test.mjs test/exports`,
+    );
   }
-  const overlap = found["@agentrl/trainer"].filter((name) => found["@agentrl/trainer/internal"].includes(name));
+  const overlap = found["@agentrl/trainer"].filter((name) =>
+    found["@agentrl/trainer/internal"].includes(name),
+  );
   assert.deepEqual(overlap, [], "a name is either public or internal");
-  assert.ok(found["@agentrl/trainer"].includes("runExperiment") && found["@agentrl/trainer/internal"].includes("crc32c"));
+  assert.ok(
+    found["@agentrl/trainer"].includes("runExperiment") &&
+      found["@agentrl/trainer/internal"].includes("crc32c"),
+  );
 });

@@ -27,7 +27,8 @@ function sources(folder: string, out: string[] = []): string[] {
     const path = join(folder, name);
     if (statSync(path).isDirectory()) {
       if (name !== "node_modules" && name !== "dist") sources(path, out);
-    } else if (name.endsWith(".ts") && !name.endsWith(".test.ts") && !name.endsWith(".d.ts")) out.push(path);
+    } else if (name.endsWith(".ts") && !name.endsWith(".test.ts") && !name.endsWith(".d.ts"))
+      out.push(path);
   }
   return out;
 }
@@ -36,22 +37,38 @@ function sources(folder: string, out: string[] = []): string[] {
 function specifiers(file: string): string[] {
   const text = readFileSync(file, "utf8");
   const found: string[] = [];
-  for (const match of text.matchAll(/^\s*(?:import|export)\b[^'"`;]*?\bfrom\s*["']([^"']+)["']|^\s*import\s*["']([^"']+)["']/gm)) found.push(match[1] ?? match[2]);
+  for (const match of text.matchAll(
+    /^\s*(?:import|export)\b[^'"`;]*?\bfrom\s*["']([^"']+)["']|^\s*import\s*["']([^"']+)["']/gm,
+  ))
+    found.push(match[1] ?? match[2]);
   return found;
 }
 
-const packages = readdirSync(join(ROOT, "packages")).filter((name) => existsSync(join(ROOT, "packages", name, "src")));
+const packages = readdirSync(join(ROOT, "packages")).filter((name) =>
+  existsSync(join(ROOT, "packages", name, "src")),
+);
 
 test("packages import one way: each only the packages below it", () => {
-  assert.ok(packages.includes("policy") && packages.includes("cli"), `packages found: ${packages.join(", ")}`);
+  assert.ok(
+    packages.includes("policy") && packages.includes("cli"),
+    `packages found: ${packages.join(", ")}`,
+  );
   const wrong: string[] = [];
   for (const name of packages) {
-    assert.ok(ALLOWED[name], `package ${name} has no place in the layering (add it to ALLOWED with the packages it may use)`);
+    assert.ok(
+      ALLOWED[name],
+      `package ${name} has no place in the layering (add it to ALLOWED with the packages it may use)`,
+    );
     for (const file of sources(join(ROOT, "packages", name, "src"))) {
       for (const specifier of specifiers(file)) {
         const used = /^@agentrl\/([^/]+)/.exec(specifier)?.[1];
-        if (used && used !== name && !ALLOWED[name].includes(used)) wrong.push(`${relative(ROOT, file)} imports @agentrl/${used}`);
-        if (specifier.startsWith(".") && !resolve(dirname(file), specifier).startsWith(join(ROOT, "packages", name))) wrong.push(`${relative(ROOT, file)} reaches outside its package: ${specifier}`);
+        if (used && used !== name && !ALLOWED[name].includes(used))
+          wrong.push(`${relative(ROOT, file)} imports @agentrl/${used}`);
+        if (
+          specifier.startsWith(".") &&
+          !resolve(dirname(file), specifier).startsWith(join(ROOT, "packages", name))
+        )
+          wrong.push(`${relative(ROOT, file)} reaches outside its package: ${specifier}`);
       }
     }
   }
@@ -78,7 +95,10 @@ test("no circle of relative imports inside a package", () => {
     state.set(file, "grey");
     stack.push(file);
     for (const target of graph.get(file) ?? []) {
-      if (state.get(target) === "grey") circles.push([...stack.slice(stack.indexOf(target)), target].map((f) => relative(ROOT, f)).join(" → "));
+      if (state.get(target) === "grey")
+        circles.push(
+          [...stack.slice(stack.indexOf(target)), target].map((f) => relative(ROOT, f)).join(" → "),
+        );
       else if (!state.has(target)) visit(target);
     }
     stack.pop();
@@ -95,7 +115,10 @@ test("the trainer's RL core (src/rl/) never imports the product around it (src/r
   assert.ok(files.length > 10, `${files.length} rl/ modules read`);
   const wrong = files.flatMap((file) =>
     specifiers(file)
-      .filter((specifier) => specifier.startsWith(".") && resolve(dirname(file), specifier).startsWith(run + "/"))
+      .filter(
+        (specifier) =>
+          specifier.startsWith(".") && resolve(dirname(file), specifier).startsWith(run + "/"),
+      )
       .map((specifier) => `${relative(ROOT, file)} imports ${specifier}`),
   );
   assert.deepEqual(wrong, []);

@@ -32,10 +32,14 @@ interface Notebook {
   metadata: { kernelspec?: { name?: string } };
 }
 
-const joined = (value: string | string[] | undefined): string => (Array.isArray(value) ? value.join("") : value ?? "");
+const joined = (value: string | string[] | undefined): string =>
+  Array.isArray(value) ? value.join("") : (value ?? "");
 
 /** Runs the script on `notebooks`; returns its exit code, its output and the output folder. */
-function runNotebooks(notebooks: string[], environment: Record<string, string> = {}): { code: number; log: string; outputDirectory: string } {
+function runNotebooks(
+  notebooks: string[],
+  environment: Record<string, string> = {},
+): { code: number; log: string; outputDirectory: string } {
   const outputDirectory = mkdtempSync(join(tmpdir(), "agentrl-notebooks-test-"));
   const result = spawnSync("bash", [SCRIPT, ...notebooks], {
     cwd: root,
@@ -47,7 +51,10 @@ function runNotebooks(notebooks: string[], environment: Record<string, string> =
 }
 
 /** Skips the test (with the script's reason) when Jupyter or tslab is missing; true if skipped. */
-function skippedForMissingPrerequisite(t: TestContext, run: { code: number; log: string }): boolean {
+function skippedForMissingPrerequisite(
+  t: TestContext,
+  run: { code: number; log: string },
+): boolean {
   if (run.code !== MISSING_PREREQUISITE) return false;
   t.skip(`notebooks not run: ${run.log.trim().split("\n").pop()}`);
   return true;
@@ -67,19 +74,42 @@ function assertCleanRun(name: string, executed: ReturnType<typeof readExecuted>)
   const codeCells = executed.notebook.cells.filter((cell) => cell.cell_type === "code");
   assert.ok(codeCells.length >= 5, `${name}: ${codeCells.length} code cells`);
   codeCells.forEach((cell, index) => {
-    assert.ok((cell.outputs ?? []).length > 0, `${name}: code cell ${index} has no output:\n${joined(cell.source).slice(0, 200)}`);
+    assert.ok(
+      (cell.outputs ?? []).length > 0,
+      `${name}: code cell ${index} has no output:\n${joined(cell.source).slice(0, 200)}`,
+    );
   });
-  assert.deepEqual(executed.outputs.filter((output) => output.output_type === "error"), [], `${name}: error outputs`);
-  const stderr = executed.outputs.filter((output) => output.name === "stderr").map((output) => joined(output.text)).join("");
-  assert.doesNotMatch(stderr, /Error|evalmachine|unexpected error/, `${name}: stderr shows an error:\n${stderr}`);
-  const svgs = executed.outputs.filter((output) => output.data?.["image/svg+xml"]).map((output) => joined(output.data!["image/svg+xml"]));
+  assert.deepEqual(
+    executed.outputs.filter((output) => output.output_type === "error"),
+    [],
+    `${name}: error outputs`,
+  );
+  const stderr = executed.outputs
+    .filter((output) => output.name === "stderr")
+    .map((output) => joined(output.text))
+    .join("");
+  assert.doesNotMatch(
+    stderr,
+    /Error|evalmachine|unexpected error/,
+    `${name}: stderr shows an error:\n${stderr}`,
+  );
+  const svgs = executed.outputs
+    .filter((output) => output.data?.["image/svg+xml"])
+    .map((output) => joined(output.data!["image/svg+xml"]));
   assert.equal(svgs.length, 2, `${name}: two charts`);
-  for (const svg of svgs) assert.match(svg, /^<svg[\s\S]*<path d="M[\d.]+,[\d.]+ L[\s\S]*<\/svg>$/, `${name}: a chart with a line`);
+  for (const svg of svgs)
+    assert.match(
+      svg,
+      /^<svg[\s\S]*<path d="M[\d.]+,[\d.]+ L[\s\S]*<\/svg>$/,
+      `${name}: a chart with a line`,
+    );
 }
 
 describe("notebooks (tslab, headless)", { timeout: 25 * 60_000 }, () => {
   test("the runner exits 77 (skip) and says what to install when Jupyter is missing", () => {
-    const run = runNotebooks(["notebooks/quickstart.ipynb"], { NOTEBOOK_PYTHON: "/nonexistent/python3" });
+    const run = runNotebooks(["notebooks/quickstart.ipynb"], {
+      NOTEBOOK_PYTHON: "/nonexistent/python3",
+    });
     assert.equal(run.code, MISSING_PREREQUISITE, run.log);
     assert.match(run.log, /missing: Python's nbclient .*; run 'bash scripts\/setup\.sh'/);
   });
@@ -87,13 +117,33 @@ describe("notebooks (tslab, headless)", { timeout: 25 * 60_000 }, () => {
   test("the runner fails on a type error and on a throwing cell, and names the failing cell", (t) => {
     const folder = mkdtempSync(join(tmpdir(), "agentrl-bad-notebooks-"));
     const notebook = (cells: string[]) => ({
-      cells: cells.map((source) => ({ cell_type: "code", execution_count: null, metadata: {}, outputs: [], source })),
-      metadata: { kernelspec: { name: "tslab", display_name: "TypeScript", language: "typescript" } },
+      cells: cells.map((source) => ({
+        cell_type: "code",
+        execution_count: null,
+        metadata: {},
+        outputs: [],
+        source,
+      })),
+      metadata: {
+        kernelspec: { name: "tslab", display_name: "TypeScript", language: "typescript" },
+      },
       nbformat: 4,
       nbformat_minor: 4,
     });
-    writeFileSync(join(folder, "type-error.ipynb"), JSON.stringify(notebook(['console.log("first")', 'const count: number = "three";'])));
-    writeFileSync(join(folder, "throws.ipynb"), JSON.stringify(notebook(['console.log("first")', 'throw new Error("boom from a cell")', 'console.log("never printed")'])));
+    writeFileSync(
+      join(folder, "type-error.ipynb"),
+      JSON.stringify(notebook(['console.log("first")', 'const count: number = "three";'])),
+    );
+    writeFileSync(
+      join(folder, "throws.ipynb"),
+      JSON.stringify(
+        notebook([
+          'console.log("first")',
+          'throw new Error("boom from a cell")',
+          'console.log("never printed")',
+        ]),
+      ),
+    );
     const run = runNotebooks([join(folder, "type-error.ipynb"), join(folder, "throws.ipynb")]);
     if (skippedForMissingPrerequisite(t, run)) return;
     assert.equal(run.code, 1, run.log);
@@ -124,7 +174,12 @@ describe("notebooks (tslab, headless)", { timeout: 25 * 60_000 }, () => {
         console.log("received " + body);
         router.close(); dealer.close();
       })();`;
-    const run = (mode: string) => spawnSync(process.execPath, ["-e", script, mode], { cwd: root, encoding: "utf8", timeout: 30_000 });
+    const run = (mode: string) =>
+      spawnSync(process.execPath, ["-e", script, mode], {
+        cwd: root,
+        encoding: "utf8",
+        timeout: 30_000,
+      });
     const plain = run("plain");
     assert.equal(plain.stdout.trim(), "threw EBUSY", `${plain.stdout}${plain.stderr}`);
     const mended = run("mended");
@@ -135,12 +190,23 @@ describe("notebooks (tslab, headless)", { timeout: 25 * 60_000 }, () => {
     // A kernel spec named tslab, first on JUPYTER_PATH, whose process exits at once: no cell starts.
     const jupyterPath = mkdtempSync(join(tmpdir(), "agentrl-dead-kernel-"));
     mkdirSync(join(jupyterPath, "kernels", "tslab"), { recursive: true });
-    writeFileSync(join(jupyterPath, "kernels", "tslab", "kernel.json"),
-      JSON.stringify({ argv: ["/bin/sh", "-c", "exit 3", "{connection_file}"], display_name: "dead", language: "typescript" }));
+    writeFileSync(
+      join(jupyterPath, "kernels", "tslab", "kernel.json"),
+      JSON.stringify({
+        argv: ["/bin/sh", "-c", "exit 3", "{connection_file}"],
+        display_name: "dead",
+        language: "typescript",
+      }),
+    );
     const run = runNotebooks(["notebooks/quickstart.ipynb"], { JUPYTER_PATH: jupyterPath });
     if (skippedForMissingPrerequisite(t, run)) return;
     assert.equal(run.code, 1, run.log);
-    assert.equal(run.log.match(/the kernel did not start, or tslab saw files change under it; retrying once/g)?.length, 1, run.log);
+    assert.equal(
+      run.log.match(/the kernel did not start, or tslab saw files change under it; retrying once/g)
+        ?.length,
+      1,
+      run.log,
+    );
     assert.match(run.log, /quickstart\.ipynb: FAILED/);
   });
 
@@ -151,9 +217,19 @@ describe("notebooks (tslab, headless)", { timeout: 25 * 60_000 }, () => {
 
     const quickstart = readExecuted(join(run.outputDirectory, "quickstart.ipynb"));
     assertCleanRun("quickstart", quickstart);
-    assert.match(quickstart.text, /\[assistant\] → take_action\(/, "the expert's tool call is shown");
-    assert.match(quickstart.text, /status completed, reward 1, turns 1/, "the expert solves its episode");
-    const losses = /loss per assistant token: ([\d. →]+)/.exec(quickstart.text)?.[1].split(" → ").map(Number) ?? [];
+    assert.match(
+      quickstart.text,
+      /\[assistant\] → take_action\(/,
+      "the expert's tool call is shown",
+    );
+    assert.match(
+      quickstart.text,
+      /status completed, reward 1, turns 1/,
+      "the expert solves its episode",
+    );
+    const losses =
+      /loss per assistant token: ([\d. →]+)/.exec(quickstart.text)?.[1].split(" → ").map(Number) ??
+      [];
     assert.ok(losses.length >= 2 && losses.every(Number.isFinite), `supervised losses: ${losses}`);
     assert.ok(losses.at(-1)! < losses[0], `the supervised loss goes down: ${losses}`);
     assert.match(quickstart.text, /RL step 1: reward -?[\d.]+/);
@@ -162,7 +238,12 @@ describe("notebooks (tslab, headless)", { timeout: 25 * 60_000 }, () => {
     const ownTask = readExecuted(join(run.outputDirectory, "your-own-task.ipynb"));
     assertCleanRun("your-own-task", ownTask);
     for (const difficulty of [0, 1, 2]) {
-      assert.match(ownTask.text, new RegExp(`difficulty ${difficulty}: expert success 1\\.00 in ${difficulty + 2}\\.0 turns; wrong agent 0\\.00`));
+      assert.match(
+        ownTask.text,
+        new RegExp(
+          `difficulty ${difficulty}: expert success 1\\.00 in ${difficulty + 2}\\.0 turns; wrong agent 0\\.00`,
+        ),
+      );
     }
     assert.match(ownTask.text, /\[tool\] Correct\./);
     assert.match(ownTask.text, /RL step 1: reward -?[\d.]+/);

@@ -34,142 +34,227 @@ const KILL_AFTER_STEP = 2;
 
 async function servedVersion(url: string): Promise<number> {
   // The weight routes take the weights key both servers share (the key file the first one generated), not the API key.
-  const response = await fetch(`${url}/weights`, { headers: { authorization: `Bearer ${readFileSync(process.env.AGENTRL_SERVE_KEY_FILE!, "utf8").trim()}` } });
+  const response = await fetch(`${url}/weights`, {
+    headers: {
+      authorization: `Bearer ${readFileSync(process.env.AGENTRL_SERVE_KEY_FILE!, "utf8").trim()}`,
+    },
+  });
   assert.equal(response.status, 200);
   return ((await response.json()) as { version: number }).version;
 }
 
-test("a training run rolls out on two agentrl serve servers: exact log-probs, versions pushed to both, a killed server's episodes penalised", { timeout: 600_000 }, async () => {
-  const root = mkdtempSync(join(tmpdir(), "agentrl-fleet-"));
-  const model = join(root, "model");
-  const policy = await testPolicy({ seed: 3 });
-  await policy.save(model);
-  policy.dispose();
-  // Both servers start at once with no weights key: one generates it into this file, the other reads it; the trainer finds it there.
-  process.env.AGENTRL_SERVE_KEY_FILE = join(root, "serve-key");
-  delete process.env.AGENTRL_SERVE_KEY;
-  const servers = await Promise.all([startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8", "--quiet"], { backend: "cpu" }), startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8", "--quiet"], { backend: "cpu" })]);
-  const urls = servers.map((server) => server.url);
-  const trajectories: Trajectory[] = [];
-  /** Per step before the kill: the step's version, and each server's version and completed requests right after the push. */
-  const checks: Promise<{ version: number; served: number[]; completed: number[] }>[] = [];
-  const failedAfterKill: Trajectory[] = [];
-  let killedAtVersion = -1;
-  try {
-    const last = await runTraining({
-      modelDirectory: model,
-      runDirectory: join(root, "run"),
-      client: new InProcessEnvironmentClient([echoFamily({ maxTurnsNeeded: 3, reward: () => Math.random(), latency: () => 5 })]),
-      tasks: [{ name: "echo" }],
-      mode: "async",
-      learnerThread: false,
-      steps: STEPS,
-      batchGroups: 2,
-      groupSize: 2,
-      seed: 5,
-      learner: {
-        schedule: { learningRate: 1e-3, warmupSteps: 0, schedule: "constant", minLearningRateRatio: 0.1, totalSteps: STEPS },
-        grpo: { klCoefficient: 0, temperature: TEMPERATURE, skipUniformGroups: false },
-        gradientThreads: 1,
-      },
-      rollout: {
-        maxConcurrentEpisodes: 8,
-        engine: { temperature: TEMPERATURE },
-        // A dead server is an infrastructure fault: played again and masked by default (loop.test.ts
-        // covers that); here without retries and penalised, so the killed server's episodes stay visible.
-        episode: { maxTurns: 3, maxNewTokensPerTurn: 16, maxTokens: 1024, temperature: TEMPERATURE, incompletePenalty: PENALTY, infrastructureRetries: 0, infrastructureFaults: "penalize" },
-        maxStaleness: Infinity,
-        servers: { urls, apiKey: API_KEY },
-      },
-      crossPolicy: { staleProbability: 0, refreshEvery: 1 },
-      checkpoint: { every: 1, keep: 100 },
-      resume: false,
-      log: (line) => console.log(`[run] ${line}`),
-      onBatch: ({ groups }) => {
-        for (const group of groups) trajectories.push(...group.trajectories);
-        if (killedAtVersion >= 0) failedAfterKill.push(...groups.flatMap((group) => group.trajectories).filter((t) => /InferenceServerError/.test(t.error ?? "")));
-      },
-      onStep: (record) => {
-        // The push resolved before this call: both servers serve the new version now (checked below).
-        if (record.step < KILL_AFTER_STEP) checks.push(
-          Promise.all(urls.map(async (url) => {
-            const health = (await (await fetch(url.replace(/\/v1$/, "/health"))).json()) as { engine: { completedRequests: number } };
-            return { served: await servedVersion(url), completed: health.engine.completedRequests };
-          })).then((states) => ({ version: record.version, served: states.map((state) => state.served), completed: states.map((state) => state.completed) })),
-        );
-        if (record.step === KILL_AFTER_STEP) {
-          killedAtVersion = record.version;
-          // Once the earlier steps' checks have read both servers: one still in flight would hit the dead server.
-          void Promise.allSettled(checks).then(() => servers[1].child.kill("SIGKILL"));
-        }
-      },
-      evaluation: undefined,
-    });
-    assert.equal(last?.step, STEPS, "the run finished every step after the kill");
-    assert.equal(await servedVersion(urls[0]), last!.version, "the surviving server serves the last version");
-    assert.ok(killedAtVersion >= 1, "versions advanced before the kill");
-
-    const seen = await Promise.all(checks);
-    assert.equal(seen.length, KILL_AFTER_STEP - 1);
-    for (const check of seen) {
-      for (const served of check.served) assert.ok(served >= check.version && served >= 1, `a server serves version ${served} after the push of ${check.version}`);
-      for (const completed of check.completed) assert.ok(completed > 0, "both servers generated turns");
-    }
-    const generated = trajectories.filter((t) => t.lossMask.some((mask) => mask === 1));
-    assert.ok(generated.length > 0);
-
-    // The killed server's episodes ended penalised.
-    const failed = trajectories.filter((t) => /InferenceServerError/.test(t.error ?? ""));
-    assert.ok(failed.length > 0, `some episode ended by the killed server (statuses: ${[...new Set(trajectories.map((t) => t.status))].join(", ")})`);
-    for (const t of failed) {
-      assert.equal(t.status, "task error");
-      assert.equal(t.endCause, "infrastructure");
-      assert.equal(t.reward, PENALTY);
-    }
-
-    // Every generated token's log-prob equals the trainer's scoring with the weights of its version.
-    const byVersion = new Map<number, { trajectory: Trajectory; position: number }[]>();
-    // A weight update that lands mid-turn (between two decode steps) leaves the rest of that turn
-    // sampled from a context whose keys/values the older weights computed: exact per token, but
-    // no single version rescores it. Turns of one version are compared.
-    let mixedTurns = 0;
-    for (const t of generated) {
-      const singleVersion = (position: number) => t.turns.some((turn) => position >= turn.generated[0] && position < turn.generated[1] && turn.minVersion === turn.maxVersion);
-      mixedTurns += t.turns.filter((turn) => turn.minVersion !== turn.maxVersion).length;
-      t.lossMask.forEach((mask, position) => {
-        if (mask !== 1 || !singleVersion(position)) return;
-        const version = t.versions[position];
-        if (!byVersion.has(version)) byVersion.set(version, []);
-        byVersion.get(version)!.push({ trajectory: t, position });
-      });
-    }
-    assert.ok(byVersion.size >= 2, `tokens of several versions (${[...byVersion.keys()]})`);
-    let compared = 0;
-    let worst = 0;
-    for (const [version, tokens] of byVersion) {
-      const folder = version === 0 ? model : join(root, "run", "checkpoints", `step-${String(version).padStart(6, "0")}`, "policy");
-      const scorer = await Policy.load(folder, { trainable: false, tokenizer: false });
-      try {
-        const scored = new Map<Trajectory, Float32Array>();
-        for (const { trajectory, position } of tokens) {
-          if (!scored.has(trajectory)) {
-            const ids = tf.tensor2d([Array.from(trajectory.tokens)], [1, trajectory.tokens.length], "int32");
-            const logProbs = tf.tidy(() => tokenLogProbs(scorer.model, ids, { temperature: TEMPERATURE }).logProbs);
-            scored.set(trajectory, logProbs.dataSync() as Float32Array);
-            tf.dispose([ids, logProbs]);
+test(
+  "a training run rolls out on two agentrl serve servers: exact log-probs, versions pushed to both, a killed server's episodes penalised",
+  { timeout: 600_000 },
+  async () => {
+    const root = mkdtempSync(join(tmpdir(), "agentrl-fleet-"));
+    const model = join(root, "model");
+    const policy = await testPolicy({ seed: 3 });
+    await policy.save(model);
+    policy.dispose();
+    // Both servers start at once with no weights key: one generates it into this file, the other reads it; the trainer finds it there.
+    process.env.AGENTRL_SERVE_KEY_FILE = join(root, "serve-key");
+    delete process.env.AGENTRL_SERVE_KEY;
+    const servers = await Promise.all([
+      startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8", "--quiet"], {
+        backend: "cpu",
+      }),
+      startServeProcess(model, ["--api-key", API_KEY, "--max-batch", "8", "--quiet"], {
+        backend: "cpu",
+      }),
+    ]);
+    const urls = servers.map((server) => server.url);
+    const trajectories: Trajectory[] = [];
+    /** Per step before the kill: the step's version, and each server's version and completed requests right after the push. */
+    const checks: Promise<{ version: number; served: number[]; completed: number[] }>[] = [];
+    const failedAfterKill: Trajectory[] = [];
+    let killedAtVersion = -1;
+    try {
+      const last = await runTraining({
+        modelDirectory: model,
+        runDirectory: join(root, "run"),
+        client: new InProcessEnvironmentClient([
+          echoFamily({ maxTurnsNeeded: 3, reward: () => Math.random(), latency: () => 5 }),
+        ]),
+        tasks: [{ name: "echo" }],
+        mode: "async",
+        learnerThread: false,
+        steps: STEPS,
+        batchGroups: 2,
+        groupSize: 2,
+        seed: 5,
+        learner: {
+          schedule: {
+            learningRate: 1e-3,
+            warmupSteps: 0,
+            schedule: "constant",
+            minLearningRateRatio: 0.1,
+            totalSteps: STEPS,
+          },
+          grpo: { klCoefficient: 0, temperature: TEMPERATURE, skipUniformGroups: false },
+          gradientThreads: 1,
+        },
+        rollout: {
+          maxConcurrentEpisodes: 8,
+          engine: { temperature: TEMPERATURE },
+          // A dead server is an infrastructure fault: played again and masked by default (loop.test.ts
+          // covers that); here without retries and penalised, so the killed server's episodes stay visible.
+          episode: {
+            maxTurns: 3,
+            maxNewTokensPerTurn: 16,
+            maxTokens: 1024,
+            temperature: TEMPERATURE,
+            incompletePenalty: PENALTY,
+            infrastructureRetries: 0,
+            infrastructureFaults: "penalize",
+          },
+          maxStaleness: Infinity,
+          servers: { urls, apiKey: API_KEY },
+        },
+        crossPolicy: { staleProbability: 0, refreshEvery: 1 },
+        checkpoint: { every: 1, keep: 100 },
+        resume: false,
+        log: (line) => console.log(`[run] ${line}`),
+        onBatch: ({ groups }) => {
+          for (const group of groups) trajectories.push(...group.trajectories);
+          if (killedAtVersion >= 0)
+            failedAfterKill.push(
+              ...groups
+                .flatMap((group) => group.trajectories)
+                .filter((t) => /InferenceServerError/.test(t.error ?? "")),
+            );
+        },
+        onStep: (record) => {
+          // The push resolved before this call: both servers serve the new version now (checked below).
+          if (record.step < KILL_AFTER_STEP)
+            checks.push(
+              Promise.all(
+                urls.map(async (url) => {
+                  const health = (await (await fetch(url.replace(/\/v1$/, "/health"))).json()) as {
+                    engine: { completedRequests: number };
+                  };
+                  return {
+                    served: await servedVersion(url),
+                    completed: health.engine.completedRequests,
+                  };
+                }),
+              ).then((states) => ({
+                version: record.version,
+                served: states.map((state) => state.served),
+                completed: states.map((state) => state.completed),
+              })),
+            );
+          if (record.step === KILL_AFTER_STEP) {
+            killedAtVersion = record.version;
+            // Once the earlier steps' checks have read both servers: one still in flight would hit the dead server.
+            void Promise.allSettled(checks).then(() => servers[1].child.kill("SIGKILL"));
           }
-          const difference = Math.abs(scored.get(trajectory)![position - 1] - trajectory.logprobs[position]);
-          worst = Math.max(worst, difference);
-          compared += 1;
-        }
-      } finally {
-        scorer.dispose();
+        },
+        evaluation: undefined,
+      });
+      assert.equal(last?.step, STEPS, "the run finished every step after the kill");
+      assert.equal(
+        await servedVersion(urls[0]),
+        last!.version,
+        "the surviving server serves the last version",
+      );
+      assert.ok(killedAtVersion >= 1, "versions advanced before the kill");
+
+      const seen = await Promise.all(checks);
+      assert.equal(seen.length, KILL_AFTER_STEP - 1);
+      for (const check of seen) {
+        for (const served of check.served)
+          assert.ok(
+            served >= check.version && served >= 1,
+            `a server serves version ${served} after the push of ${check.version}`,
+          );
+        for (const completed of check.completed)
+          assert.ok(completed > 0, "both servers generated turns");
       }
+      const generated = trajectories.filter((t) => t.lossMask.some((mask) => mask === 1));
+      assert.ok(generated.length > 0);
+
+      // The killed server's episodes ended penalised.
+      const failed = trajectories.filter((t) => /InferenceServerError/.test(t.error ?? ""));
+      assert.ok(
+        failed.length > 0,
+        `some episode ended by the killed server (statuses: ${[...new Set(trajectories.map((t) => t.status))].join(", ")})`,
+      );
+      for (const t of failed) {
+        assert.equal(t.status, "task error");
+        assert.equal(t.endCause, "infrastructure");
+        assert.equal(t.reward, PENALTY);
+      }
+
+      // Every generated token's log-prob equals the trainer's scoring with the weights of its version.
+      const byVersion = new Map<number, { trajectory: Trajectory; position: number }[]>();
+      // A weight update that lands mid-turn (between two decode steps) leaves the rest of that turn
+      // sampled from a context whose keys/values the older weights computed: exact per token, but
+      // no single version rescores it. Turns of one version are compared.
+      let mixedTurns = 0;
+      for (const t of generated) {
+        const singleVersion = (position: number) =>
+          t.turns.some(
+            (turn) =>
+              position >= turn.generated[0] &&
+              position < turn.generated[1] &&
+              turn.minVersion === turn.maxVersion,
+          );
+        mixedTurns += t.turns.filter((turn) => turn.minVersion !== turn.maxVersion).length;
+        t.lossMask.forEach((mask, position) => {
+          if (mask !== 1 || !singleVersion(position)) return;
+          const version = t.versions[position];
+          if (!byVersion.has(version)) byVersion.set(version, []);
+          byVersion.get(version)!.push({ trajectory: t, position });
+        });
+      }
+      assert.ok(byVersion.size >= 2, `tokens of several versions (${[...byVersion.keys()]})`);
+      let compared = 0;
+      let worst = 0;
+      for (const [version, tokens] of byVersion) {
+        const folder =
+          version === 0
+            ? model
+            : join(
+                root,
+                "run",
+                "checkpoints",
+                `step-${String(version).padStart(6, "0")}`,
+                "policy",
+              );
+        const scorer = await Policy.load(folder, { trainable: false, tokenizer: false });
+        try {
+          const scored = new Map<Trajectory, Float32Array>();
+          for (const { trajectory, position } of tokens) {
+            if (!scored.has(trajectory)) {
+              const ids = tf.tensor2d(
+                [Array.from(trajectory.tokens)],
+                [1, trajectory.tokens.length],
+                "int32",
+              );
+              const logProbs = tf.tidy(
+                () => tokenLogProbs(scorer.model, ids, { temperature: TEMPERATURE }).logProbs,
+              );
+              scored.set(trajectory, logProbs.dataSync() as Float32Array);
+              tf.dispose([ids, logProbs]);
+            }
+            const difference = Math.abs(
+              scored.get(trajectory)![position - 1] - trajectory.logprobs[position],
+            );
+            worst = Math.max(worst, difference);
+            compared += 1;
+          }
+        } finally {
+          scorer.dispose();
+        }
+      }
+      console.log(
+        `${generated.length} trajectories, ${compared} generated tokens of single-version turns (${mixedTurns} turns saw an update mid-way) over versions ${[...byVersion.keys()].sort()}; max |Δ log-prob| ${worst.toExponential(2)}; ${failed.length} episodes ended by the killed server`,
+      );
+      assert.ok(worst < 2e-3, `max |recorded − rescored| = ${worst}`);
+    } finally {
+      for (const server of servers) server.child.kill("SIGKILL");
+      rmSync(root, { recursive: true, force: true });
     }
-    console.log(`${generated.length} trajectories, ${compared} generated tokens of single-version turns (${mixedTurns} turns saw an update mid-way) over versions ${[...byVersion.keys()].sort()}; max |Δ log-prob| ${worst.toExponential(2)}; ${failed.length} episodes ended by the killed server`);
-    assert.ok(worst < 2e-3, `max |recorded − rescored| = ${worst}`);
-  } finally {
-    for (const server of servers) server.child.kill("SIGKILL");
-    rmSync(root, { recursive: true, force: true });
-  }
-});
+  },
+);

@@ -5,15 +5,37 @@ import { fileURLToPath } from "node:url";
 const repositoryRoot = fileURLToPath(new URL("..", import.meta.url));
 
 /** Starts `agentrl serve --model <model> --port 0 <extra…>` (with `backend`: env AGENTRL_BACKEND); resolves with its base URL (`…/v1`) once it listens, and its stderr so far (`output()`). */
-export async function startServeProcess(model: string, extra: string[] = [], options: { backend?: string } = {}): Promise<{ child: ChildProcess; url: string; output: () => string }> {
+export async function startServeProcess(
+  model: string,
+  extra: string[] = [],
+  options: { backend?: string } = {},
+): Promise<{ child: ChildProcess; url: string; output: () => string }> {
   const child = spawn(
     process.execPath,
-    ["--conditions=source", "--import", "tsx", "packages/cli/src/main.ts", "serve", "--model", model, "--port", "0", ...extra],
-    { cwd: repositoryRoot, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, ...(options.backend ? { AGENTRL_BACKEND: options.backend } : {}) } },
+    [
+      "--conditions=source",
+      "--import",
+      "tsx",
+      "packages/cli/src/main.ts",
+      "serve",
+      "--model",
+      model,
+      "--port",
+      "0",
+      ...extra,
+    ],
+    {
+      cwd: repositoryRoot,
+      stdio: ["ignore", "pipe", "pipe"],
+      env: { ...process.env, ...(options.backend ? { AGENTRL_BACKEND: options.backend } : {}) },
+    },
   );
   let stderr = "";
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the server did not start in 120 s:\n${stderr}`)), 120_000);
+    const timer = setTimeout(
+      () => reject(new Error(`the server did not start in 120 s:\n${stderr}`)),
+      120_000,
+    );
     child.stderr!.on("data", (data: Buffer) => {
       stderr += data.toString();
       const match = /at (http:\/\/\S+\/v1)/.exec(stderr);

@@ -15,14 +15,26 @@ const repositoryRoot = fileURLToPath(new URL("..", import.meta.url));
 const TIMEOUT_MS = 180_000;
 
 test("tsc -p tsconfig.typecheck.json reports no errors", { timeout: TIMEOUT_MS + 10_000 }, () => {
-  const result = spawnSync(process.execPath, ["node_modules/typescript/bin/tsc", "-p", "tsconfig.typecheck.json", "--pretty", "false"], {
-    cwd: repositoryRoot,
-    encoding: "utf8",
-    timeout: TIMEOUT_MS,
-    maxBuffer: 64 * 1024 * 1024,
-  });
+  const result = spawnSync(
+    process.execPath,
+    ["node_modules/typescript/bin/tsc", "-p", "tsconfig.typecheck.json", "--pretty", "false"],
+    {
+      cwd: repositoryRoot,
+      encoding: "utf8",
+      timeout: TIMEOUT_MS,
+      maxBuffer: 64 * 1024 * 1024,
+    },
+  );
   const output = `${result.stdout ?? ""}${result.stderr ?? ""}`.trim();
-  assert.equal(result.signal, null, `tsc was stopped by ${result.signal} (time limit ${TIMEOUT_MS / 1000} s)\n${output}`);
+  assert.equal(
+    result.signal,
+    null,
+    `tsc was stopped by ${result.signal} (time limit ${TIMEOUT_MS / 1000} s)\n${output}`,
+  );
   assert.ifError(result.error);
-  assert.equal(result.status, 0, `tsc -p tsconfig.typecheck.json exited with ${result.status}:\n${output}`);
+  assert.equal(
+    result.status,
+    0,
+    `tsc -p tsconfig.typecheck.json exited with ${result.status}:\n${output}`,
+  );
 });

@@ -15,10 +15,15 @@ import { registerDashboardCommand } from "./commands/dashboard.js";
 
 export function buildProgram(): Command {
   const program = new Command("agentrl")
-    .description("Train LLM agents with reinforcement learning over many turns and many tasks, on TensorFlow.js")
+    .description(
+      "Train LLM agents with reinforcement learning over many turns and many tasks, on TensorFlow.js",
+    )
     .version("0.1.0")
     .showHelpAfterError()
-    .option("--backend <name>", "force a tfjs backend: tensorflow (node/node-gpu), wasm or cpu (env AGENTRL_BACKEND)");
+    .option(
+      "--backend <name>",
+      "force a tfjs backend: tensorflow (node/node-gpu), wasm or cpu (env AGENTRL_BACKEND)",
+    );
   program.hook("preAction", (cmd) => {
     const backend = cmd.opts().backend as string | undefined;
     if (backend) process.env.AGENTRL_BACKEND = backend;
@@ -47,5 +52,6 @@ export async function main(argv: string[]): Promise<void> {
   }
 }
 
-const invokedDirectly = process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
+const invokedDirectly =
+  process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
 if (invokedDirectly) await main(process.argv);

@@ -6,7 +6,8 @@ import { listOption, numberOption } from "./options.js";
 test("numberOption: bounds, integers and an exclusive minimum; the error names the flag and the value", () => {
   const steps = numberOption("--steps", { integer: true, minimum: 1 });
   assert.equal(steps("12"), 12);
-  for (const bad of ["0", "1.5", "abc", "", "Infinity"]) assert.throws(() => steps(bad), InvalidArgumentError, bad);
+  for (const bad of ["0", "1.5", "abc", "", "Infinity"])
+    assert.throws(() => steps(bad), InvalidArgumentError, bad);
   assert.throws(() => steps("0"), /--steps must be an integer ≥ 1, got "0"/);
   const rate = numberOption("--learning-rate", { minimum: 0, exclusiveMinimum: true });
   assert.equal(rate("3e-4"), 3e-4);

@@ -18,18 +18,38 @@ export interface NumberBounds {
 
 /** `numberOption("--steps", { integer: true, minimum: 1 })`: parses a flag's value as a bounded number. */
 export function numberOption(label: string, bounds: NumberBounds = {}): (value: string) => number {
-  const { integer = false, minimum = -Infinity, exclusiveMinimum = false, maximum = Infinity } = bounds;
+  const {
+    integer = false,
+    minimum = -Infinity,
+    exclusiveMinimum = false,
+    maximum = Infinity,
+  } = bounds;
   const kind = integer ? "an integer" : "a number";
-  const range = [Number.isFinite(minimum) ? `${exclusiveMinimum ? ">" : "≥"} ${minimum}` : "", Number.isFinite(maximum) ? `≤ ${maximum}` : ""].filter(Boolean).join(" and ");
+  const range = [
+    Number.isFinite(minimum) ? `${exclusiveMinimum ? ">" : "≥"} ${minimum}` : "",
+    Number.isFinite(maximum) ? `≤ ${maximum}` : "",
+  ]
+    .filter(Boolean)
+    .join(" and ");
   return (value: string): number => {
     const parsed = value.trim() === "" ? Number.NaN : Number(value);
-    const fits = Number.isFinite(parsed) && (exclusiveMinimum ? parsed > minimum : parsed >= minimum) && parsed <= maximum && (!integer || Number.isInteger(parsed));
-    if (!fits) throw new InvalidArgumentError(`${label} must be ${kind}${range ? ` ${range}` : ""}, got "${value}"`);
+    const fits =
+      Number.isFinite(parsed) &&
+      (exclusiveMinimum ? parsed > minimum : parsed >= minimum) &&
+      parsed <= maximum &&
+      (!integer || Number.isInteger(parsed));
+    if (!fits)
+      throw new InvalidArgumentError(
+        `${label} must be ${kind}${range ? ` ${range}` : ""}, got "${value}"`,
+      );
     return parsed;
   };
 }
 
 /** `a, b,c` → `["a", "b", "c"]` (empty items dropped). */
 export function listOption(value: string): string[] {
-  return value.split(",").map((item) => item.trim()).filter((item) => item !== "");
+  return value
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item !== "");
 }

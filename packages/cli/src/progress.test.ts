@@ -5,7 +5,10 @@ import { PhaseProgress, formatPerTask, formatSeconds } from "./progress.js";
 /** A stream that collects what is written (not a TTY: plain lines). */
 function collector(): { stream: NodeJS.WriteStream; lines: string[] } {
   const lines: string[] = [];
-  const stream = { isTTY: false, write: (text: string) => (lines.push(text.trimEnd()), true) } as unknown as NodeJS.WriteStream;
+  const stream = {
+    isTTY: false,
+    write: (text: string) => (lines.push(text.trimEnd()), true),
+  } as unknown as NodeJS.WriteStream;
   return { stream, lines };
 }
 
@@ -29,7 +32,10 @@ test("plain progress respects the minimum interval but always prints the last up
   progress.update(1);
   progress.update(2);
   progress.update(3);
-  assert.deepEqual(lines.map((l) => l.split(" |")[0]), ["eval: episode 1/3", "eval: episode 3/3"]);
+  assert.deepEqual(
+    lines.map((l) => l.split(" |")[0]),
+    ["eval: episode 1/3", "eval: episode 3/3"],
+  );
 });
 
 test("formatSeconds", () => {

@@ -5,7 +5,12 @@
  * every `minimumIntervalMs`, plus the last one.
  */
 import cliProgress from "cli-progress";
-import { formatPerTask, formatSeconds, type PhaseReporter, type ProgressFactory } from "@agentrl/trainer";
+import {
+  formatPerTask,
+  formatSeconds,
+  type PhaseReporter,
+  type ProgressFactory,
+} from "@agentrl/trainer";
 
 export { formatPerTask, formatSeconds };
 
@@ -35,7 +40,12 @@ export class PhaseProgress implements PhaseReporter {
    * @param total  units of the phase (steps or episodes)
    * @param unit   what a unit is, e.g. `step` or `episode`
    */
-  constructor(readonly phase: string, readonly total: number, readonly unit: string, options: PhaseProgressOptions = {}) {
+  constructor(
+    readonly phase: string,
+    readonly total: number,
+    readonly unit: string,
+    options: PhaseProgressOptions = {},
+  ) {
     this.stream = options.stream ?? process.stderr;
     this.minimumIntervalMs = options.minimumIntervalMs ?? 0;
     const plain = options.plain ?? !this.stream.isTTY;
@@ -67,7 +77,9 @@ export class PhaseProgress implements PhaseReporter {
     const now = performance.now();
     if (value < this.total && now - this.lastLine < this.minimumIntervalMs) return;
     this.lastLine = now;
-    this.stream.write(`${this.phase}: ${this.unit} ${value}/${this.total} | ETA ${this.eta()} | ${status}\n`);
+    this.stream.write(
+      `${this.phase}: ${this.unit} ${value}/${this.total} | ETA ${this.eta()} | ${status}\n`,
+    );
   }
 
   /** Estimated time left from the average pace so far, as `1m05s`. */
@@ -91,10 +103,17 @@ export class PhaseProgress implements PhaseReporter {
  * false plain lines, undefined a bar on a terminal. A `terminalOnly` phase gets nothing
  * off a terminal (it logs its own lines).
  */
-export function progressFactory(bars?: boolean, stream: NodeJS.WriteStream = process.stderr): ProgressFactory {
+export function progressFactory(
+  bars?: boolean,
+  stream: NodeJS.WriteStream = process.stderr,
+): ProgressFactory {
   return (phase, total, unit, hints = {}) => {
     if (hints.terminalOnly && (bars === false || !stream.isTTY)) return undefined;
     const plain = hints.plain ?? (bars === undefined ? undefined : !bars);
-    return new PhaseProgress(phase, total, unit, { stream, plain, minimumIntervalMs: hints.minimumIntervalMs });
+    return new PhaseProgress(phase, total, unit, {
+      stream,
+      plain,
+      minimumIntervalMs: hints.minimumIntervalMs,
+    });
   };
 }

@@ -14,7 +14,10 @@ export const TRAJECTORY_FILES = ["trajectories.1.jsonl", "trajectories.jsonl"];
 /** A run whose metrics did not change for this long is no longer `running`. */
 export const LIVE_WINDOW_MS = 120_000;
 
-export type MetricsLine = { step: number; time?: string; version?: number } & Record<string, number | string | undefined>;
+export type MetricsLine = { step: number; time?: string; version?: number } & Record<
+  string,
+  number | string | undefined
+>;
 
 export interface RunSummary {
   /** Path relative to the runs folder ("." when the folder itself is the run). */
@@ -31,7 +34,9 @@ export interface RunSummary {
 }
 
 function isRun(folder: string): boolean {
-  return [METRICS_FILE, "config.yaml", ...TRAJECTORY_FILES].some((file) => existsSync(join(folder, file)));
+  return [METRICS_FILE, "config.yaml", ...TRAJECTORY_FILES].some((file) =>
+    existsSync(join(folder, file)),
+  );
 }
 
 /** Run folders under `root`: `root` itself if it is one, else its sub-folders up to two levels deep. */
@@ -89,7 +94,9 @@ export async function readMetrics(folder: string): Promise<MetricsLine[]> {
   return existsSync(file) ? parseJsonLines<MetricsLine>(await readFile(file, "utf8")) : [];
 }
 
-export async function readConfig(folder: string): Promise<{ text: string; parsed: Record<string, unknown> } | undefined> {
+export async function readConfig(
+  folder: string,
+): Promise<{ text: string; parsed: Record<string, unknown> } | undefined> {
   const file = join(folder, "config.yaml");
   if (!existsSync(file)) return undefined;
   const text = await readFile(file, "utf8");
@@ -101,7 +108,11 @@ export async function readConfig(folder: string): Promise<{ text: string; parsed
 }
 
 /** Status, step, ETA of one run. */
-export async function summarizeRun(root: string, folder: string, now = Date.now()): Promise<RunSummary> {
+export async function summarizeRun(
+  root: string,
+  folder: string,
+  now = Date.now(),
+): Promise<RunSummary> {
   const metrics = await readMetrics(folder);
   const config = await readConfig(folder);
   const rl = (config?.parsed.rl ?? {}) as { steps?: number };
@@ -117,19 +128,28 @@ export async function summarizeRun(root: string, folder: string, now = Date.now(
   else if (metrics.length) status = "stopped";
   let etaSeconds: number | undefined;
   if (status === "running" && totalSteps !== undefined && metrics.length >= 2) {
-    const recent = metrics.slice(-10).map((line) => Number(line["time/step"])).filter(Number.isFinite);
+    const recent = metrics
+      .slice(-10)
+      .map((line) => Number(line["time/step"]))
+      .filter(Number.isFinite);
     const perStep = recent.reduce((a, b) => a + b, 0) / Math.max(1, recent.length);
     etaSeconds = Math.max(0, (totalSteps - step) * perStep);
   }
   const tasks = new Set<string>();
-  for (const line of metrics) for (const key of Object.keys(line)) if (key.startsWith("success/")) tasks.add(key.slice("success/".length));
+  for (const line of metrics)
+    for (const key of Object.keys(line))
+      if (key.startsWith("success/")) tasks.add(key.slice("success/".length));
   return {
     name: runName(root, folder),
     status,
     step,
     ...(totalSteps !== undefined ? { totalSteps } : {}),
     ...(etaSeconds !== undefined ? { etaSeconds } : {}),
-    ...(last?.time ? { lastUpdate: String(last.time) } : modified ? { lastUpdate: new Date(modified).toISOString() } : {}),
+    ...(last?.time
+      ? { lastUpdate: String(last.time) }
+      : modified
+        ? { lastUpdate: new Date(modified).toISOString() }
+        : {}),
     tasks: [...tasks].sort(),
     hasTrajectories: TRAJECTORY_FILES.some((file) => existsSync(join(folder, file))),
     hasResults,
@@ -150,18 +170,23 @@ export async function readTrajectorySteps(folder: string): Promise<TrajectorySte
   const steps: TrajectoryStep[] = [];
   for (const file of TRAJECTORY_FILES) {
     const path = join(folder, file);
-    if (existsSync(path)) steps.push(...parseJsonLines<TrajectoryStep>(await readFile(path, "utf8")));
+    if (existsSync(path))
+      steps.push(...parseJsonLines<TrajectoryStep>(await readFile(path, "utf8")));
   }
   return steps;
 }
 
 /** The run's before/after tables (results.json) and cached evaluations (evaluations/*.json). */
-export async function readEvaluations(folder: string): Promise<{ results?: unknown; cached: Record<string, unknown> }> {
+export async function readEvaluations(
+  folder: string,
+): Promise<{ results?: unknown; cached: Record<string, unknown> }> {
   const results = join(folder, "results.json");
   const cached: Record<string, unknown> = {};
   const directory = join(folder, "evaluations");
   if (existsSync(directory)) {
-    for (const name of readdirSync(directory).filter((n) => n.endsWith(".json")).sort()) {
+    for (const name of readdirSync(directory)
+      .filter((n) => n.endsWith(".json"))
+      .sort()) {
       try {
         cached[basename(name, ".json")] = JSON.parse(await readFile(join(directory, name), "utf8"));
       } catch {
@@ -169,7 +194,12 @@ export async function readEvaluations(folder: string): Promise<{ results?: unkno
       }
     }
   }
-  return { ...(existsSync(results) ? { results: JSON.parse(await readFile(results, "utf8")) as unknown } : {}), cached };
+  return {
+    ...(existsSync(results)
+      ? { results: JSON.parse(await readFile(results, "utf8")) as unknown }
+      : {}),
+    cached,
+  };
 }
 
 /**
@@ -199,7 +229,12 @@ export class FileFollower {
       const text = this.rest + buffer.toString("utf8");
       const cut = text.lastIndexOf("\n");
       this.rest = text.slice(cut + 1);
-      return cut < 0 ? [] : text.slice(0, cut).split("\n").filter((line) => line.trim());
+      return cut < 0
+        ? []
+        : text
+            .slice(0, cut)
+            .split("\n")
+            .filter((line) => line.trim());
     } finally {
       await handle.close();
     }

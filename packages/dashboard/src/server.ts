@@ -60,7 +60,12 @@ export const DEFAULT_DASHBOARD_PORT = 8265;
 export class DashboardConfigError extends AgentRLError {}
 
 export function isLoopbackHost(host: string): boolean {
-  return host === "127.0.0.1" || host === "::1" || host === "localhost" || /^127\.\d+\.\d+\.\d+$/.test(host);
+  return (
+    host === "127.0.0.1" ||
+    host === "::1" ||
+    host === "localhost" ||
+    /^127\.\d+\.\d+\.\d+$/.test(host)
+  );
 }
 
 const PUBLIC = join(dirname(fileURLToPath(import.meta.url)), "..", "public");
@@ -77,7 +82,10 @@ const ASSETS: Record<string, [string, string]> = {
 };
 
 class HttpError extends AgentRLError {
-  constructor(readonly status: number, message: string) {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -99,30 +107,55 @@ class ControllerWatch {
   private live = new Map<string, SessionRow>();
   private readonly errors: { time: string; message: string }[] = [];
 
-  constructor(private readonly url: string, private readonly token?: string) {}
+  constructor(
+    private readonly url: string,
+    private readonly token?: string,
+  ) {}
 
   private async get(path: string): Promise<unknown> {
     const response = await fetch(`${this.url.replace(/\/$/, "")}${path}`, {
       headers: this.token ? { authorization: `Bearer ${this.token}` } : {},
       signal: AbortSignal.timeout(5000),
     });
-    if (!response.ok) throw new Error(`${path}: HTTP ${response.status} ${(await response.text()).slice(0, 200)}`);
+    if (!response.ok)
+      throw new Error(`${path}: HTTP ${response.status} ${(await response.text()).slice(0, 200)}`);
     return response.json();
   }
 
   async snapshot(): Promise<Record<string, unknown>> {
     try {
-      const [workers, sessions] = await Promise.all([this.get("/api/list_workers"), this.get("/api/list_sessions")]);
+      const [workers, sessions] = await Promise.all([
+        this.get("/api/list_workers"),
+        this.get("/api/list_sessions"),
+      ]);
       const now = Date.now() / 1000;
-      const current = new Map(Object.entries(sessions as Record<string, Omit<SessionRow, "id">>).map(([id, s]) => [id, { id, ...s }]));
-      for (const [id, row] of this.live) if (!current.has(id)) this.finished.unshift({ ...row, ended: now });
+      const current = new Map(
+        Object.entries(sessions as Record<string, Omit<SessionRow, "id">>).map(([id, s]) => [
+          id,
+          { id, ...s },
+        ]),
+      );
+      for (const [id, row] of this.live)
+        if (!current.has(id)) this.finished.unshift({ ...row, ended: now });
       this.finished.splice(200);
       this.live = current;
-      return { url: this.url, workers, sessions: [...current.values()], finished: this.finished, errors: this.errors };
+      return {
+        url: this.url,
+        workers,
+        sessions: [...current.values()],
+        finished: this.finished,
+        errors: this.errors,
+      };
     } catch (error) {
       this.errors.unshift({ time: new Date().toISOString(), message: (error as Error).message });
       this.errors.splice(50);
-      return { url: this.url, workers: {}, sessions: [], finished: this.finished, errors: this.errors };
+      return {
+        url: this.url,
+        workers: {},
+        sessions: [],
+        finished: this.finished,
+        errors: this.errors,
+      };
     }
   }
 }
@@ -135,7 +168,10 @@ export interface DashboardServer {
 
 function sendJson(response: http.ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
-  response.writeHead(status, { "content-type": "application/json; charset=utf-8", "cache-control": "no-store" });
+  response.writeHead(status, {
+    "content-type": "application/json; charset=utf-8",
+    "cache-control": "no-store",
+  });
   response.end(text);
 }
 
@@ -151,17 +187,24 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   const host = options.host ?? "127.0.0.1";
   const token = options.token;
   if (!isLoopbackHost(host) && !token) {
-    throw new DashboardConfigError(`binding ${host} (reachable from other machines) needs a token: --token TOKEN or env AGENTRL_DASHBOARD_TOKEN`);
+    throw new DashboardConfigError(
+      `binding ${host} (reachable from other machines) needs a token: --token TOKEN or env AGENTRL_DASHBOARD_TOKEN`,
+    );
   }
   const root = options.runs;
   const pollMs = options.pollMs ?? 1000;
-  const controller = options.controllerUrl ? new ControllerWatch(options.controllerUrl, options.controllerToken) : undefined;
+  const controller = options.controllerUrl
+    ? new ControllerWatch(options.controllerUrl, options.controllerToken)
+    : undefined;
 
   // Live updates: followers of each run's files; new runs found later are read from their start.
   const clients = new Set<http.ServerResponse>();
   const followers = new Map<string, { metrics: FileFollower; trajectories: FileFollower }>();
   const follow = async (folder: string, fromEnd: boolean) => {
-    const entry = { metrics: new FileFollower(join(folder, METRICS_FILE)), trajectories: new FileFollower(join(folder, "trajectories.jsonl")) };
+    const entry = {
+      metrics: new FileFollower(join(folder, METRICS_FILE)),
+      trajectories: new FileFollower(join(folder, "trajectories.jsonl")),
+    };
     followers.set(folder, entry);
     if (fromEnd) {
       await entry.metrics.poll();
@@ -216,7 +259,8 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   }, 15_000);
   heartbeat.unref();
 
-  const summaries = async (): Promise<RunSummary[]> => Promise.all(findRuns(root).map((folder) => summarizeRun(root, folder)));
+  const summaries = async (): Promise<RunSummary[]> =>
+    Promise.all(findRuns(root).map((folder) => summarizeRun(root, folder)));
   const folderOf = (name: string) => {
     const folder = runFolder(root, name);
     if (!folder) throw new HttpError(404, `no run "${name}" under ${root}`);
@@ -227,18 +271,31 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     const url = new URL(request.url ?? "/", "http://dashboard");
     if (token) {
       const header = request.headers.authorization;
-      const given = typeof header === "string" && header.startsWith("Bearer ") ? header.slice(7) : (url.searchParams.get("token") ?? undefined);
-      if (!tokenMatches(given, token)) throw new HttpError(401, "missing or wrong token: open the page with ?token=TOKEN");
+      const given =
+        typeof header === "string" && header.startsWith("Bearer ")
+          ? header.slice(7)
+          : (url.searchParams.get("token") ?? undefined);
+      if (!tokenMatches(given, token))
+        throw new HttpError(401, "missing or wrong token: open the page with ?token=TOKEN");
     }
-    if (request.method !== "GET") throw new HttpError(405, `${request.method} is not allowed; the dashboard is read-only`);
+    if (request.method !== "GET")
+      throw new HttpError(405, `${request.method} is not allowed; the dashboard is read-only`);
     const asset = ASSETS[url.pathname];
     if (asset) {
-      response.writeHead(200, { "content-type": asset[1], "cache-control": "no-cache", "x-content-type-options": "nosniff" });
+      response.writeHead(200, {
+        "content-type": asset[1],
+        "cache-control": "no-cache",
+        "x-content-type-options": "nosniff",
+      });
       response.end(await readFile(asset[0]));
       return;
     }
     if (url.pathname === "/api/events") {
-      response.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-store", connection: "keep-alive" });
+      response.writeHead(200, {
+        "content-type": "text/event-stream",
+        "cache-control": "no-store",
+        connection: "keep-alive",
+      });
       response.write(": connected\n\n");
       clients.add(response);
       request.on("close", () => clients.delete(response));
@@ -246,9 +303,17 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     }
     if (url.pathname === "/api/runs") return sendJson(response, 200, await summaries());
     if (url.pathname === "/api/environments") {
-      return sendJson(response, 200, controller ? await controller.snapshot() : { url: null, workers: {}, sessions: [], finished: [], errors: [] });
+      return sendJson(
+        response,
+        200,
+        controller
+          ? await controller.snapshot()
+          : { url: null, workers: {}, sessions: [], finished: [], errors: [] },
+      );
     }
-    const match = /^\/api\/runs\/(.+)\/(metrics|config|evaluations|trajectories)(?:\/(\d+))?$/.exec(url.pathname);
+    const match = /^\/api\/runs\/(.+)\/(metrics|config|evaluations|trajectories)(?:\/(\d+))?$/.exec(
+      url.pathname,
+    );
     if (match) {
       const folder = folderOf(decodeURIComponent(match[1]));
       const kind = match[2];
@@ -264,7 +329,13 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       return sendJson(
         response,
         200,
-        steps.map((s) => ({ step: s.step, time: s.time, batchGroups: s.batchGroups, batchEpisodes: s.batchEpisodes, recorded: s.episodes.length })),
+        steps.map((s) => ({
+          step: s.step,
+          time: s.time,
+          batchGroups: s.batchGroups,
+          batchEpisodes: s.batchEpisodes,
+          recorded: s.episodes.length,
+        })),
       );
     }
     throw new HttpError(404, `no route ${url.pathname}`);

@@ -8,7 +8,11 @@ import * as webshop from "./webshop/index.js";
 test("instance index layout: the documented example, round trips, and the three families agree", () => {
   assert.equal(encodeInstanceIndex(2, "test", 6), 2_500_006);
   assert.deepEqual(decodeInstanceIndex(2_500_006), { difficulty: 2, split: "test", position: 6 });
-  for (const [difficulty, split, position] of [[0, "train", 0], [3, "test", TEST_OFFSET - 1], [1, "train", TEST_OFFSET - 1]] as const) {
+  for (const [difficulty, split, position] of [
+    [0, "train", 0],
+    [3, "test", TEST_OFFSET - 1],
+    [1, "train", TEST_OFFSET - 1],
+  ] as const) {
     const index = encodeInstanceIndex(difficulty, split, position);
     assert.deepEqual(decodeInstanceIndex(index), { difficulty, split, position });
     assert.equal(kg.encodeIndex(difficulty, split, position), index);

@@ -17,12 +17,22 @@ export interface EpisodeRecord {
 }
 
 /** Runs one episode of `family` on sample `index` with `agent`, to its end. */
-export async function playEpisode(family: TaskFamily, index: number, agent: Expert, options: { maxTurns?: number } = {}): Promise<EpisodeRecord> {
+export async function playEpisode(
+  family: TaskFamily,
+  index: number,
+  agent: Expert,
+  options: { maxTurns?: number } = {},
+): Promise<EpisodeRecord> {
   const maxTurns = options.maxTurns ?? 100;
   const session = await family.startSession(index);
   const messages: Message[] = [...session.start.messages];
   const tools = session.start.tools;
-  let result = { finish: false, reward: 0, status: "running" as SampleStatus, metrics: {} as Record<string, number> };
+  let result = {
+    finish: false,
+    reward: 0,
+    status: "running" as SampleStatus,
+    metrics: {} as Record<string, number>,
+  };
   let turns = 0;
   try {
     while (!result.finish && turns < maxTurns) {
@@ -36,7 +46,15 @@ export async function playEpisode(family: TaskFamily, index: number, agent: Expe
   } finally {
     if (!result.finish) await session.cancel();
   }
-  return { index, reward: result.reward, status: result.status, turns, messages, tools, metrics: result.metrics };
+  return {
+    index,
+    reward: result.reward,
+    status: result.status,
+    turns,
+    messages,
+    tools,
+    metrics: result.metrics,
+  };
 }
 
 /** Plays many episodes, at most `concurrency` at a time, in index order of the results. */
@@ -52,7 +70,12 @@ export async function playEpisodes(
   async function worker(): Promise<void> {
     while (next < indices.length) {
       const position = next++;
-      results[position] = await playEpisode(family, indices[position], makeAgent(indices[position]), options);
+      results[position] = await playEpisode(
+        family,
+        indices[position],
+        makeAgent(indices[position]),
+        options,
+      );
     }
   }
   await Promise.all(Array.from({ length: Math.min(concurrency, indices.length) }, worker));

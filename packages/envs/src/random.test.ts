@@ -28,16 +28,25 @@ describe("envs random", () => {
       assert.ok(Number.isInteger(value) && value >= -2 && value <= 2);
       seen.add(value);
     }
-    assert.deepEqual([...seen].sort((a, b) => a - b), [-2, -1, 0, 1, 2]);
+    assert.deepEqual(
+      [...seen].sort((a, b) => a - b),
+      [-2, -1, 0, 1, 2],
+    );
   });
 
   test("shuffle returns a permutation and leaves its input alone; sample takes distinct items", () => {
     const random = new Random(5);
     const items = Array.from({ length: 20 }, (_, i) => i);
     const shuffled = random.shuffle(items);
-    assert.deepEqual(items, Array.from({ length: 20 }, (_, i) => i));
+    assert.deepEqual(
+      items,
+      Array.from({ length: 20 }, (_, i) => i),
+    );
     assert.notDeepEqual(shuffled, items);
-    assert.deepEqual([...shuffled].sort((a, b) => a - b), items);
+    assert.deepEqual(
+      [...shuffled].sort((a, b) => a - b),
+      items,
+    );
     const sampled = random.sample(items, 7);
     assert.equal(sampled.length, 7);
     assert.equal(new Set(sampled).size, 7);

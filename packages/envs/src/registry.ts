@@ -12,13 +12,21 @@ export function isTaskName(name: string): name is TaskName {
   return (TASK_NAMES as readonly string[]).includes(name);
 }
 
-export async function createTaskFamily(name: string, options: TaskFamilyOptions = {}): Promise<CurriculumTaskFamily> {
+export async function createTaskFamily(
+  name: string,
+  options: TaskFamilyOptions = {},
+): Promise<CurriculumTaskFamily> {
   switch (name) {
-    case "os": return (await import("./os/index.js")).createTaskFamily(options);
-    case "db": return (await import("./db/index.js")).createTaskFamily(options);
-    case "kg": return (await import("./kg/index.js")).createTaskFamily(options);
-    case "webshop": return (await import("./webshop/index.js")).createTaskFamily(options);
-    case "alfworld": return (await import("./alfworld/index.js")).createTaskFamily(options);
+    case "os":
+      return (await import("./os/index.js")).createTaskFamily(options);
+    case "db":
+      return (await import("./db/index.js")).createTaskFamily(options);
+    case "kg":
+      return (await import("./kg/index.js")).createTaskFamily(options);
+    case "webshop":
+      return (await import("./webshop/index.js")).createTaskFamily(options);
+    case "alfworld":
+      return (await import("./alfworld/index.js")).createTaskFamily(options);
     default:
       throw new Error(`unknown task family "${name}"; known: ${TASK_NAMES.join(", ")}`);
   }

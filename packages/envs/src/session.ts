@@ -49,12 +49,18 @@ export function truncateOutput(text: string, maxChars = DEFAULT_MAX_OUTPUT): str
 }
 
 /** Checks arguments against a tool's JSON schema (top-level fields: presence and type). */
-export function validateArguments(tool: ToolSpec, raw: string): { ok: true; args: Record<string, unknown> } | { ok: false; error: string } {
+export function validateArguments(
+  tool: ToolSpec,
+  raw: string,
+): { ok: true; args: Record<string, unknown> } | { ok: false; error: string } {
   let parsed: unknown;
   try {
     parsed = raw.trim() === "" ? {} : JSON.parse(raw);
   } catch (error) {
-    return { ok: false, error: `The arguments of ${tool.function.name} are not valid JSON (${(error as Error).message}).` };
+    return {
+      ok: false,
+      error: `The arguments of ${tool.function.name} are not valid JSON (${(error as Error).message}).`,
+    };
   }
   if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) {
     return { ok: false, error: `The arguments of ${tool.function.name} must be a JSON object.` };
@@ -63,16 +69,25 @@ export function validateArguments(tool: ToolSpec, raw: string): { ok: true; args
   const { properties, required = [] } = tool.function.parameters;
   for (const name of required) {
     if (args[name] === undefined || args[name] === null) {
-      return { ok: false, error: `${tool.function.name} is missing the required argument "${name}".` };
+      return {
+        ok: false,
+        error: `${tool.function.name} is missing the required argument "${name}".`,
+      };
     }
   }
   for (const [name, value] of Object.entries(args)) {
     const schema = properties[name];
     if (!schema) {
-      return { ok: false, error: `${tool.function.name} has no argument "${name}"; it takes ${Object.keys(properties).join(", ") || "none"}.` };
+      return {
+        ok: false,
+        error: `${tool.function.name} has no argument "${name}"; it takes ${Object.keys(properties).join(", ") || "none"}.`,
+      };
     }
     if (!matchesType(value, schema.type)) {
-      return { ok: false, error: `Argument "${name}" of ${tool.function.name} must be of type ${String(schema.type)}.` };
+      return {
+        ok: false,
+        error: `Argument "${name}" of ${tool.function.name} must be of type ${String(schema.type)}.`,
+      };
     }
   }
   return { ok: true, args };
@@ -83,14 +98,22 @@ function matchesType(value: unknown, type: string | string[] | undefined): boole
   const types = Array.isArray(type) ? type : [type];
   return types.some((t) => {
     switch (t) {
-      case "string": return typeof value === "string";
-      case "number": return typeof value === "number" && Number.isFinite(value);
-      case "integer": return Number.isInteger(value);
-      case "boolean": return typeof value === "boolean";
-      case "array": return Array.isArray(value);
-      case "object": return typeof value === "object" && value !== null && !Array.isArray(value);
-      case "null": return value === null;
-      default: return true;
+      case "string":
+        return typeof value === "string";
+      case "number":
+        return typeof value === "number" && Number.isFinite(value);
+      case "integer":
+        return Number.isInteger(value);
+      case "boolean":
+        return typeof value === "boolean";
+      case "array":
+        return Array.isArray(value);
+      case "object":
+        return typeof value === "object" && value !== null && !Array.isArray(value);
+      case "null":
+        return value === null;
+      default:
+        return true;
     }
   });
 }
@@ -106,7 +129,11 @@ export abstract class FunctionCallSession implements TaskSession {
 
   constructor(start: StartResult, limits: SessionLimits) {
     this.start = start;
-    this.limits = { maxOutputChars: DEFAULT_MAX_OUTPUT, maxInputChars: DEFAULT_MAX_INPUT, ...limits };
+    this.limits = {
+      maxOutputChars: DEFAULT_MAX_OUTPUT,
+      maxInputChars: DEFAULT_MAX_INPUT,
+      ...limits,
+    };
   }
 
   /** Runs one validated tool call. Throwing ends the episode with status `task error`. */
@@ -136,7 +163,10 @@ export abstract class FunctionCallSession implements TaskSession {
       await this.handle(message, replies);
     } catch (error) {
       this.failureReason ??= (error as Error).message;
-      replies.push({ role: "user", content: `The environment failed: ${(error as Error).message}` });
+      replies.push({
+        role: "user",
+        content: `The environment failed: ${(error as Error).message}`,
+      });
       await this.end({ reward: 0, status: "task error" });
     }
     if (!this.finished && this.turns >= this.limits.maxTurns) {
@@ -162,7 +192,10 @@ export abstract class FunctionCallSession implements TaskSession {
     const content = typeof message.content === "string" ? message.content : "";
     const calls: ToolCall[] = Array.isArray(message.tool_calls) ? message.tool_calls : [];
     if (content.length > this.limits.maxInputChars) {
-      replies.push({ role: "user", content: `Your message is too long (${content.length} characters; at most ${this.limits.maxInputChars}).` });
+      replies.push({
+        role: "user",
+        content: `Your message is too long (${content.length} characters; at most ${this.limits.maxInputChars}).`,
+      });
       return;
     }
     if (calls.length === 0) {
@@ -179,7 +212,11 @@ export abstract class FunctionCallSession implements TaskSession {
       if (this.finished) break;
       const id = typeof call?.id === "string" && call.id ? call.id : `call_${this.turns}`;
       const content = await this.runCall(call);
-      replies.push({ role: "tool", tool_call_id: id, content: truncateOutput(content.content, this.limits.maxOutputChars) });
+      replies.push({
+        role: "tool",
+        tool_call_id: id,
+        content: truncateOutput(content.content, this.limits.maxOutputChars),
+      });
       if (content.outcome) await this.end(content.outcome);
     }
   }
@@ -192,7 +229,10 @@ export abstract class FunctionCallSession implements TaskSession {
       return { content: `Unknown tool "${String(name)}". Available tools: ${known}.` };
     }
     const raw = call.function.arguments;
-    const checked = validateArguments(tool, typeof raw === "string" ? raw : JSON.stringify(raw ?? {}));
+    const checked = validateArguments(
+      tool,
+      typeof raw === "string" ? raw : JSON.stringify(raw ?? {}),
+    );
     if (!checked.ok) return { content: checked.error };
     return this.callTool(tool.function.name, checked.args);
   }
@@ -213,6 +253,12 @@ export abstract class FunctionCallSession implements TaskSession {
   }
 
   private result(messages: Message[]): InteractResult {
-    return { finish: this.finished, reward: this.reward, status: this.status, messages, metrics: { ...this.metrics, turns: this.turns } };
+    return {
+      finish: this.finished,
+      reward: this.reward,
+      status: this.status,
+      messages,
+      metrics: { ...this.metrics, turns: this.turns },
+    };
   }
 }

@@ -6,7 +6,11 @@
 import * as tf from "@tensorflow/tfjs-core";
 
 /** cos/sin tables [positions, headDim/2] for θ_i = base^(-2i/headDim). */
-export function rotaryTables(positions: number, headDim: number, base: number): { cos: Float32Array; sin: Float32Array } {
+export function rotaryTables(
+  positions: number,
+  headDim: number,
+  base: number,
+): { cos: Float32Array; sin: Float32Array } {
   const half = headDim / 2;
   const cos = new Float32Array(positions * half);
   const sin = new Float32Array(positions * half);
@@ -32,7 +36,11 @@ export interface CausalPlan {
   chunks: { start: number; end: number; mask: tf.Tensor2D }[];
 }
 
-export function causalPlan(steps: number, group: number, chunkPositions = ATTENTION_CHUNK_POSITIONS): CausalPlan {
+export function causalPlan(
+  steps: number,
+  group: number,
+  chunkPositions = ATTENTION_CHUNK_POSITIONS,
+): CausalPlan {
   const chunks: CausalPlan["chunks"] = [];
   for (let start = 0; start < steps; start += chunkPositions) {
     const end = Math.min(steps, start + chunkPositions);
@@ -57,27 +65,63 @@ export function causalPlan(steps: number, group: number, chunkPositions = ATTENT
  * computed (about half the work at long S). Returns [B·S, H·hd] (query head h uses kv head
  * ⌊h/g⌋, as HF repeat_kv).
  */
-export function causalAttention(q: tf.Tensor4D, keys: tf.Tensor4D, values: tf.Tensor4D, plan: CausalPlan): tf.Tensor2D {
+export function causalAttention(
+  q: tf.Tensor4D,
+  keys: tf.Tensor4D,
+  values: tf.Tensor4D,
+  plan: CausalPlan,
+): tf.Tensor2D {
   const [batch, steps, heads, headDim] = q.shape;
   const kvHeads = keys.shape[2];
   const group = heads / kvHeads;
   const blocks = batch * kvHeads;
   // per-block matrices by splitting rank-2 views along rows (wasm's Unpack is slower)
-  const queries = tf.split(tf.reshape(tf.transpose(tf.reshape(q, [batch, steps, kvHeads, group * headDim]), [0, 2, 1, 3]), [blocks * steps * group, headDim]), blocks, 0);
-  const keysT = tf.split(tf.reshape(tf.transpose(keys, [0, 2, 3, 1]), [blocks * headDim, steps]), blocks, 0);
-  const valueBlocks = tf.split(tf.reshape(tf.transpose(values, [0, 2, 1, 3]), [blocks * steps, headDim]), blocks, 0);
+  const queries = tf.split(
+    tf.reshape(
+      tf.transpose(tf.reshape(q, [batch, steps, kvHeads, group * headDim]), [0, 2, 1, 3]),
+      [blocks * steps * group, headDim],
+    ),
+    blocks,
+    0,
+  );
+  const keysT = tf.split(
+    tf.reshape(tf.transpose(keys, [0, 2, 3, 1]), [blocks * headDim, steps]),
+    blocks,
+    0,
+  );
+  const valueBlocks = tf.split(
+    tf.reshape(tf.transpose(values, [0, 2, 1, 3]), [blocks * steps, headDim]),
+    blocks,
+    0,
+  );
   const { chunks } = plan;
   const contexts = queries.map((query, block) => {
-    const queryChunks = chunks.length === 1 ? [query] : tf.split(query, chunks.map((c) => (c.end - c.start) * group), 0);
+    const queryChunks =
+      chunks.length === 1
+        ? [query]
+        : tf.split(
+            query,
+            chunks.map((c) => (c.end - c.start) * group),
+            0,
+          );
     const outputs = queryChunks.map((chunkQueries, i) => {
       const { end, mask } = chunks[i];
-      const chunkKeys = end === steps ? keysT[block] : tf.slice(keysT[block], [0, 0], [headDim, end]);
-      const chunkValues = end === steps ? valueBlocks[block] : tf.slice(valueBlocks[block], [0, 0], [end, headDim]);
-      const probabilities = tf.softmax(tf.add(tf.matMul(chunkQueries as tf.Tensor2D, chunkKeys as tf.Tensor2D), mask));
+      const chunkKeys =
+        end === steps ? keysT[block] : tf.slice(keysT[block], [0, 0], [headDim, end]);
+      const chunkValues =
+        end === steps ? valueBlocks[block] : tf.slice(valueBlocks[block], [0, 0], [end, headDim]);
+      const probabilities = tf.softmax(
+        tf.add(tf.matMul(chunkQueries as tf.Tensor2D, chunkKeys as tf.Tensor2D), mask),
+      );
       return tf.matMul(probabilities, chunkValues as tf.Tensor2D);
     });
     return outputs.length === 1 ? outputs[0] : tf.concat(outputs, 0);
   });
-  const stacked = tf.reshape(contexts.length === 1 ? contexts[0] : tf.concat(contexts, 0), [batch, kvHeads, steps, group * headDim]);
+  const stacked = tf.reshape(contexts.length === 1 ? contexts[0] : tf.concat(contexts, 0), [
+    batch,
+    kvHeads,
+    steps,
+    group * headDim,
+  ]);
   return tf.reshape(tf.transpose(stacked, [0, 2, 1, 3]), [batch * steps, heads * headDim]);
 }

@@ -48,7 +48,9 @@ let warnedUninitialised = false;
 export function warnIfBackendNotInitialised(): void {
   if (activeBackend || warnedUninitialised) return;
   warnedUninitialised = true;
-  console.error(`agentrl: initBackend() was not called; using tfjs's default backend '${tf.getBackend()}' (call await initBackend() first)`);
+  console.error(
+    `agentrl: initBackend() was not called; using tfjs's default backend '${tf.getBackend()}' (call await initBackend() first)`,
+  );
 }
 
 /**
@@ -61,7 +63,10 @@ export function initBackend(options: InitBackendOptions = {}): Promise<string> {
 }
 
 /** Switch to another backend in the same process (tests, benchmarks). Variables do not move: create models after. */
-export async function setBackend(name: BackendName, options: Pick<InitBackendOptions, "log"> = {}): Promise<string> {
+export async function setBackend(
+  name: BackendName,
+  options: Pick<InitBackendOptions, "log"> = {},
+): Promise<string> {
   activeBackend = selectBackend({ ...options, backend: name });
   return activeBackend;
 }
@@ -70,7 +75,13 @@ export async function setBackend(name: BackendName, options: Pick<InitBackendOpt
 export async function availableBackends(): Promise<BackendName[]> {
   const found: BackendName[] = [];
   if ((await loadNativePackage()) !== undefined) found.push("tensorflow");
-  if (await loadWasm().then(() => true, () => false)) found.push("wasm");
+  if (
+    await loadWasm().then(
+      () => true,
+      () => false,
+    )
+  )
+    found.push("wasm");
   found.push("cpu");
   return found;
 }
@@ -83,7 +94,9 @@ async function selectBackend(options: InitBackendOptions): Promise<string> {
   for (const candidate of candidates) {
     const detail = await tryActivate(candidate);
     if (detail !== undefined) {
-      log?.(`agentrl: tfjs backend ${tf.getBackend()}${detail ? ` (${detail})` : ""}${forced ? " [forced]" : ""}`);
+      log?.(
+        `agentrl: tfjs backend ${tf.getBackend()}${detail ? ` (${detail})` : ""}${forced ? " [forced]" : ""}`,
+      );
       return tf.getBackend();
     }
   }
@@ -100,7 +113,9 @@ function parseBackendEnvironment(value: string | undefined): BackendName | undef
   if (value === undefined || value === "") return undefined;
   const normalized = value === "node" || value === "node-gpu" ? "tensorflow" : value;
   if (!(BACKEND_NAMES as readonly string[]).includes(normalized)) {
-    throw new BackendUnavailableError(`AGENTRL_BACKEND='${value}' is not one of ${BACKEND_NAMES.join(", ")}`);
+    throw new BackendUnavailableError(
+      `AGENTRL_BACKEND='${value}' is not one of ${BACKEND_NAMES.join(", ")}`,
+    );
   }
   return normalized as BackendName;
 }

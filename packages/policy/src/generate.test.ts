@@ -26,17 +26,25 @@ describe("sampleToken", () => {
 
   test("temperature sampling follows softmax(logits / T)", () => {
     const expected = softmax([...logits].map((x) => x / 0.7));
-    frequencies({ temperature: 0.7 }).forEach((f, i) => assert.ok(Math.abs(f - expected[i]) < 0.015, `token ${i}: ${f} vs ${expected[i]}`));
+    frequencies({ temperature: 0.7 }).forEach((f, i) =>
+      assert.ok(Math.abs(f - expected[i]) < 0.015, `token ${i}: ${f} vs ${expected[i]}`),
+    );
   });
 
   test("top-k and top-p truncate but the recorded log-prob is the untruncated one", () => {
     const topK = frequencies({ temperature: 1, topK: 2 });
-    assert.equal(topK.slice(2).reduce((a, b) => a + b, 0), 0);
+    assert.equal(
+      topK.slice(2).reduce((a, b) => a + b, 0),
+      0,
+    );
     const p = softmax([...logits]);
     assert.ok(Math.abs(topK[0] - p[0] / (p[0] + p[1])) < 0.015);
     // top-p 0.8: the smallest prefix reaching 0.8 mass is tokens {0, 1, 2} (0.52 + 0.19 + 0.12 = 0.83)
     const topP = frequencies({ temperature: 1, topP: 0.8 });
-    assert.equal(topP.slice(3).reduce((a, b) => a + b, 0), 0);
+    assert.equal(
+      topP.slice(3).reduce((a, b) => a + b, 0),
+      0,
+    );
     assert.ok(topP[2] > 0.05);
     const { token, logProb } = sampleToken(logits, { temperature: 1, topK: 1 }, new Rng(3));
     assert.equal(token, 0);

@@ -52,7 +52,11 @@ export interface SampledToken {
 }
 
 /** Samples one token from logits [V]. */
-export function sampleToken(logits: Float32Array, options: SamplingOptions, rng: Rng): SampledToken {
+export function sampleToken(
+  logits: Float32Array,
+  options: SamplingOptions,
+  rng: Rng,
+): SampledToken {
   const temperature = options.temperature ?? 1;
   if (!(temperature >= 0)) throw new RangeError(`temperature must be >= 0, got ${temperature}`);
   const scale = temperature === 0 ? 1 : 1 / temperature;
@@ -80,7 +84,9 @@ export function sampleToken(logits: Float32Array, options: SamplingOptions, rng:
   const topP = options.topP ?? 1;
   let candidates: number[] | undefined;
   if ((topK > 0 && topK < vocab) || topP < 1) {
-    candidates = Array.from({ length: vocab }, (_, i) => i).sort((a, b) => probabilities[b] - probabilities[a]);
+    candidates = Array.from({ length: vocab }, (_, i) => i).sort(
+      (a, b) => probabilities[b] - probabilities[a],
+    );
     if (topK > 0 && topK < vocab) candidates.length = topK;
     if (topP < 1) {
       let cumulative = 0;
@@ -119,19 +125,30 @@ export type ModelSource = Transformer | { model: Transformer };
  * Generates a completion for each prompt (token ids), decoding them together with a KV cache.
  * Prompts longer than `maxBatchSize` are processed in waves. Results are in prompt order.
  */
-export function generate(source: ModelSource, prompts: number[][], options: GenerateOptions = {}): GenerationResult[] {
+export function generate(
+  source: ModelSource,
+  prompts: number[][],
+  options: GenerateOptions = {},
+): GenerationResult[] {
   const model = "model" in source ? source.model : source;
   const maxNewTokens = options.maxNewTokens ?? 64;
   const stopTokens = new Set(options.stopTokenIds ?? []);
   const stopStrings = options.stopStrings ?? [];
-  if (stopStrings.length > 0 && !options.decode) throw new Error("stopStrings need a decode function");
+  if (stopStrings.length > 0 && !options.decode)
+    throw new Error("stopStrings need a decode function");
   const tailTokens = Math.max(0, ...stopStrings.map((s) => s.length)) + 8;
   const rng = options.rng ?? new Rng(options.seed ?? 0);
   const maxBatch = options.maxBatchSize ?? 64;
-  const results: GenerationResult[] = prompts.map(() => ({ tokens: [], logProbs: [], finishReason: "length" }));
+  const results: GenerationResult[] = prompts.map(() => ({
+    tokens: [],
+    logProbs: [],
+    finishReason: "length",
+  }));
 
   for (let start = 0; start < prompts.length; start += maxBatch) {
-    const wave = prompts.slice(start, start + maxBatch).map((prompt, offset) => ({ prompt, index: start + offset }));
+    const wave = prompts
+      .slice(start, start + maxBatch)
+      .map((prompt, offset) => ({ prompt, index: start + offset }));
     const active: { sequence: KVSequence; index: number; next: number }[] = [];
     try {
       for (const { prompt, index } of wave) {
@@ -143,7 +160,10 @@ export function generate(source: ModelSource, prompts: number[][], options: Gene
       }
       let running = active.filter((a) => a.next >= 0);
       while (running.length > 0) {
-        const logits = model.decodeStep(running.map((a) => a.sequence), running.map((a) => a.next));
+        const logits = model.decodeStep(
+          running.map((a) => a.sequence),
+          running.map((a) => a.next),
+        );
         running.forEach((entry, i) => {
           entry.next = accept(entry.index, logits[i]) ? -1 : results[entry.index].tokens.at(-1)!;
         });

@@ -11,7 +11,9 @@ export interface KVCacheOwner {
 }
 
 /** Frees the heap block of a sequence that was garbage-collected without `dispose()`. */
-const unreleasedCaches = new FinalizationRegistry<HeapBlock>((block) => kernelHeap().release(block));
+const unreleasedCaches = new FinalizationRegistry<HeapBlock>((block) =>
+  kernelHeap().release(block),
+);
 
 /**
  * One sequence's KV cache, in the kernel heap (kernels/attention.ts: one WebAssembly.Memory
@@ -82,11 +84,19 @@ export class KVSequence {
    */
   fork(positions = this.tokenCount): KVSequence {
     if (this.disposed) throw new Error("sequence is disposed");
-    if (!Number.isInteger(positions) || positions < 0 || positions > this.tokenCount) throw new RangeError(`fork of ${positions} positions from a sequence of ${this.tokenCount}`);
+    if (!Number.isInteger(positions) || positions < 0 || positions > this.tokenCount)
+      throw new RangeError(`fork of ${positions} positions from a sequence of ${this.tokenCount}`);
     const copy = new KVSequence(this.model);
     if (positions > 0) {
       copy.reserve(positions);
-      copyPositions(this.model.config, this.block.offset / 4, this.capacity, copy.block.offset / 4, copy.capacity, positions);
+      copyPositions(
+        this.model.config,
+        this.block.offset / 4,
+        this.capacity,
+        copy.block.offset / 4,
+        copy.capacity,
+        positions,
+      );
       copy.tokenCount = positions;
     }
     return copy;
@@ -105,7 +115,15 @@ export class KVSequence {
     const heap = kernelHeap();
     const block = heap.allocate(wanted * bytesPerPosition); // may grow the heap
     const capacity = Math.floor(block.bytes / bytesPerPosition);
-    if (this.tokenCount > 0) copyPositions(this.model.config, this.block.offset / 4, this.capacity, block.offset / 4, capacity, this.tokenCount);
+    if (this.tokenCount > 0)
+      copyPositions(
+        this.model.config,
+        this.block.offset / 4,
+        this.capacity,
+        block.offset / 4,
+        capacity,
+        this.tokenCount,
+      );
     this.freeBlock();
     this.block.offset = block.offset;
     this.block.bytes = block.bytes;
@@ -120,12 +138,25 @@ export class KVSequence {
 }
 
 /** Float offset of a layer's keys (part 0) or values (part 1) in a cache block starting at float `base`. */
-function cacheOffset(config: ModelConfig, base: number, capacity: number, layer: number, part: 0 | 1): number {
+function cacheOffset(
+  config: ModelConfig,
+  base: number,
+  capacity: number,
+  layer: number,
+  part: 0 | 1,
+): number {
   return base + (2 * layer + part) * config.numKeyValueHeads * capacity * config.headDim;
 }
 
 /** Copies the first `positions` positions of every layer's keys and values between two cache blocks of the heap. */
-function copyPositions(config: ModelConfig, fromBase: number, fromCapacity: number, toBase: number, toCapacity: number, positions: number): void {
+function copyPositions(
+  config: ModelConfig,
+  fromBase: number,
+  fromCapacity: number,
+  toBase: number,
+  toCapacity: number,
+  positions: number,
+): void {
   const { numHiddenLayers: layers, numKeyValueHeads: kvHeads, headDim } = config;
   const cache = kernelHeap().f32;
   for (let layer = 0; layer < layers; layer++) {

@@ -15,9 +15,18 @@ before(async () => {
 
 test("LoRA trains only the adapters, and save/export/merge carry the merged weights", async () => {
   const policy = Policy.create(presetConfig("test", { vocabSize: 31 }), { seed: 6 });
-  const ids = tf.tensor2d([[1, 2, 3, 4, 5, 6, 7, 8], [8, 7, 6, 5, 4, 3, 2, 1]], undefined, "int32");
-  const logProbs = (p: Policy) => tf.tidy(() => tokenLogProbs(p.model, ids).logProbs.dataSync() as Float32Array); // log-probs are float32
-  const maxDiff = (a: Float32Array, b: Float32Array) => a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
+  const ids = tf.tensor2d(
+    [
+      [1, 2, 3, 4, 5, 6, 7, 8],
+      [8, 7, 6, 5, 4, 3, 2, 1],
+    ],
+    undefined,
+    "int32",
+  );
+  const logProbs = (p: Policy) =>
+    tf.tidy(() => tokenLogProbs(p.model, ids).logProbs.dataSync() as Float32Array); // log-probs are float32
+  const maxDiff = (a: Float32Array, b: Float32Array) =>
+    a.reduce((m, v, i) => Math.max(m, Math.abs(v - b[i])), 0);
   const initial = logProbs(policy);
   const baseBefore = policy.exportWeights().tensors;
 
@@ -40,7 +49,9 @@ test("LoRA trains only the adapters, and save/export/merge carry the merged weig
   for (const name of ["model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight"]) {
     const variable = policy.model.variables.get(name)!;
     const original = baseBefore.find((t) => t.name === name)!;
-    const current = name.endsWith("proj.weight") ? tf.tidy(() => tf.transpose(variable).dataSync()) : variable.dataSync();
+    const current = name.endsWith("proj.weight")
+      ? tf.tidy(() => tf.transpose(variable).dataSync())
+      : variable.dataSync();
     assert.deepEqual(current, original.data, `${name} changed`);
   }
   const trained = logProbs(policy);

@@ -9,10 +9,15 @@ import { generate } from "./generate.js";
 const VOCAB = 97;
 /** test preset (GQA 4 heads / 2 kv heads, q/k/v biases) with non-trivial biases and an untied variant. */
 function makeModel(overrides: Partial<ModelConfig> = {}, seed = 3): Transformer {
-  const model = new Transformer(presetConfig("test", { vocabSize: VOCAB, ...overrides }), undefined, { seed });
+  const model = new Transformer(
+    presetConfig("test", { vocabSize: VOCAB, ...overrides }),
+    undefined,
+    { seed },
+  );
   // Random biases (init is zero) so the bias path is exercised.
   for (const [name, variable] of model.variables) {
-    if (name.endsWith(".bias")) variable.assign(tf.randomNormal(variable.shape, 0, 0.1, "float32", name.length));
+    if (name.endsWith(".bias"))
+      variable.assign(tf.randomNormal(variable.shape, 0, 0.1, "float32", name.length));
   }
   return model;
 }
@@ -41,7 +46,22 @@ before(async () => {
 });
 
 describe("KV cache", () => {
-  for (const variant of [{ name: "tied, GQA, biases", overrides: {} }, { name: "untied, MHA, Llama", overrides: { tieWordEmbeddings: false, numKeyValueHeads: 4, attentionBias: false, architecture: "LlamaForCausalLM" as const } }, { name: "GQA 4 query heads per kv head", overrides: { numAttentionHeads: 8, numKeyValueHeads: 2, headDim: 4 } }]) {
+  for (const variant of [
+    { name: "tied, GQA, biases", overrides: {} },
+    {
+      name: "untied, MHA, Llama",
+      overrides: {
+        tieWordEmbeddings: false,
+        numKeyValueHeads: 4,
+        attentionBias: false,
+        architecture: "LlamaForCausalLM" as const,
+      },
+    },
+    {
+      name: "GQA 4 query heads per kv head",
+      overrides: { numAttentionHeads: 8, numKeyValueHeads: 2, headDim: 4 },
+    },
+  ]) {
     test(`prefill + decode steps give the full forward's logits (${variant.name})`, () => {
       const model = makeModel(variant.overrides);
       const ids = randomIds(40, 7);
@@ -81,19 +101,27 @@ describe("KV cache", () => {
     let worst = 0;
     const check = (i: number, logits: Float32Array) => {
       const position = prompts[i].length + fed[i] - 1;
-      worst = Math.max(worst, maxAbsDiff(logits, alone[i].subarray(position * VOCAB, (position + 1) * VOCAB)));
+      worst = Math.max(
+        worst,
+        maxAbsDiff(logits, alone[i].subarray(position * VOCAB, (position + 1) * VOCAB)),
+      );
     };
     sequences.forEach((s, i) => check(i, model.prefill(s, prompts[i])));
     for (let step = 0; step < steps; step++) {
       // sequence 3 joins late, sequence 1 leaves for two steps (an environment turn) and comes back with a prefill
-      const members = [0, 1, 2, 3].filter((i) => !(i === 3 && step < 4) && !(i === 1 && (step === 5 || step === 6)));
+      const members = [0, 1, 2, 3].filter(
+        (i) => !(i === 3 && step < 4) && !(i === 1 && (step === 5 || step === 6)),
+      );
       if (step === 7) {
         fed[1] += 3;
         check(1, model.prefill(sequences[1], continuation[1].slice(fed[1] - 3, fed[1])));
       }
       const tokens = members.map((i) => continuation[i][fed[i]]);
       members.forEach((i) => fed[i]++);
-      const logits = model.decodeStep(members.map((i) => sequences[i]), tokens);
+      const logits = model.decodeStep(
+        members.map((i) => sequences[i]),
+        tokens,
+      );
       members.forEach((i, k) => check(i, logits[k]));
     }
     assert.ok(worst <= 1e-4, `max abs diff ${worst}`);
@@ -115,7 +143,12 @@ describe("KV cache", () => {
 
   test("prefillBatch of prompts and replies of different lengths equals each prefilled alone", () => {
     const model = makeModel();
-    const histories = [randomIds(7, 31), randomIds(PREFILL_CHUNK_TOKENS + 20, 32), randomIds(1, 33), randomIds(40, 34)];
+    const histories = [
+      randomIds(7, 31),
+      randomIds(PREFILL_CHUNK_TOKENS + 20, 32),
+      randomIds(1, 33),
+      randomIds(40, 34),
+    ];
     const sequences = histories.map(() => model.createSequence());
     model.prefill(sequences[3], histories[3].slice(0, 25)); // one has a past: its list is a reply
     const lists = histories.map((ids, i) => (i === 3 ? ids.slice(25) : ids));
@@ -124,17 +157,29 @@ describe("KV cache", () => {
     histories.forEach((ids, i) => {
       const full = fullLogits(model, ids);
       const last = ids.length - 1;
-      worst = Math.max(worst, maxAbsDiff(logits[i], full.subarray(last * VOCAB, (last + 1) * VOCAB)));
+      worst = Math.max(
+        worst,
+        maxAbsDiff(logits[i], full.subarray(last * VOCAB, (last + 1) * VOCAB)),
+      );
       assert.equal(sequences[i].length, ids.length);
     });
     // and decoding continues from the batch-prefilled caches
-    const next = model.decodeStep(sequences, histories.map(() => 5));
+    const next = model.decodeStep(
+      sequences,
+      histories.map(() => 5),
+    );
     histories.forEach((ids, i) => {
       const full = fullLogits(model, [...ids, 5]);
-      worst = Math.max(worst, maxAbsDiff(next[i], full.subarray(ids.length * VOCAB, (ids.length + 1) * VOCAB)));
+      worst = Math.max(
+        worst,
+        maxAbsDiff(next[i], full.subarray(ids.length * VOCAB, (ids.length + 1) * VOCAB)),
+      );
     });
     assert.ok(worst <= 1e-4, `max abs diff ${worst}`);
-    assert.throws(() => model.prefillBatch([sequences[0], sequences[0]], [[1], [2]]), /appears twice/);
+    assert.throws(
+      () => model.prefillBatch([sequences[0], sequences[0]], [[1], [2]]),
+      /appears twice/,
+    );
     assert.throws(() => model.prefillBatch([sequences[0]], [[]]), /at least one token/);
     for (const sequence of sequences) sequence.dispose();
     model.dispose();
@@ -171,7 +216,11 @@ describe("KV cache", () => {
     for (let t = 1; t < 6; t++) {
       const [a, b] = model.decodeStep([parent, forked], [continuationA[t], continuationA[t]]);
       const position = prompt.length + t;
-      worst = Math.max(worst, maxAbsDiff(a, fullA.subarray(position * VOCAB, (position + 1) * VOCAB)), maxAbsDiff(b, a));
+      worst = Math.max(
+        worst,
+        maxAbsDiff(a, fullA.subarray(position * VOCAB, (position + 1) * VOCAB)),
+        maxAbsDiff(b, a),
+      );
     }
     // a fork taken right after the prompt, fed another continuation
     const fresh = model.createSequence();
@@ -181,7 +230,10 @@ describe("KV cache", () => {
     for (let t = 0; t < 6; t++) {
       const [b] = model.decodeStep([branch], [continuationB[t]]);
       const position = prompt.length + t;
-      worst = Math.max(worst, maxAbsDiff(b, fullB.subarray(position * VOCAB, (position + 1) * VOCAB)));
+      worst = Math.max(
+        worst,
+        maxAbsDiff(b, fullB.subarray(position * VOCAB, (position + 1) * VOCAB)),
+      );
     }
     assert.ok(worst <= 1e-4, `max abs diff ${worst}`);
     for (const s of [parent, forked, branch]) s.dispose();

@@ -36,10 +36,18 @@ describe("Policy weights on disk", () => {
     for (const maxShardBytes of [Infinity, 20_000]) {
       await policy.save(directory, { maxShardBytes });
       const files = await readdir(directory);
-      assert.ok(files.includes(maxShardBytes === Infinity ? "model.safetensors" : "model.safetensors.index.json"), files.join());
+      assert.ok(
+        files.includes(
+          maxShardBytes === Infinity ? "model.safetensors" : "model.safetensors.index.json",
+        ),
+        files.join(),
+      );
       const loaded = await Policy.load(directory);
       const reloaded = loaded.exportWeights();
-      assert.deepEqual(reloaded.tensors.map((t) => t.name), original.tensors.map((t) => t.name));
+      assert.deepEqual(
+        reloaded.tensors.map((t) => t.name),
+        original.tensors.map((t) => t.name),
+      );
       reloaded.tensors.forEach((t, i) => {
         assert.deepEqual(t.shape, original.tensors[i].shape);
         assert.ok(sameBits(t.data, original.tensors[i].data), `${t.name} differs`);
@@ -57,17 +65,25 @@ describe("Policy weights on disk", () => {
     const source = Policy.create(config(), { seed: 8 });
     const weights = source.exportWeights().tensors;
     // Write it the way transformers would: PyTorch [out, in] layout (exportWeights already is), BF16, 3 shards.
-    const files = await writeSafetensorsDirectory(directory, weights, { dtype: "BF16", maxShardBytes: 8_000 });
+    const files = await writeSafetensorsDirectory(directory, weights, {
+      dtype: "BF16",
+      maxShardBytes: 8_000,
+    });
     assert.ok(files.length >= 3, `expected several shards, got ${files.join()}`);
     assert.match(files[0], /^model-00001-of-000\d\d\.safetensors$/);
-    await writeFile(join(directory, "config.json"), JSON.stringify({ ...toHfConfig(source.config), torch_dtype: "bfloat16" }));
+    await writeFile(
+      join(directory, "config.json"),
+      JSON.stringify({ ...toHfConfig(source.config), torch_dtype: "bfloat16" }),
+    );
     const loaded = await Policy.load(directory);
-    const bf16 = (x: number) => new Float32Array(new Uint32Array([floatToBfloat16(x) << 16]).buffer)[0];
+    const bf16 = (x: number) =>
+      new Float32Array(new Uint32Array([floatToBfloat16(x) << 16]).buffer)[0];
     const byName = new Map(loaded.exportWeights().tensors.map((t) => [t.name, t]));
     for (const weight of weights) {
       const got = byName.get(weight.name)!;
       assert.ok(got, weight.name);
-      for (let i = 0; i < weight.data.length; i += 7) assert.equal(got.data[i], bf16(weight.data[i]), `${weight.name}[${i}]`);
+      for (let i = 0; i < weight.data.length; i += 7)
+        assert.equal(got.data[i], bf16(weight.data[i]), `${weight.name}[${i}]`);
     }
     // the loaded model runs and is close to the float32 one
     const ids = tf.tensor2d([[1, 4, 9, 16, 25]], undefined, "int32");
@@ -82,7 +98,10 @@ describe("Policy weights on disk", () => {
   test("config.json round-trips and rejects unsupported models", () => {
     const c = config();
     assert.deepEqual(parseHfConfig(toHfConfig(c)), c);
-    assert.throws(() => parseHfConfig({ ...toHfConfig(c), architectures: ["GPT2LMHeadModel"] }), /not supported/);
+    assert.throws(
+      () => parseHfConfig({ ...toHfConfig(c), architectures: ["GPT2LMHeadModel"] }),
+      /not supported/,
+    );
     assert.throws(() => parseHfConfig({ ...toHfConfig(c), num_key_value_heads: 3 }), /multiple of/);
     assert.throws(() => parseHfConfig({ ...toHfConfig(c), hidden_size: "big" }), /hidden_size/);
   });
@@ -92,7 +111,10 @@ describe("Policy weights on disk", () => {
     const source = Policy.create(config(), { seed: 1 });
     const weights: NamedWeight[] = source.exportWeights().tensors;
     await writeFile(join(directory, "config.json"), JSON.stringify(toHfConfig(source.config)));
-    await writeSafetensorsDirectory(directory, weights.filter((w) => w.name !== "model.norm.weight"));
+    await writeSafetensorsDirectory(
+      directory,
+      weights.filter((w) => w.name !== "model.norm.weight"),
+    );
     await assert.rejects(Policy.load(directory), /missing weights: model\.norm\.weight/);
     source.dispose();
     await rm(directory, { recursive: true });
@@ -104,7 +126,8 @@ describe("Policy versions", () => {
     const policy = Policy.create(config(), { seed: 2 });
     const optimizer = policy.createOptimizer({ learningRate: 1e-2 });
     const ids = tf.tensor2d([[1, 2, 3, 4, 5, 6]], undefined, "int32");
-    const score = (p: Policy) => tf.tidy(() => tf.sum(tokenLogProbs(p.model, ids).logProbs).dataSync()[0]);
+    const score = (p: Policy) =>
+      tf.tidy(() => tf.sum(tokenLogProbs(p.model, ids).logProbs).dataSync()[0]);
     const loss = () => tf.neg(tf.sum(tokenLogProbs(policy.model, ids).logProbs)) as tf.Scalar;
     const before = score(policy);
     const snapshot = policy.snapshot();
@@ -136,14 +159,31 @@ describe("Policy versions", () => {
     const policy = Policy.create(config(), { seed: 3 });
     const optimizer = policy.createOptimizer({ learningRate: 1e-3 });
     const step = (i: number) => {
-      const results = policy.generate([[1, 2, 3], [4, 5], [6, 7, 8, 9]], { maxNewTokens: 6, temperature: 1, seed: i });
+      const results = policy.generate(
+        [
+          [1, 2, 3],
+          [4, 5],
+          [6, 7, 8, 9],
+        ],
+        { maxNewTokens: 6, temperature: 1, seed: i },
+      );
       const rows = results.map((r) => [1, ...r.tokens, 0, 0, 0, 0, 0, 0].slice(0, 8));
       const batch = tf.tensor2d(rows, undefined, "int32");
-      policy.trainStep(optimizer, [[0, 2], [2, 1]], ([start, rows]) => {
-        const mb = tf.slice(batch, [start, 0], [rows, 8]);
-        const { logProbs, entropy } = tokenLogProbs(policy.model, mb as tf.Tensor2D, { temperature: 0.8, entropy: true });
-        return tf.add(tf.neg(tf.mean(logProbs)), tf.mul(tf.mean(entropy!), 0.01)) as tf.Scalar;
-      });
+      policy.trainStep(
+        optimizer,
+        [
+          [0, 2],
+          [2, 1],
+        ],
+        ([start, rows]) => {
+          const mb = tf.slice(batch, [start, 0], [rows, 8]);
+          const { logProbs, entropy } = tokenLogProbs(policy.model, mb as tf.Tensor2D, {
+            temperature: 0.8,
+            entropy: true,
+          });
+          return tf.add(tf.neg(tf.mean(logProbs)), tf.mul(tf.mean(entropy!), 0.01)) as tf.Scalar;
+        },
+      );
       tf.dispose(batch);
     };
     step(0); // first step creates lasting caches (LM-head transpose)

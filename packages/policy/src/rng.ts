@@ -32,7 +32,8 @@ export class Rng {
   }
 
   setState(state: RngState): void {
-    if (state.length !== 4 || state.every((v) => v === 0)) throw new RangeError("RNG state must be 4 uint32 values, not all zero");
+    if (state.length !== 4 || state.every((v) => v === 0))
+      throw new RangeError("RNG state must be 4 uint32 values, not all zero");
     this.state.set(state.map((v) => v >>> 0));
   }
 

@@ -4,7 +4,14 @@ import * as tf from "@tensorflow/tfjs-core";
 import { initBackend } from "./backend.js";
 import { presetConfig } from "./config.js";
 import { Transformer } from "./model.js";
-import { AdamW, nextTokenLoss, tokenLogProbs, trainStep, maxMicroBatchRows, splitIntoMicroBatches } from "./train.js";
+import {
+  AdamW,
+  nextTokenLoss,
+  tokenLogProbs,
+  trainStep,
+  maxMicroBatchRows,
+  splitIntoMicroBatches,
+} from "./train.js";
 import { generate, sampleToken } from "./generate.js";
 import { Rng } from "./rng.js";
 
@@ -13,14 +20,18 @@ before(async () => {
 });
 
 const VOCAB = 41;
-const tinyConfig = () => presetConfig("test", { vocabSize: VOCAB, hiddenSize: 16, intermediateSize: 24, headDim: 4 });
+const tinyConfig = () =>
+  presetConfig("test", { vocabSize: VOCAB, hiddenSize: 16, intermediateSize: 24, headDim: 4 });
 
 describe("tokenLogProbs", () => {
   test("equals log softmax(logits / T) of the next token, and the sampler records the same value", () => {
     const model = new Transformer(tinyConfig(), undefined, { seed: 5 });
     const ids = [3, 7, 1, 22, 9, 14];
     const temperature = 0.7;
-    const { logProbs, entropy } = tokenLogProbs(model, tf.tensor2d([ids], undefined, "int32"), { temperature, entropy: true });
+    const { logProbs, entropy } = tokenLogProbs(model, tf.tensor2d([ids], undefined, "int32"), {
+      temperature,
+      entropy: true,
+    });
     const values = logProbs.dataSync();
     const entropies = entropy!.dataSync();
     const logits = tf.tidy(() => model.forward(tf.tensor2d([ids], undefined, "int32"))).dataSync();
@@ -32,7 +43,11 @@ describe("tokenLogProbs", () => {
       const expectedEntropy = -row.reduce((s, x) => s + Math.exp(x - logZ) * (x - logZ), 0);
       assert.ok(Math.abs(entropies[t] - expectedEntropy) < 1e-4);
       // the sampler's recorded log-prob for this token (any token works: force it via top-k 1 on a one-hot)
-      const sampled = sampleToken(Float32Array.from(logits.subarray(t * VOCAB, (t + 1) * VOCAB)), { temperature }, new Rng(t));
+      const sampled = sampleToken(
+        Float32Array.from(logits.subarray(t * VOCAB, (t + 1) * VOCAB)),
+        { temperature },
+        new Rng(t),
+      );
       assert.ok(Math.abs(sampled.logProb - (row[sampled.token] - logZ)) < 1e-4);
     }
     logProbs.dispose();
@@ -42,17 +57,35 @@ describe("tokenLogProbs", () => {
 
   test("gradient matches finite differences along a random direction", () => {
     const model = new Transformer(tinyConfig(), undefined, { seed: 9 });
-    const ids = tf.tensor2d([[1, 5, 9, 3, 7, 2], [4, 4, 8, 0, 6, 1]], undefined, "int32");
-    const loss = () => tf.tidy(() => tf.sum(tokenLogProbs(model, ids, { temperature: 0.9 }).logProbs) as tf.Scalar);
+    const ids = tf.tensor2d(
+      [
+        [1, 5, 9, 3, 7, 2],
+        [4, 4, 8, 0, 6, 1],
+      ],
+      undefined,
+      "int32",
+    );
+    const loss = () =>
+      tf.tidy(() => tf.sum(tokenLogProbs(model, ids, { temperature: 0.9 }).logProbs) as tf.Scalar);
     const variables = model.trainableVariables();
     const { grads } = tf.variableGrads(loss, variables);
     const rng = new Rng(1);
-    const directions = variables.map((v) => tf.tensor(Float32Array.from({ length: v.size }, () => rng.next() * 2 - 1), v.shape));
-    const analytic = directions.reduce((sum, d, i) => sum + tf.tidy(() => tf.sum(tf.mul(grads[variables[i].name], d)).dataSync()[0]), 0);
+    const directions = variables.map((v) =>
+      tf.tensor(
+        Float32Array.from({ length: v.size }, () => rng.next() * 2 - 1),
+        v.shape,
+      ),
+    );
+    const analytic = directions.reduce(
+      (sum, d, i) => sum + tf.tidy(() => tf.sum(tf.mul(grads[variables[i].name], d)).dataSync()[0]),
+      0,
+    );
     const epsilon = 1e-3;
     const shifted = (sign: number) => {
       const originals = variables.map((v) => tf.clone(v));
-      variables.forEach((v, i) => v.assign(tf.tidy(() => tf.add(originals[i], tf.mul(directions[i], sign * epsilon)))));
+      variables.forEach((v, i) =>
+        v.assign(tf.tidy(() => tf.add(originals[i], tf.mul(directions[i], sign * epsilon)))),
+      );
       const value = loss().dataSync()[0];
       variables.forEach((v, i) => v.assign(originals[i]));
       originals.forEach((t) => t.dispose());
@@ -60,9 +93,14 @@ describe("tokenLogProbs", () => {
     };
     const numeric = (shifted(1) - shifted(-1)) / (2 * epsilon);
     const relative = Math.abs(numeric - analytic) / Math.max(1e-3, Math.abs(analytic));
-    assert.ok(relative < 5e-3, `analytic ${analytic} numeric ${numeric} relative error ${relative}`);
+    assert.ok(
+      relative < 5e-3,
+      `analytic ${analytic} numeric ${numeric} relative error ${relative}`,
+    );
     assert.ok(Math.abs(analytic) > 1e-3, "gradient should not vanish");
-    console.log(`# finite differences: analytic ${analytic.toFixed(5)} numeric ${numeric.toFixed(5)} relative error ${relative.toExponential(2)}`);
+    console.log(
+      `# finite differences: analytic ${analytic.toFixed(5)} numeric ${numeric.toFixed(5)} relative error ${relative.toExponential(2)}`,
+    );
     Object.values(grads).forEach((g) => g.dispose());
     directions.forEach((d) => d.dispose());
     ids.dispose();
@@ -73,28 +111,64 @@ describe("tokenLogProbs", () => {
 describe("tokenLogProbs with a mask", () => {
   test("scores only masked positions: same values there, 0 elsewhere, same gradient of the masked loss", () => {
     const model = new Transformer(tinyConfig(), undefined, { seed: 4 });
-    const ids = tf.tensor2d([[1, 5, 9, 3, 7, 2, 8], [4, 4, 8, 0, 6, 1, 0]], undefined, "int32");
-    const mask = tf.tensor2d([[0, 1, 1, 0, 1, 0], [1, 0, 0, 1, 1, 0]]);
+    const ids = tf.tensor2d(
+      [
+        [1, 5, 9, 3, 7, 2, 8],
+        [4, 4, 8, 0, 6, 1, 0],
+      ],
+      undefined,
+      "int32",
+    );
+    const mask = tf.tensor2d([
+      [0, 1, 1, 0, 1, 0],
+      [1, 0, 0, 1, 1, 0],
+    ]);
     const full = tokenLogProbs(model, ids, { temperature: 0.8, entropy: true });
     const masked = tokenLogProbs(model, ids, { temperature: 0.8, entropy: true, mask });
     const m = mask.dataSync();
     const [fullValues, maskedValues] = [full.logProbs.dataSync(), masked.logProbs.dataSync()];
     const [fullEntropy, maskedEntropy] = [full.entropy!.dataSync(), masked.entropy!.dataSync()];
     for (let i = 0; i < m.length; i++) {
-      assert.ok(Math.abs(maskedValues[i] - (m[i] > 0 ? fullValues[i] : 0)) < 1e-5, `log-prob at ${i}`);
-      assert.ok(Math.abs(maskedEntropy[i] - (m[i] > 0 ? fullEntropy[i] : 0)) < 1e-5, `entropy at ${i}`);
+      assert.ok(
+        Math.abs(maskedValues[i] - (m[i] > 0 ? fullValues[i] : 0)) < 1e-5,
+        `log-prob at ${i}`,
+      );
+      assert.ok(
+        Math.abs(maskedEntropy[i] - (m[i] > 0 ? fullEntropy[i] : 0)) < 1e-5,
+        `entropy at ${i}`,
+      );
     }
     const variables = model.trainableVariables();
-    const lossWith = (options: { mask?: tf.Tensor2D }) => () => tf.tidy(() => tf.neg(tf.sum(tf.mul(tokenLogProbs(model, ids, options).logProbs, mask))) as tf.Scalar);
+    const lossWith = (options: { mask?: tf.Tensor2D }) => () =>
+      tf.tidy(
+        () =>
+          tf.neg(tf.sum(tf.mul(tokenLogProbs(model, ids, options).logProbs, mask))) as tf.Scalar,
+      );
     const a = tf.variableGrads(lossWith({}), variables);
     const b = tf.variableGrads(lossWith({ mask }), variables);
     assert.ok(Math.abs(a.value.dataSync()[0] - b.value.dataSync()[0]) < 1e-4);
     for (const variable of variables) {
-      const difference = tf.tidy(() => tf.max(tf.abs(tf.sub(a.grads[variable.name], b.grads[variable.name]))).dataSync()[0]);
+      const difference = tf.tidy(
+        () => tf.max(tf.abs(tf.sub(a.grads[variable.name], b.grads[variable.name]))).dataSync()[0],
+      );
       assert.ok(difference < 1e-5, `${variable.name} gradient differs by ${difference}`);
     }
-    assert.throws(() => tokenLogProbs(model, ids, { mask: tf.ones([2, 7]) as tf.Tensor2D }), RangeError);
-    tf.dispose([full.logProbs, full.entropy!, masked.logProbs, masked.entropy!, a.value, b.value, ...Object.values(a.grads), ...Object.values(b.grads), ids, mask]);
+    assert.throws(
+      () => tokenLogProbs(model, ids, { mask: tf.ones([2, 7]) as tf.Tensor2D }),
+      RangeError,
+    );
+    tf.dispose([
+      full.logProbs,
+      full.entropy!,
+      masked.logProbs,
+      masked.entropy!,
+      a.value,
+      b.value,
+      ...Object.values(a.grads),
+      ...Object.values(b.grads),
+      ids,
+      mask,
+    ]);
     model.dispose();
   });
 });
@@ -104,18 +178,43 @@ describe("AdamW and trainStep", () => {
     const config = tinyConfig();
     const a = new Transformer(config, undefined, { seed: 2 });
     const b = new Transformer(config, undefined, { seed: 2 });
-    const rows = [[1, 2, 3, 4, 5], [6, 7, 8, 9, 10], [11, 12, 13, 14, 15], [3, 1, 4, 1, 5]];
-    const optimizerA = new AdamW(a.variables, { learningRate: 1e-2, weightDecay: 0.1, maxGradNorm: 0.5 });
-    const optimizerB = new AdamW(b.variables, { learningRate: 1e-2, weightDecay: 0.1, maxGradNorm: 0.5 });
+    const rows = [
+      [1, 2, 3, 4, 5],
+      [6, 7, 8, 9, 10],
+      [11, 12, 13, 14, 15],
+      [3, 1, 4, 1, 5],
+    ];
+    const optimizerA = new AdamW(a.variables, {
+      learningRate: 1e-2,
+      weightDecay: 0.1,
+      maxGradNorm: 0.5,
+    });
+    const optimizerB = new AdamW(b.variables, {
+      learningRate: 1e-2,
+      weightDecay: 0.1,
+      maxGradNorm: 0.5,
+    });
     const lossOf = (model: Transformer, batch: number[][]) => () =>
-      tf.tidy(() => tf.neg(tf.sum(tokenLogProbs(model, tf.tensor2d(batch, undefined, "int32")).logProbs)) as tf.Scalar);
+      tf.tidy(
+        () =>
+          tf.neg(
+            tf.sum(tokenLogProbs(model, tf.tensor2d(batch, undefined, "int32")).logProbs),
+          ) as tf.Scalar,
+      );
     const whole = trainStep(a, optimizerA, [rows], (batch) => lossOf(a, batch)());
-    const split = trainStep(b, optimizerB, [rows.slice(0, 1), rows.slice(1, 3), rows.slice(3)], (batch) => lossOf(b, batch)());
+    const split = trainStep(
+      b,
+      optimizerB,
+      [rows.slice(0, 1), rows.slice(1, 3), rows.slice(3)],
+      (batch) => lossOf(b, batch)(),
+    );
     assert.ok(Math.abs(whole.loss - split.loss) < 1e-3 * Math.abs(whole.loss));
     assert.ok(Math.abs(whole.gradNorm - split.gradNorm) < 1e-3 * whole.gradNorm);
     assert.ok(whole.gradNorm > 0.5, "the test should exercise clipping");
     for (const [name, variable] of a.variables) {
-      const difference = tf.tidy(() => tf.max(tf.abs(tf.sub(variable, b.variables.get(name)!))).dataSync()[0]);
+      const difference = tf.tidy(
+        () => tf.max(tf.abs(tf.sub(variable, b.variables.get(name)!))).dataSync()[0],
+      );
       assert.ok(difference < 1e-5, `${name} differs by ${difference}`);
     }
     // state export → import reproduces the next step exactly
@@ -135,18 +234,30 @@ describe("AdamW and trainStep", () => {
     // ε = 1e-8 a 1e-7 gradient (noise, e.g. the output row of a token no batch uses) moves its
     // weight as far as a large one; with ε = 1e-4 it moves about 1e-3 as far.
     const stepOf = (epsilon: number) => {
-      const variables = new Map([["big", tf.variable(tf.zeros([1]))], ["tiny", tf.variable(tf.zeros([1]))]]);
+      const variables = new Map([
+        ["big", tf.variable(tf.zeros([1]))],
+        ["tiny", tf.variable(tf.zeros([1]))],
+      ]);
       const optimizer = new AdamW(variables, { learningRate: 1e-3, epsilon, maxGradNorm: 0 });
-      const gradients = new Map<string, tf.Tensor>([["big", tf.tensor1d([0.5])], ["tiny", tf.tensor1d([1e-7])]]);
+      const gradients = new Map<string, tf.Tensor>([
+        ["big", tf.tensor1d([0.5])],
+        ["tiny", tf.tensor1d([1e-7])],
+      ]);
       optimizer.applyGradients(gradients);
-      const moved = { big: -variables.get("big")!.dataSync()[0], tiny: -variables.get("tiny")!.dataSync()[0] };
+      const moved = {
+        big: -variables.get("big")!.dataSync()[0],
+        tiny: -variables.get("tiny")!.dataSync()[0],
+      };
       for (const tensor of gradients.values()) tensor.dispose();
       for (const variable of variables.values()) variable.dispose();
       optimizer.dispose();
       return moved;
     };
     const plain = stepOf(1e-8);
-    assert.ok(Math.abs(plain.big - 1e-3) < 1e-6 && plain.tiny > 0.9e-3, `ε 1e-8: ${JSON.stringify(plain)}`);
+    assert.ok(
+      Math.abs(plain.big - 1e-3) < 1e-6 && plain.tiny > 0.9e-3,
+      `ε 1e-8: ${JSON.stringify(plain)}`,
+    );
     const damped = stepOf(1e-4);
     assert.ok(Math.abs(damped.big - 1e-3) < 1e-6, `ε 1e-4, large gradient: ${damped.big}`);
     assert.ok(damped.tiny < 2e-6, `ε 1e-4, tiny gradient: ${damped.tiny}`);
@@ -171,7 +282,9 @@ describe("AdamW and trainStep", () => {
     // and greedy decoding now reproduces the text
     const [completion] = generate(model, [ids.slice(0, 10)], { temperature: 0, maxNewTokens: 20 });
     assert.deepEqual(completion.tokens, ids.slice(10, 30));
-    console.log(`# fitted in ${steps} steps, ${((Date.now() - started) / 1000).toFixed(1)} s, final loss ${loss.toFixed(4)}`);
+    console.log(
+      `# fitted in ${steps} steps, ${((Date.now() - started) / 1000).toFixed(1)} s, final loss ${loss.toFixed(4)}`,
+    );
     batch.dispose();
     optimizer.dispose();
     model.dispose();
@@ -182,7 +295,10 @@ describe("micro-batch sizing", () => {
   test("fits the measured wasm heap limit and shrinks with sequence length", () => {
     const tiny = presetConfig("tiny");
     const rows256 = maxMicroBatchRows(tiny, 256);
-    assert.ok(rows256 >= 4 && rows256 < 16, `${rows256} rows of 256 (16 nearly exhausted the 4 GiB heap)`);
+    assert.ok(
+      rows256 >= 4 && rows256 < 16,
+      `${rows256} rows of 256 (16 nearly exhausted the 4 GiB heap)`,
+    );
     assert.ok(maxMicroBatchRows(tiny, 1024) < rows256);
     assert.equal(maxMicroBatchRows(tiny, 4096, { memoryBudgetBytes: 1 }), 1);
     assert.deepEqual(splitIntoMicroBatches([1, 2, 3, 4, 5], 2), [[1, 2], [3, 4], [5]]);

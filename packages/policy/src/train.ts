@@ -33,17 +33,26 @@ export interface TokenLogProbs {
  * to the model's variables. The chosen token's logit is picked with a flat gather inside a
  * hand-written gradient (gatherND has no gradient).
  */
-export function tokenLogProbs(model: Transformer, inputIds: tf.Tensor2D, options: TokenLogProbOptions = {}): TokenLogProbs {
+export function tokenLogProbs(
+  model: Transformer,
+  inputIds: tf.Tensor2D,
+  options: TokenLogProbOptions = {},
+): TokenLogProbs {
   const temperature = options.temperature ?? 1;
   if (!(temperature > 0)) throw new RangeError(`temperature must be > 0, got ${temperature}`);
   const [batch, length] = inputIds.shape;
   if (length < 2) throw new RangeError("tokenLogProbs needs sequences of at least 2 tokens");
   if (options.mask && options.mask.shape.join() !== [batch, length - 1].join()) {
-    throw new RangeError(`mask has shape [${options.mask.shape}] but the scored positions are [${batch}, ${length - 1}]`);
+    throw new RangeError(
+      `mask has shape [${options.mask.shape}] but the scored positions are [${batch}, ${length - 1}]`,
+    );
   }
   const selected = options.mask ? selectedRows(options.mask) : undefined;
   return tf.tidy(() => {
-    const targets = tf.reshape(tf.slice(inputIds, [0, 1], [batch, length - 1]), [-1]) as tf.Tensor1D;
+    const targets = tf.reshape(
+      tf.slice(inputIds, [0, 1], [batch, length - 1]),
+      [-1],
+    ) as tf.Tensor1D;
     let hidden = model.hiddenStates(tf.slice(inputIds, [0, 0], [batch, length - 1]) as tf.Tensor2D); // [B·(T-1), d]
     let chosen = tf.cast(targets, "int32") as tf.Tensor1D;
     if (selected) {
@@ -55,11 +64,18 @@ export function tokenLogProbs(model: Transformer, inputIds: tf.Tensor2D, options
     const scaled = temperature === 1 ? logits : (tf.div(logits, temperature) as tf.Tensor2D);
     // back to [B, T-1]: unscored positions read the appended 0
     const expand = (values: tf.Tensor1D) =>
-      tf.reshape(selected ? tf.gather(tf.concat([values, tf.zeros([1])]), tf.tensor1d(selected.index, "int32")) : values, [batch, length - 1]) as tf.Tensor2D;
+      tf.reshape(
+        selected
+          ? tf.gather(tf.concat([values, tf.zeros([1])]), tf.tensor1d(selected.index, "int32"))
+          : values,
+        [batch, length - 1],
+      ) as tf.Tensor2D;
     const logProbs = expand(chosenLogProbs(scaled, chosen) as tf.Tensor1D);
     if (!options.entropy) return { logProbs };
     const logSoftmax = tf.logSoftmax(scaled);
-    const entropy = expand(tf.neg(tf.sum(tf.mul(tf.exp(logSoftmax), logSoftmax), -1)) as tf.Tensor1D);
+    const entropy = expand(
+      tf.neg(tf.sum(tf.mul(tf.exp(logSoftmax), logSoftmax), -1)) as tf.Tensor1D,
+    );
     return { logProbs, entropy };
   });
 }
@@ -84,10 +100,17 @@ function selectedRows(mask: tf.Tensor2D): { rows: Int32Array; index: Int32Array 
  * exp/log over [N, V]: log Z = max − log(max softmax), exact since max softmax ≥ 1/V.
  * (Autodiff through logSumExp's max would run an element-wise Equal over [N, V], very slow on wasm.)
  */
-const chosenLogProbs = tf.customGrad(((scaled: tf.Tensor2D, chosen: tf.Tensor1D, save: tf.GradSaveFunc) => {
+const chosenLogProbs = tf.customGrad(((
+  scaled: tf.Tensor2D,
+  chosen: tf.Tensor1D,
+  save: tf.GradSaveFunc,
+) => {
   const [rows, vocab] = scaled.shape;
   const probabilities = tf.softmax(scaled);
-  const flatChosen = tf.add(tf.mul(tf.range(0, rows, 1, "int32"), tf.scalar(vocab, "int32")), chosen);
+  const flatChosen = tf.add(
+    tf.mul(tf.range(0, rows, 1, "int32"), tf.scalar(vocab, "int32")),
+    chosen,
+  );
   const chosenLogits = tf.gather(tf.reshape(scaled, [-1]), flatChosen);
   const logNormalizer = tf.sub(tf.max(scaled, -1), tf.log(tf.max(probabilities, -1))); // [N]
   save([probabilities, flatChosen]);
@@ -96,17 +119,30 @@ const chosenLogProbs = tf.customGrad(((scaled: tf.Tensor2D, chosen: tf.Tensor1D,
     gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
       const [savedProbabilities, savedFlatChosen] = saved;
       const [n, v] = savedProbabilities.shape;
-      const atChosen = tf.reshape(tf.scatterND(tf.reshape(savedFlatChosen, [n, 1]), dy, [n * v]), [n, v]);
-      return [tf.sub(atChosen, tf.mul(savedProbabilities, tf.reshape(dy, [n, 1]))), tf.zerosLike(savedFlatChosen)];
+      const atChosen = tf.reshape(tf.scatterND(tf.reshape(savedFlatChosen, [n, 1]), dy, [n * v]), [
+        n,
+        v,
+      ]);
+      return [
+        tf.sub(atChosen, tf.mul(savedProbabilities, tf.reshape(dy, [n, 1]))),
+        tf.zerosLike(savedFlatChosen),
+      ];
     },
   };
-}) as unknown as Parameters<typeof tf.customGrad>[0]) as (scaled: tf.Tensor, chosen: tf.Tensor) => tf.Tensor;
+}) as unknown as Parameters<typeof tf.customGrad>[0]) as (
+  scaled: tf.Tensor,
+  chosen: tf.Tensor,
+) => tf.Tensor;
 
 /**
  * Supervised next-token loss: mean of -log p over positions where mask [B, T-1] is 1
  * (default: all). Returns a scalar.
  */
-export function nextTokenLoss(model: Transformer, inputIds: tf.Tensor2D, mask?: tf.Tensor2D): tf.Scalar {
+export function nextTokenLoss(
+  model: Transformer,
+  inputIds: tf.Tensor2D,
+  mask?: tf.Tensor2D,
+): tf.Scalar {
   return tf.tidy(() => {
     const { logProbs } = tokenLogProbs(model, inputIds, mask ? { mask } : {});
     if (!mask) return tf.neg(tf.mean(logProbs)) as tf.Scalar;
@@ -171,11 +207,17 @@ export class AdamW {
 
   /** Clips (global norm) and applies gradients keyed by variable name. Does not dispose them. */
   applyGradients(gradients: Map<string, tf.Tensor>): ApplyResult {
-    for (const name of gradients.keys()) if (!this.variables.has(name)) throw new Error(`gradient for unknown variable ${name}`);
-    const normTensor = tf.tidy(() => tf.sqrt(tf.addN([...gradients.values()].map((g) => tf.sum(tf.square(g))))));
+    for (const name of gradients.keys())
+      if (!this.variables.has(name)) throw new Error(`gradient for unknown variable ${name}`);
+    const normTensor = tf.tidy(() =>
+      tf.sqrt(tf.addN([...gradients.values()].map((g) => tf.sum(tf.square(g))))),
+    );
     const gradNorm = normTensor.dataSync()[0];
     normTensor.dispose();
-    const clip = this.maxGradNorm > 0 && Number.isFinite(this.maxGradNorm) && gradNorm > this.maxGradNorm ? this.maxGradNorm / (gradNorm + 1e-6) : 1;
+    const clip =
+      this.maxGradNorm > 0 && Number.isFinite(this.maxGradNorm) && gradNorm > this.maxGradNorm
+        ? this.maxGradNorm / (gradNorm + 1e-6)
+        : 1;
     this.step += 1;
     const correction1 = 1 - Math.pow(this.beta1, this.step);
     const correction2 = 1 - Math.pow(this.beta2, this.step);
@@ -190,7 +232,8 @@ export class AdamW {
         v.assign(tf.add(tf.mul(v, this.beta2), tf.mul(tf.square(g), 1 - this.beta2)));
         const denominator = tf.add(tf.sqrt(tf.div(v, correction2)), this.epsilon);
         let updated = tf.sub(variable, tf.mul(tf.div(m, denominator), stepSize));
-        if (this.weightDecay > 0) updated = tf.sub(updated, tf.mul(variable, this.learningRate * this.weightDecay));
+        if (this.weightDecay > 0)
+          updated = tf.sub(updated, tf.mul(variable, this.learningRate * this.weightDecay));
         variable.assign(updated);
       }
     });
@@ -211,7 +254,10 @@ export class AdamW {
     for (const { name, shape, m, v } of state.moments) {
       const first = this.first.get(name);
       if (!first) throw new Error(`optimizer state has unknown variable ${name}`);
-      if (first.shape.join() !== shape.join()) throw new Error(`optimizer state ${name}: shape [${shape}] but variable is [${first.shape}]`);
+      if (first.shape.join() !== shape.join())
+        throw new Error(
+          `optimizer state ${name}: shape [${shape}] but variable is [${first.shape}]`,
+        );
       tf.tidy(() => {
         first.assign(tf.tensor(m, shape));
         this.second.get(name)!.assign(tf.tensor(v, shape));
@@ -254,7 +300,11 @@ export interface AccumulatedGradients {
  * be any iterable (e.g. one that claims work shared with another thread). Every other tensor
  * made here is disposed.
  */
-export function accumulateGradients<MicroBatch>(model: Transformer, microBatches: Iterable<MicroBatch>, lossFn: (microBatch: MicroBatch) => tf.Scalar): AccumulatedGradients {
+export function accumulateGradients<MicroBatch>(
+  model: Transformer,
+  microBatches: Iterable<MicroBatch>,
+  lossFn: (microBatch: MicroBatch) => tf.Scalar,
+): AccumulatedGradients {
   const trainable = model.trainableVariableMap();
   const variables = [...trainable.values()];
   const nameOf = new Map<string, string>();
@@ -267,7 +317,8 @@ export function accumulateGradients<MicroBatch>(model: Transformer, microBatches
     loss += value.dataSync()[0];
     value.dispose();
     count += 1;
-    for (const [variableName, gradient] of Object.entries(grads)) addGradient(gradients, nameOf.get(variableName)!, gradient);
+    for (const [variableName, gradient] of Object.entries(grads))
+      addGradient(gradients, nameOf.get(variableName)!, gradient);
   }
   return { gradients, loss, microBatches: count };
 }
@@ -328,14 +379,24 @@ export interface MicroBatchOptions {
  * 16 × 256 peaked at 3.85 GiB.
  */
 export function trainingBytesPerToken(config: ModelConfig, sequenceLength: number): number {
-  const perLayer = 6 * config.numAttentionHeads * sequenceLength + 20 * config.hiddenSize + 6 * config.intermediateSize;
+  const perLayer =
+    6 * config.numAttentionHeads * sequenceLength +
+    20 * config.hiddenSize +
+    6 * config.intermediateSize;
   return 4 * 2.3 * (6 * config.vocabSize + config.numHiddenLayers * perLayer);
 }
 
 /** Most rows of `sequenceLength` tokens one micro-batch should hold (at least 1). */
-export function maxMicroBatchRows(config: ModelConfig, sequenceLength: number, options: MicroBatchOptions = {}): number {
+export function maxMicroBatchRows(
+  config: ModelConfig,
+  sequenceLength: number,
+  options: MicroBatchOptions = {},
+): number {
   const budget = options.memoryBudgetBytes ?? 2 * 1024 ** 3;
-  return Math.max(1, Math.floor(budget / (trainingBytesPerToken(config, sequenceLength) * sequenceLength)));
+  return Math.max(
+    1,
+    Math.floor(budget / (trainingBytesPerToken(config, sequenceLength) * sequenceLength)),
+  );
 }
 
 /** Splits `rows` into consecutive chunks of at most `size`. */

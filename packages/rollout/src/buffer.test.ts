@@ -6,10 +6,25 @@ import type { Trajectory, TrajectoryGroup } from "./types.js";
 function group(id: string, versions: number[]): TrajectoryGroup {
   const trajectories = versions.map(
     (version, member) =>
-      ({ task: "t", index: 0, groupId: id, member, minVersion: version, maxVersion: version, weight: 1 }) as unknown as Trajectory,
+      ({
+        task: "t",
+        index: 0,
+        groupId: id,
+        member,
+        minVersion: version,
+        maxVersion: version,
+        weight: 1,
+      }) as unknown as Trajectory,
   );
   const known = versions.filter((v) => v >= 0);
-  return { groupId: id, task: "t", index: 0, trajectories, minVersion: known.length ? Math.min(...known) : -1, maxVersion: known.length ? Math.max(...known) : -1 };
+  return {
+    groupId: id,
+    task: "t",
+    index: 0,
+    trajectories,
+    minVersion: known.length ? Math.min(...known) : -1,
+    maxVersion: known.length ? Math.max(...known) : -1,
+  };
 }
 
 describe("TrajectoryBuffer", () => {
@@ -23,7 +38,10 @@ describe("TrajectoryBuffer", () => {
     buffer.put(group("b", [0, 0]));
     buffer.put(group("c", [0, 0]));
     await taking;
-    assert.deepEqual((resolved as TrajectoryGroup[] | undefined)?.map((g) => g.groupId), ["a", "b"]);
+    assert.deepEqual(
+      (resolved as TrajectoryGroup[] | undefined)?.map((g) => g.groupId),
+      ["a", "b"],
+    );
     assert.equal(buffer.size, 1);
   });
 
@@ -34,7 +52,10 @@ describe("TrajectoryBuffer", () => {
     buffer.put(group("only-stale-pool", [-1, -1]));
     buffer.setPolicyVersion(5);
     const taken = await buffer.take(2);
-    assert.deepEqual(taken.map((g) => g.groupId), ["ok", "only-stale-pool"]);
+    assert.deepEqual(
+      taken.map((g) => g.groupId),
+      ["ok", "only-stale-pool"],
+    );
     const stats = buffer.stats();
     assert.equal(stats.droppedStaleGroups, 1);
     assert.equal(stats.droppedStaleSamples, 2);
@@ -42,18 +63,28 @@ describe("TrajectoryBuffer", () => {
   });
 
   test("downweights stale samples instead of dropping them", () => {
-    const buffer = new TrajectoryBuffer({ maxStaleness: 1, staleAction: "downweight", downweightFactor: 0.5 });
+    const buffer = new TrajectoryBuffer({
+      maxStaleness: 1,
+      staleAction: "downweight",
+      downweightFactor: 0.5,
+    });
     buffer.put(group("g", [0, 3]));
     buffer.setPolicyVersion(4);
     const [taken] = buffer.takeAvailable();
-    assert.deepEqual(taken.trajectories.map((t) => t.weight), [0.125, 1]);
+    assert.deepEqual(
+      taken.trajectories.map((t) => t.weight),
+      [0.125, 1],
+    );
     assert.equal(buffer.stats().downweightedSamples, 1);
   });
 
   test("bounded: beyond capacity the oldest group is dropped and counted", () => {
     const buffer = new TrajectoryBuffer({ capacityGroups: 2 });
     for (const id of ["a", "b", "c"]) buffer.put(group(id, [0]));
-    assert.deepEqual(buffer.takeAvailable().map((g) => g.groupId), ["b", "c"]);
+    assert.deepEqual(
+      buffer.takeAvailable().map((g) => g.groupId),
+      ["b", "c"],
+    );
     assert.equal(buffer.stats().droppedOverflowGroups, 1);
   });
 

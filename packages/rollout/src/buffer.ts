@@ -57,7 +57,14 @@ export class TrajectoryBuffer {
   private waiters: Waiter[] = [];
   private spaceListeners: (() => void)[] = [];
   private closed = false;
-  private counters = { groupsPut: 0, groupsTaken: 0, droppedStaleGroups: 0, droppedStaleSamples: 0, downweightedSamples: 0, droppedOverflowGroups: 0 };
+  private counters = {
+    groupsPut: 0,
+    groupsTaken: 0,
+    droppedStaleGroups: 0,
+    droppedStaleSamples: 0,
+    downweightedSamples: 0,
+    droppedOverflowGroups: 0,
+  };
   private histogram = new Map<number, number>();
 
   constructor(options: TrajectoryBufferOptions = {}) {
@@ -65,8 +72,10 @@ export class TrajectoryBuffer {
     this.maxStaleness = options.maxStaleness ?? Infinity;
     this.staleAction = options.staleAction ?? "drop";
     this.downweightFactor = options.downweightFactor ?? 0.5;
-    if (!(this.capacityGroups >= 1)) throw new RangeError(`capacityGroups must be ≥ 1, got ${this.capacityGroups}`);
-    if (!(this.maxStaleness >= 0)) throw new RangeError(`maxStaleness must be ≥ 0, got ${this.maxStaleness}`);
+    if (!(this.capacityGroups >= 1))
+      throw new RangeError(`capacityGroups must be ≥ 1, got ${this.capacityGroups}`);
+    if (!(this.maxStaleness >= 0))
+      throw new RangeError(`maxStaleness must be ≥ 0, got ${this.maxStaleness}`);
   }
 
   /** Number of complete groups waiting. */
@@ -102,7 +111,8 @@ export class TrajectoryBuffer {
    */
   take(count: number, options: { signal?: AbortSignal } = {}): Promise<TrajectoryGroup[]> {
     if (!(count >= 1)) return Promise.reject(new RangeError(`take needs count ≥ 1, got ${count}`));
-    if (this.closed) return Promise.reject(new BufferClosedError("the trajectory buffer is closed"));
+    if (this.closed)
+      return Promise.reject(new BufferClosedError("the trajectory buffer is closed"));
     const { signal } = options;
     if (signal?.aborted) return Promise.reject(signal.reason);
     return new Promise((resolve, reject) => {
@@ -150,7 +160,8 @@ export class TrajectoryBuffer {
   /** Rejects pending `take`s and refuses further puts. */
   close(): void {
     this.closed = true;
-    for (const waiter of this.waiters) waiter.reject(new BufferClosedError("the trajectory buffer was closed"));
+    for (const waiter of this.waiters)
+      waiter.reject(new BufferClosedError("the trajectory buffer was closed"));
     this.waiters = [];
     this.notifySpace();
   }
@@ -160,7 +171,9 @@ export class TrajectoryBuffer {
       size: this.groups.length,
       capacityGroups: this.capacityGroups,
       ...this.counters,
-      stalenessHistogram: Object.fromEntries([...this.histogram.entries()].sort((a, b) => a[0] - b[0])),
+      stalenessHistogram: Object.fromEntries(
+        [...this.histogram.entries()].sort((a, b) => a[0] - b[0]),
+      ),
     };
   }
 
@@ -181,7 +194,8 @@ export class TrajectoryBuffer {
     const taken = this.groups.splice(0, count);
     for (const group of taken) {
       for (const trajectory of group.trajectories) {
-        const staleness = trajectory.minVersion < 0 ? 0 : Math.max(0, this.policyVersion - trajectory.minVersion);
+        const staleness =
+          trajectory.minVersion < 0 ? 0 : Math.max(0, this.policyVersion - trajectory.minVersion);
         if (this.staleAction === "downweight" && staleness > this.maxStaleness) {
           trajectory.weight = Math.pow(this.downweightFactor, staleness - this.maxStaleness);
           this.counters.downweightedSamples += 1;

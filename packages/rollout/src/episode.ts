@@ -28,17 +28,34 @@
  * original did.
  */
 import { AgentRLError } from "@agentrl/spec";
-import type { AssistantMessage, EnvironmentClient, Message, SampleStatus, ToolSpec } from "@agentrl/envs";
+import type {
+  AssistantMessage,
+  EnvironmentClient,
+  Message,
+  SampleStatus,
+  ToolSpec,
+} from "@agentrl/envs";
 import { ContextLimitError, type GenerationResult } from "./engine/index.js";
 import type { PolicyPool } from "./pool.js";
 import { parseToolCalls } from "./toolcall.js";
-import { endCauseOf, NO_POLICY, NO_VERSION, POLICY_CODES, type PolicyId, type Trajectory, type TurnRecord } from "./types.js";
+import {
+  endCauseOf,
+  NO_POLICY,
+  NO_VERSION,
+  POLICY_CODES,
+  type PolicyId,
+  type Trajectory,
+  type TurnRecord,
+} from "./types.js";
 
 /** What the runner needs from a tokenizer (`@agentrl/policy`'s `Tokenizer` fits). */
 export interface ChatTokenizer {
   encode(text: string): number[];
   decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
-  applyChatTemplate(messages: readonly Message[], options?: { tools?: readonly ToolSpec[]; addGenerationPrompt?: boolean }): string;
+  applyChatTemplate(
+    messages: readonly Message[],
+    options?: { tools?: readonly ToolSpec[]; addGenerationPrompt?: boolean },
+  ): string;
 }
 
 export interface EpisodeOptions {
@@ -114,10 +131,17 @@ let episodeCounter = 0;
  * fault and retries are left. Never throws for environment, model or time faults.
  * `metrics.infrastructureRetries` counts the plays that were thrown away.
  */
-export async function runEpisode(deps: EpisodeDependencies, spec: EpisodeSpec, options: EpisodeOptions = {}, signal?: AbortSignal): Promise<Trajectory> {
+export async function runEpisode(
+  deps: EpisodeDependencies,
+  spec: EpisodeSpec,
+  options: EpisodeOptions = {},
+  signal?: AbortSignal,
+): Promise<Trajectory> {
   const settings = { ...DEFAULTS, ...options };
   if (!(Number.isInteger(settings.infrastructureRetries) && settings.infrastructureRetries >= 0)) {
-    throw new RangeError(`infrastructureRetries must be a non-negative integer, got ${settings.infrastructureRetries}`);
+    throw new RangeError(
+      `infrastructureRetries must be a non-negative integer, got ${settings.infrastructureRetries}`,
+    );
   }
   for (let retries = 0; ; retries++) {
     const trajectory = await playEpisode(deps, spec, settings, signal);
@@ -129,12 +153,25 @@ export async function runEpisode(deps: EpisodeDependencies, spec: EpisodeSpec, o
   }
 }
 
-async function playEpisode(deps: EpisodeDependencies, spec: EpisodeSpec, settings: typeof DEFAULTS & EpisodeOptions, signal?: AbortSignal): Promise<Trajectory> {
+async function playEpisode(
+  deps: EpisodeDependencies,
+  spec: EpisodeSpec,
+  settings: typeof DEFAULTS & EpisodeOptions,
+  signal?: AbortSignal,
+): Promise<Trajectory> {
   const builder = new TrajectoryBuilder(spec);
   const began = performance.now();
   const episodeController = new AbortController();
-  const episodeTimer = setTimeout(() => episodeController.abort(new EpisodeTimeoutError(`episode exceeded ${settings.episodeTimeoutMs} ms`)), settings.episodeTimeoutMs);
-  const episodeSignal = signal ? AbortSignal.any([signal, episodeController.signal]) : episodeController.signal;
+  const episodeTimer = setTimeout(
+    () =>
+      episodeController.abort(
+        new EpisodeTimeoutError(`episode exceeded ${settings.episodeTimeoutMs} ms`),
+      ),
+    settings.episodeTimeoutMs,
+  );
+  const episodeSignal = signal
+    ? AbortSignal.any([signal, episodeController.signal])
+    : episodeController.signal;
   const cacheKey = `episode-${++episodeCounter}`;
   let sessionId: string | undefined;
   let finished = false;
@@ -146,7 +183,11 @@ async function playEpisode(deps: EpisodeDependencies, spec: EpisodeSpec, setting
         for (let attempt = 0; ; attempt++) {
           const starting = deps.client.startSample(spec.task, spec.index);
           // A session that starts after we gave up on it is cancelled as soon as it exists.
-          starting.then((late) => (startAbandoned || startSignal.aborted) && cancelQuietly(deps.client, late.sessionId), () => {});
+          starting.then(
+            (late) =>
+              (startAbandoned || startSignal.aborted) && cancelQuietly(deps.client, late.sessionId),
+            () => {},
+          );
           try {
             return await starting;
           } catch (error) {
@@ -161,7 +202,12 @@ async function playEpisode(deps: EpisodeDependencies, spec: EpisodeSpec, setting
     sessionId = start.sessionId;
     const conversation: Message[] = [...start.messages];
     const tools = start.tools;
-    builder.push(deps.tokenizer.encode(deps.tokenizer.applyChatTemplate(conversation, { tools, addGenerationPrompt: true })), { mask: 0 });
+    builder.push(
+      deps.tokenizer.encode(
+        deps.tokenizer.applyChatTemplate(conversation, { tools, addGenerationPrompt: true }),
+      ),
+      { mask: 0 },
+    );
     while (true) {
       if (builder.turns.length >= settings.maxTurns) {
         builder.end("task limit reached", `turn limit ${settings.maxTurns} reached`);
@@ -169,12 +215,25 @@ async function playEpisode(deps: EpisodeDependencies, spec: EpisodeSpec, setting
       }
       const room = settings.maxTokens - builder.length;
       if (room <= 0) {
-        builder.end("agent context limit", `trajectory reached ${builder.length} tokens (limit ${settings.maxTokens})`);
+        builder.end(
+          "agent context limit",
+          `trajectory reached ${builder.length} tokens (limit ${settings.maxTokens})`,
+        );
         break;
       }
       const policy = deps.pool.choose();
       const turn = await withDeadline(
-        (turnSignal) => playTurn(deps, settings, { policy, conversation, tools, builder, room, cacheKey, signal: turnSignal, sessionId: sessionId! }),
+        (turnSignal) =>
+          playTurn(deps, settings, {
+            policy,
+            conversation,
+            tools,
+            builder,
+            room,
+            cacheKey,
+            signal: turnSignal,
+            sessionId: sessionId!,
+          }),
         settings.turnTimeoutMs,
         episodeSignal,
       );
@@ -187,7 +246,13 @@ async function playEpisode(deps: EpisodeDependencies, spec: EpisodeSpec, setting
         builder.status = turn.reply.status;
       } else {
         const environmentStart = builder.length;
-        const reply = replyTokens(deps.tokenizer, builder.tokens, conversation, tools, settings.endOfTurnText);
+        const reply = replyTokens(
+          deps.tokenizer,
+          builder.tokens,
+          conversation,
+          tools,
+          settings.endOfTurnText,
+        );
         builder.push(reply.tokens, { mask: 0 });
         record.templateFallback = reply.fallback;
         record.environment = [environmentStart, builder.length];
@@ -218,7 +283,11 @@ interface TurnInput {
 }
 
 /** Generates one assistant turn (appending its tokens) and sends it to the environment. */
-async function playTurn(deps: EpisodeDependencies, settings: typeof DEFAULTS & EpisodeOptions, input: TurnInput) {
+async function playTurn(
+  deps: EpisodeDependencies,
+  settings: typeof DEFAULTS & EpisodeOptions,
+  input: TurnInput,
+) {
   const { builder, policy } = input;
   const start = builder.length;
   let message: AssistantMessage;
@@ -229,10 +298,20 @@ async function playTurn(deps: EpisodeDependencies, settings: typeof DEFAULTS & E
   let generatedEnd: number;
   builder.phase = "generation";
   if (policy === "external") {
-    if (!deps.pool.external) throw new Error("the policy pool drew an external turn but has no external model");
+    if (!deps.pool.external)
+      throw new Error("the policy pool drew an external turn but has no external model");
     message = await deps.pool.external.complete(input.conversation, input.tools, input.signal);
-    const tokens = externalTurnTokens(deps.tokenizer, input.conversation, input.tools, message, settings.endOfTurnText);
-    if (tokens.length > input.room) throw new ContextLimitError(`the external model's turn (${tokens.length} tokens) does not fit the ${input.room} tokens left`);
+    const tokens = externalTurnTokens(
+      deps.tokenizer,
+      input.conversation,
+      input.tools,
+      message,
+      settings.endOfTurnText,
+    );
+    if (tokens.length > input.room)
+      throw new ContextLimitError(
+        `the external model's turn (${tokens.length} tokens) does not fit the ${input.room} tokens left`,
+      );
     builder.push(tokens, { mask: 0, policy });
     generatedEnd = builder.length;
   } else {
@@ -244,7 +323,12 @@ async function playTurn(deps: EpisodeDependencies, settings: typeof DEFAULTS & E
       signal: input.signal,
       ...(settings.reuseCache ? { cacheKey: `${input.cacheKey}` } : {}),
     });
-    builder.push(result.tokens, { mask: 1, policy, logprobs: result.logprobs, versions: result.versions });
+    builder.push(result.tokens, {
+      mask: 1,
+      policy,
+      logprobs: result.logprobs,
+      versions: result.versions,
+    });
     generatedEnd = builder.length;
     minVersion = Math.min(...result.versions);
     maxVersion = Math.max(...result.versions);
@@ -252,7 +336,10 @@ async function playTurn(deps: EpisodeDependencies, settings: typeof DEFAULTS & E
     // A turn cut by the length limit (or ended by another stop token, e.g. <|endoftext|>) lacks the
     // end-of-turn marker the template closes every turn with: add it (mask 0).
     const last = result.tokens[result.tokens.length - 1];
-    if (result.finishReason === "length" || deps.tokenizer.decode([last]) !== settings.endOfTurnText) {
+    if (
+      result.finishReason === "length" ||
+      deps.tokenizer.decode([last]) !== settings.endOfTurnText
+    ) {
       builder.push(deps.tokenizer.encode(settings.endOfTurnText), { mask: 0 });
     }
     const text = deps.tokenizer.decode(result.tokens, { skipSpecialTokens: true });
@@ -282,10 +369,17 @@ async function playTurn(deps: EpisodeDependencies, settings: typeof DEFAULTS & E
  * prompt) minus the text the sequence already holds. `fallback` when that text is not a
  * prefix of the template's rendering.
  */
-export function replyTokens(tokenizer: ChatTokenizer, sequence: readonly number[], conversation: readonly Message[], tools: readonly ToolSpec[], endOfTurnText: string): { tokens: number[]; fallback: boolean } {
+export function replyTokens(
+  tokenizer: ChatTokenizer,
+  sequence: readonly number[],
+  conversation: readonly Message[],
+  tools: readonly ToolSpec[],
+  endOfTurnText: string,
+): { tokens: number[]; fallback: boolean } {
   const rendered = tokenizer.applyChatTemplate(conversation, { tools, addGenerationPrompt: true });
   const present = tokenizer.decode(sequence);
-  if (rendered.startsWith(present)) return { tokens: tokenizer.encode(rendered.slice(present.length)), fallback: false };
+  if (rendered.startsWith(present))
+    return { tokens: tokenizer.encode(rendered.slice(present.length)), fallback: false };
   // Not prefix-stable: take the template's text after as many end-of-turn markers as the sequence holds.
   const markers = countOccurrences(present, endOfTurnText);
   let boundary = 0;
@@ -298,24 +392,43 @@ export function replyTokens(tokenizer: ChatTokenizer, sequence: readonly number[
 }
 
 /** Tokens of an external model's assistant turn: its templated text, through the end-of-turn marker. */
-export function externalTurnTokens(tokenizer: ChatTokenizer, conversation: readonly Message[], tools: readonly ToolSpec[], message: AssistantMessage, endOfTurnText: string): number[] {
+export function externalTurnTokens(
+  tokenizer: ChatTokenizer,
+  conversation: readonly Message[],
+  tools: readonly ToolSpec[],
+  message: AssistantMessage,
+  endOfTurnText: string,
+): number[] {
   const before = tokenizer.applyChatTemplate(conversation, { tools, addGenerationPrompt: true });
-  const after = tokenizer.applyChatTemplate([...conversation, message], { tools, addGenerationPrompt: false });
-  const base = after.startsWith(before) ? before.length : after.lastIndexOf("<|im_start|>assistant\n") + "<|im_start|>assistant\n".length;
+  const after = tokenizer.applyChatTemplate([...conversation, message], {
+    tools,
+    addGenerationPrompt: false,
+  });
+  const base = after.startsWith(before)
+    ? before.length
+    : after.lastIndexOf("<|im_start|>assistant\n") + "<|im_start|>assistant\n".length;
   const end = after.indexOf(endOfTurnText, base);
   return tokenizer.encode(after.slice(base, end < 0 ? after.length : end + endOfTurnText.length));
 }
 
 function countOccurrences(text: string, marker: string): number {
   let count = 0;
-  for (let at = text.indexOf(marker); at >= 0; at = text.indexOf(marker, at + marker.length)) count += 1;
+  for (let at = text.indexOf(marker); at >= 0; at = text.indexOf(marker, at + marker.length))
+    count += 1;
   return count;
 }
 
 /** Runs `work` with a signal that aborts at `timeoutMs` (TurnTimeoutError) or when `outer` aborts; rejects at once on either. */
-async function withDeadline<T>(work: (signal: AbortSignal) => Promise<T>, timeoutMs: number, outer: AbortSignal): Promise<T> {
+async function withDeadline<T>(
+  work: (signal: AbortSignal) => Promise<T>,
+  timeoutMs: number,
+  outer: AbortSignal,
+): Promise<T> {
   const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(new TurnTimeoutError(`turn exceeded ${timeoutMs} ms`)), timeoutMs);
+  const timer = setTimeout(
+    () => controller.abort(new TurnTimeoutError(`turn exceeded ${timeoutMs} ms`)),
+    timeoutMs,
+  );
   const signal = AbortSignal.any([outer, controller.signal]);
   try {
     return await raceSignal(work(signal), signal);
@@ -348,7 +461,9 @@ export function raceSignal<T>(promise: Promise<T>, signal: AbortSignal): Promise
 
 /** The environment refused a new session because its workers are full (HTTP 406). */
 function isWorkerFull(error: unknown): boolean {
-  return typeof error === "object" && error !== null && (error as { status?: unknown }).status === 406;
+  return (
+    typeof error === "object" && error !== null && (error as { status?: unknown }).status === 406
+  );
 }
 
 function sleep(milliseconds: number, signal: AbortSignal): Promise<void> {
@@ -373,10 +488,18 @@ function cancelQuietly(client: EnvironmentClient, sessionId: string): void {
  * strikes while the agent generates is the agent's (`task limit reached`); while the
  * environment answers (or starts), the infrastructure's (`task error`), as is any other error.
  */
-function statusOfError(error: unknown, outer: AbortSignal | undefined, phase: TrajectoryBuilder["phase"]): SampleStatus {
+function statusOfError(
+  error: unknown,
+  outer: AbortSignal | undefined,
+  phase: TrajectoryBuilder["phase"],
+): SampleStatus {
   if (error instanceof ContextLimitError) return "agent context limit";
   if (outer?.aborted && error === outer.reason) return "cancelled";
-  if ((error instanceof TurnTimeoutError || error instanceof EpisodeTimeoutError) && phase === "generation") return "task limit reached";
+  if (
+    (error instanceof TurnTimeoutError || error instanceof EpisodeTimeoutError) &&
+    phase === "generation"
+  )
+    return "task limit reached";
   return "task error";
 }
 
@@ -405,7 +528,15 @@ class TrajectoryBuilder {
     return this.tokens.length;
   }
 
-  push(tokens: readonly number[], meta: { mask: 0 | 1; policy?: PolicyId; logprobs?: readonly number[]; versions?: readonly number[] }): void {
+  push(
+    tokens: readonly number[],
+    meta: {
+      mask: 0 | 1;
+      policy?: PolicyId;
+      logprobs?: readonly number[];
+      versions?: readonly number[];
+    },
+  ): void {
     tokens.forEach((token, i) => {
       this.tokens.push(token);
       this.lossMask.push(meta.mask);
@@ -417,7 +548,8 @@ class TrajectoryBuilder {
 
   /** The environment's reward, or the unread-answer reward when that is set, lower, and the answer was not read from an output. */
   private verdictReward(unreadAnswerReward: number | undefined): number {
-    if (unreadAnswerReward === undefined || this.environmentMetrics.answerFromOutput !== 0) return this.environmentReward;
+    if (unreadAnswerReward === undefined || this.environmentMetrics.answerFromOutput !== 0)
+      return this.environmentReward;
     return Math.min(this.environmentReward, unreadAnswerReward);
   }
 
@@ -428,11 +560,17 @@ class TrajectoryBuilder {
     this.error = error;
   }
 
-  build(settings: Pick<typeof DEFAULTS, "incompletePenalty" | "infrastructureFaults"> & Pick<EpisodeOptions, "unreadAnswerReward">, durationMs: number): Trajectory {
+  build(
+    settings: Pick<typeof DEFAULTS, "incompletePenalty" | "infrastructureFaults"> &
+      Pick<EpisodeOptions, "unreadAnswerReward">,
+    durationMs: number,
+  ): Trajectory {
     const status: SampleStatus = this.status === "running" ? "unknown" : this.status;
     const endCause = endCauseOf(status);
     const masked = endCause === "infrastructure" && settings.infrastructureFaults === "mask";
-    const currentVersions = this.versions.filter((version, i) => this.policyIds[i] === POLICY_CODES.current && version >= 0);
+    const currentVersions = this.versions.filter(
+      (version, i) => this.policyIds[i] === POLICY_CODES.current && version >= 0,
+    );
     const generatedTokens = this.lossMask.reduce((sum, mask) => sum + mask, 0);
     return {
       task: this.spec.task,
@@ -444,15 +582,22 @@ class TrajectoryBuilder {
       logprobs: Float32Array.from(this.logprobs),
       versions: Int32Array.from(this.versions),
       policyIds: Int8Array.from(this.policyIds),
-      reward: endCause === "verdict" ? this.verdictReward(settings.unreadAnswerReward) : masked ? 0 : settings.incompletePenalty,
+      reward:
+        endCause === "verdict"
+          ? this.verdictReward(settings.unreadAnswerReward)
+          : masked
+            ? 0
+            : settings.incompletePenalty,
       environmentReward: this.environmentReward,
       status,
       endCause,
       masked,
       ...(this.error !== undefined ? { error: this.error } : {}),
       turns: this.turns,
-      minVersion: currentVersions.length > 0 ? currentVersions.reduce((a, b) => Math.min(a, b)) : NO_VERSION,
-      maxVersion: currentVersions.length > 0 ? currentVersions.reduce((a, b) => Math.max(a, b)) : NO_VERSION,
+      minVersion:
+        currentVersions.length > 0 ? currentVersions.reduce((a, b) => Math.min(a, b)) : NO_VERSION,
+      maxVersion:
+        currentVersions.length > 0 ? currentVersions.reduce((a, b) => Math.max(a, b)) : NO_VERSION,
       metrics: {
         ...this.environmentMetrics,
         turns: this.turns.length,

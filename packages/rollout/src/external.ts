@@ -30,7 +30,12 @@ export interface ExternalChatModelOptions {
 }
 
 /** Socket errors (the `code` of fetch's cause) after which a request is sent again on a new connection. */
-const RETRIED_CONNECTION_ERRORS = new Set(["ECONNRESET", "EPIPE", "UND_ERR_SOCKET", "UND_ERR_CLOSED"]);
+const RETRIED_CONNECTION_ERRORS = new Set([
+  "ECONNRESET",
+  "EPIPE",
+  "UND_ERR_SOCKET",
+  "UND_ERR_CLOSED",
+]);
 
 /** The socket error code behind a failed fetch (`TypeError: fetch failed` carries it in `cause`), if any. */
 function connectionErrorCode(error: unknown): string | undefined {
@@ -49,7 +54,10 @@ const ResponseSchema = z.object({
             .array(
               z.object({
                 id: z.string().optional(),
-                function: z.object({ name: z.string(), arguments: z.union([z.string(), z.record(z.string(), z.unknown())]) }),
+                function: z.object({
+                  name: z.string(),
+                  arguments: z.union([z.string(), z.record(z.string(), z.unknown())]),
+                }),
               }),
             )
             .nullable()
@@ -64,29 +72,52 @@ export class ExternalChatModel {
   readonly options: Required<Omit<ExternalChatModelOptions, "apiKey">> & { apiKey?: string };
 
   constructor(options: ExternalChatModelOptions) {
-    this.options = { temperature: 0.8, maxTokens: 1024, connectionRetries: 2, fetch: globalThis.fetch, ...options };
+    this.options = {
+      temperature: 0.8,
+      maxTokens: 1024,
+      connectionRetries: 2,
+      fetch: globalThis.fetch,
+      ...options,
+    };
   }
 
   /**
    * POSTs `body`; a connection reset before the answer is retried (up to `connectionRetries`
    * times), any other failure to reach the server is an ExternalModelError. Aborts propagate as they are.
    */
-  private async post(url: string, headers: Record<string, string>, body: string, signal: AbortSignal | undefined): Promise<Response> {
+  private async post(
+    url: string,
+    headers: Record<string, string>,
+    body: string,
+    signal: AbortSignal | undefined,
+  ): Promise<Response> {
     for (let attempt = 0; ; attempt++) {
       try {
         return await this.options.fetch(url, { method: "POST", headers, body, signal });
       } catch (error) {
         if (signal?.aborted) throw error;
         const code = connectionErrorCode(error);
-        if (code !== undefined && RETRIED_CONNECTION_ERRORS.has(code) && attempt < this.options.connectionRetries) continue;
+        if (
+          code !== undefined &&
+          RETRIED_CONNECTION_ERRORS.has(code) &&
+          attempt < this.options.connectionRetries
+        )
+          continue;
         const tries = attempt + 1;
-        throw new ExternalModelError(`${url} could not be reached (${code ?? (error as Error).message}${tries > 1 ? `, ${tries} tries` : ""})`, { cause: error });
+        throw new ExternalModelError(
+          `${url} could not be reached (${code ?? (error as Error).message}${tries > 1 ? `, ${tries} tries` : ""})`,
+          { cause: error },
+        );
       }
     }
   }
 
   /** The model's next assistant message for the conversation. Throws ExternalModelError. */
-  async complete(messages: readonly Message[], tools: readonly ToolSpec[], signal?: AbortSignal): Promise<AssistantMessage> {
+  async complete(
+    messages: readonly Message[],
+    tools: readonly ToolSpec[],
+    signal?: AbortSignal,
+  ): Promise<AssistantMessage> {
     const url = `${this.options.baseUrl.replace(/\/+$/, "")}/chat/completions`;
     const headers: Record<string, string> = { "content-type": "application/json" };
     if (this.options.apiKey) headers.authorization = `Bearer ${this.options.apiKey}`;
@@ -98,15 +129,29 @@ export class ExternalChatModel {
       max_tokens: this.options.maxTokens,
     };
     const response = await this.post(url, headers, JSON.stringify(body), signal);
-    if (!response.ok) throw new ExternalModelError(`${url} answered HTTP ${response.status}: ${(await response.text()).slice(0, 200)}`);
+    if (!response.ok)
+      throw new ExternalModelError(
+        `${url} answered HTTP ${response.status}: ${(await response.text()).slice(0, 200)}`,
+      );
     const parsed = ResponseSchema.safeParse(await response.json());
-    if (!parsed.success) throw new ExternalModelError(`${url} answered an unexpected body: ${parsed.error.issues[0]?.message}`);
+    if (!parsed.success)
+      throw new ExternalModelError(
+        `${url} answered an unexpected body: ${parsed.error.issues[0]?.message}`,
+      );
     const message = parsed.data.choices[0].message;
     const calls = (message.tool_calls ?? []).map((call, i) => ({
       id: call.id ?? `external_${i}`,
       type: "function" as const,
-      function: { name: call.function.name, arguments: typeof call.function.arguments === "string" ? call.function.arguments : JSON.stringify(call.function.arguments) },
+      function: {
+        name: call.function.name,
+        arguments:
+          typeof call.function.arguments === "string"
+            ? call.function.arguments
+            : JSON.stringify(call.function.arguments),
+      },
     }));
-    return calls.length > 0 ? { role: "assistant", content: message.content ?? null, tool_calls: calls } : { role: "assistant", content: message.content ?? "" };
+    return calls.length > 0
+      ? { role: "assistant", content: message.content ?? null, tool_calls: calls }
+      : { role: "assistant", content: message.content ?? "" };
   }
 }

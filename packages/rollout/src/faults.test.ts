@@ -23,6 +23,9 @@ test("FaultInjectingClient kills a seeded share of sessions at their first inter
   assert.equal(failed, client.kills);
   assert.ok(failed > 30 && failed < 70, `${failed} of 200 killed at share 0.25`);
   assert.equal(client.killed.size, 0, "cancelled sessions are forgotten");
-  assert.throws(() => new FaultInjectingClient(inner, { sessionShare: 1.5 }), /sessionShare must lie in \[0, 1\]/);
+  assert.throws(
+    () => new FaultInjectingClient(inner, { sessionShare: 1.5 }),
+    /sessionShare must lie in \[0, 1\]/,
+  );
   await client.close();
 });

@@ -6,7 +6,13 @@
  * retries and then masks or penalises (see `runEpisode`).
  */
 import { AgentRLError } from "@agentrl/spec";
-import type { AssistantMessage, EnvironmentClient, InteractResult, Split, StartResult } from "@agentrl/envs";
+import type {
+  AssistantMessage,
+  EnvironmentClient,
+  InteractResult,
+  Split,
+  StartResult,
+} from "@agentrl/envs";
 import { Rng } from "@agentrl/policy";
 
 export interface FaultInjectionOptions {
@@ -31,7 +37,8 @@ export class FaultInjectingClient implements EnvironmentClient {
     private readonly inner: EnvironmentClient,
     private readonly options: FaultInjectionOptions,
   ) {
-    if (!(options.sessionShare >= 0 && options.sessionShare <= 1)) throw new RangeError(`sessionShare must lie in [0, 1], got ${options.sessionShare}`);
+    if (!(options.sessionShare >= 0 && options.sessionShare <= 1))
+      throw new RangeError(`sessionShare must lie in [0, 1], got ${options.sessionShare}`);
     this.rng = new Rng(options.seed ?? 0);
   }
 

@@ -4,60 +4,128 @@
  * a module is added here on purpose).
  */
 export {
-  isInformative, NO_POLICY, NO_VERSION, POLICY_CODES, POLICY_IDS, type PolicyId, type Trajectory,
-  type TrajectoryGroup, type TurnRecord, type EndCause, endCauseOf, isMasked
+  isInformative,
+  NO_POLICY,
+  NO_VERSION,
+  POLICY_CODES,
+  POLICY_IDS,
+  type PolicyId,
+  type Trajectory,
+  type TrajectoryGroup,
+  type TurnRecord,
+  type EndCause,
+  endCauseOf,
+  isMasked,
 } from "./types.js";
 export {
-  formatToolCalls, jsonLikePython, type ParsedTurn, parseToolCalls, type ParseToolCallsOptions,
-  TOOL_CALL_CLOSE, TOOL_CALL_OPEN
+  formatToolCalls,
+  jsonLikePython,
+  type ParsedTurn,
+  parseToolCalls,
+  type ParseToolCallsOptions,
+  TOOL_CALL_CLOSE,
+  TOOL_CALL_OPEN,
 } from "./toolcall.js";
 export {
-  ContextLimitError, createPolicyEngine, EngineClosedError, type EngineModel, type EngineSequence,
-  type EngineStats, type GenerationRequest, type GenerationResult, InferenceEngine,
-  type InferenceEngineOptions, policyEngineModel, type PolicyWeights, type WeightUpdateMode,
-  type GenerationEngine, createPolicyEnginePool, defaultDecodeThreads, EnginePool, EngineThreadError, ThreadEngine
+  ContextLimitError,
+  createPolicyEngine,
+  EngineClosedError,
+  type EngineModel,
+  type EngineSequence,
+  type EngineStats,
+  type GenerationRequest,
+  type GenerationResult,
+  InferenceEngine,
+  type InferenceEngineOptions,
+  policyEngineModel,
+  type PolicyWeights,
+  type WeightUpdateMode,
+  type GenerationEngine,
+  createPolicyEnginePool,
+  defaultDecodeThreads,
+  EnginePool,
+  EngineThreadError,
+  ThreadEngine,
 } from "./engine/index.js";
 export {
-  ExternalChatModel, type ExternalChatModelOptions, ExternalModelError
+  ExternalChatModel,
+  type ExternalChatModelOptions,
+  ExternalModelError,
 } from "./external.js";
+export { PolicyPool, type PolicyPoolOptions } from "./pool.js";
 export {
-  PolicyPool, type PolicyPoolOptions
-} from "./pool.js";
-export {
-  InferenceServerError, POLICY_VERSION_HEADER, RemoteEngine, type RemoteEngineOptions,
-  type RemoteServerState, type TokenCompletionChoice, type TokenCompletionRequest
+  InferenceServerError,
+  POLICY_VERSION_HEADER,
+  RemoteEngine,
+  type RemoteEngineOptions,
+  type RemoteServerState,
+  type TokenCompletionChoice,
+  type TokenCompletionRequest,
 } from "./remote.js";
 export {
-  type ChatTokenizer, type EpisodeDependencies, type EpisodeOptions, type EpisodeSpec,
-  EpisodeTimeoutError, externalTurnTokens, replyTokens, runEpisode, TurnTimeoutError
+  type ChatTokenizer,
+  type EpisodeDependencies,
+  type EpisodeOptions,
+  type EpisodeSpec,
+  EpisodeTimeoutError,
+  externalTurnTokens,
+  replyTokens,
+  runEpisode,
+  TurnTimeoutError,
 } from "./episode.js";
+export { type EnvironmentRoute, RoutingEnvironmentClient, RoutingError } from "./routing.js";
+export { FaultInjectingClient, type FaultInjectionOptions, InjectedFaultError } from "./faults.js";
 export {
-  type EnvironmentRoute, RoutingEnvironmentClient, RoutingError
-} from "./routing.js";
-export {
-  FaultInjectingClient, type FaultInjectionOptions, InjectedFaultError
-} from "./faults.js";
-export {
-  BufferClosedError, type BufferStats, TrajectoryBuffer, type TrajectoryBufferOptions
+  BufferClosedError,
+  type BufferStats,
+  TrajectoryBuffer,
+  type TrajectoryBufferOptions,
 } from "./buffer.js";
+export { type MetricsSnapshot, RolloutMetrics, type TaskMetrics } from "./metrics.js";
 export {
-  type MetricsSnapshot, RolloutMetrics, type TaskMetrics
-} from "./metrics.js";
-export {
-  RolloutScheduler, type RolloutSchedulerOptions, SchedulerError, type TaskMixEntry
+  RolloutScheduler,
+  type RolloutSchedulerOptions,
+  SchedulerError,
+  type TaskMixEntry,
 } from "./scheduler.js";
 export {
-  decodeRolloutState, encodeRolloutState, type InFlightGroup, type RolloutState, RolloutStateError
+  decodeRolloutState,
+  encodeRolloutState,
+  type InFlightGroup,
+  type RolloutState,
+  RolloutStateError,
 } from "./state.js";
 export {
-  ApiError, ChatCompletionRequestSchema, type ChatCompletionRequest, ChatServer,
-  type ChatServerOptions, isLoopbackHost, type ListeningAddress, type ModelServerOptions,
-  parseChatCompletionRequest, type RunningModelServer, ServeConfigError, type ServeEngine,
-  startModelServer
+  ApiError,
+  ChatCompletionRequestSchema,
+  type ChatCompletionRequest,
+  ChatServer,
+  type ChatServerOptions,
+  isLoopbackHost,
+  type ListeningAddress,
+  type ModelServerOptions,
+  parseChatCompletionRequest,
+  type RunningModelServer,
+  ServeConfigError,
+  type ServeEngine,
+  startModelServer,
 } from "./serve/index.js";
 export {
-  type AgentContext, AgentEpisodes, type AgentEpisodesOptions, type AgentFunction, type AgentResult,
-  type AgentSession, checkTemplate, type EpisodeHandle, type EpisodeIdentity, EpisodeRecorder, type FinishOptions,
-  type GatewayEngine, GatewayError, type GatewayStats, RecordingGateway, type RecordingGatewayOptions,
-  type TemplateCheck
+  type AgentContext,
+  AgentEpisodes,
+  type AgentEpisodesOptions,
+  type AgentFunction,
+  type AgentResult,
+  type AgentSession,
+  checkTemplate,
+  type EpisodeHandle,
+  type EpisodeIdentity,
+  EpisodeRecorder,
+  type FinishOptions,
+  type GatewayEngine,
+  GatewayError,
+  type GatewayStats,
+  RecordingGateway,
+  type RecordingGatewayOptions,
+  type TemplateCheck,
 } from "./gateway/index.js";

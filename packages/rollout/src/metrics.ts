@@ -67,7 +67,15 @@ export class RolloutMetrics {
   /** Restarts the clock and the counts. */
   reset(): void {
     this.started = performance.now();
-    this.episodes = this.groups = this.generatedTokens = this.turnSum = this.templateFallbacks = this.formatErrors = this.infrastructureRetries = this.maskedEpisodes = 0;
+    this.episodes =
+      this.groups =
+      this.generatedTokens =
+      this.turnSum =
+      this.templateFallbacks =
+      this.formatErrors =
+      this.infrastructureRetries =
+      this.maskedEpisodes =
+        0;
     this.turnsByPolicy = {};
     this.tasks.clear();
   }
@@ -80,8 +88,15 @@ export class RolloutMetrics {
     this.formatErrors += trajectory.metrics.formatErrors ?? 0;
     this.infrastructureRetries += trajectory.metrics.infrastructureRetries ?? 0;
     this.maskedEpisodes += trajectory.masked ? 1 : 0;
-    for (const turn of trajectory.turns) this.turnsByPolicy[turn.policy] = (this.turnsByPolicy[turn.policy] ?? 0) + 1;
-    const task = this.tasks.get(trajectory.task) ?? { episodes: 0, successes: 0, rewardSum: 0, turnSum: 0, statuses: {} };
+    for (const turn of trajectory.turns)
+      this.turnsByPolicy[turn.policy] = (this.turnsByPolicy[turn.policy] ?? 0) + 1;
+    const task = this.tasks.get(trajectory.task) ?? {
+      episodes: 0,
+      successes: 0,
+      rewardSum: 0,
+      turnSum: 0,
+      statuses: {},
+    };
     task.episodes += 1;
     task.successes += trajectory.status === "completed" && trajectory.environmentReward > 0 ? 1 : 0;
     task.rewardSum += trajectory.reward;
@@ -94,7 +109,12 @@ export class RolloutMetrics {
     this.groups += 1;
   }
 
-  snapshot(extra: { queuedEpisodes: number; runningEpisodes: number; engines: Record<string, EngineStats>; buffer?: BufferStats }): MetricsSnapshot {
+  snapshot(extra: {
+    queuedEpisodes: number;
+    runningEpisodes: number;
+    engines: Record<string, EngineStats>;
+    buffer?: BufferStats;
+  }): MetricsSnapshot {
     const elapsedSeconds = Math.max(1e-9, (performance.now() - this.started) / 1000);
     const perTask: Record<string, TaskMetrics> = {};
     for (const [name, task] of this.tasks) {

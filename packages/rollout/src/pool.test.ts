@@ -8,7 +8,14 @@ import { runEpisode } from "./episode.js";
 import { ExternalChatModel, ExternalModelError } from "./external.js";
 import { PolicyPool } from "./pool.js";
 import { RolloutScheduler } from "./scheduler.js";
-import { FaultyClient, ScriptedModel, echoFamily, testTokenizer, turnScript, type Tokenizer } from "./testing/fixtures.js";
+import {
+  FaultyClient,
+  ScriptedModel,
+  echoFamily,
+  testTokenizer,
+  turnScript,
+  type Tokenizer,
+} from "./testing/fixtures.js";
 import { formatToolCalls } from "./toolcall.js";
 import { POLICY_CODES } from "./types.js";
 
@@ -22,16 +29,40 @@ describe("cross-policy sampling", () => {
   after(() => client.close());
 
   const engine = (initialVersion = 0) =>
-    new InferenceEngine(new ScriptedModel(tokenizer.vocabSize, turnScript(tokenizer, (k) => formatToolCalls([{ name: "echo", arguments: { text: `t${k}` } }]))), {
-      temperature: 0,
-      stopTokenIds: tokenizer.stopTokenIds,
-      initialVersion,
-    });
+    new InferenceEngine(
+      new ScriptedModel(
+        tokenizer.vocabSize,
+        turnScript(tokenizer, (k) =>
+          formatToolCalls([{ name: "echo", arguments: { text: `t${k}` } }]),
+        ),
+      ),
+      {
+        temperature: 0,
+        stopTokenIds: tokenizer.stopTokenIds,
+        initialVersion,
+      },
+    );
 
   test("p = 0.25 puts 25 % ± 5 % of 400+ turns on the stale policy; stale turns do not count toward staleness", async () => {
-    const pool = new PolicyPool({ current: engine(), stale: engine(), staleProbability: 0.25, refreshEvery: 3, seed: 7 });
+    const pool = new PolicyPool({
+      current: engine(),
+      stale: engine(),
+      staleProbability: 0.25,
+      refreshEvery: 3,
+      seed: 7,
+    });
     const buffer = new TrajectoryBuffer({ capacityGroups: 1000, maxStaleness: 0 });
-    const scheduler = new RolloutScheduler({ client, tokenizer, pool, buffer, tasks: [{ name: "echo" }], groupSize: 4, maxGroups: 44, seed: 2, maxConcurrentEpisodes: 32 });
+    const scheduler = new RolloutScheduler({
+      client,
+      tokenizer,
+      pool,
+      buffer,
+      tasks: [{ name: "echo" }],
+      groupSize: 4,
+      maxGroups: 44,
+      seed: 2,
+      maxConcurrentEpisodes: 32,
+    });
     // Two weight updates while rolling out: current moves to version 2, stale stays at 0 (refreshed every 3).
     let updates = 0;
     const updater = setInterval(() => updates < 2 && pool.updateWeights(++updates, updates), 20);
@@ -50,16 +81,28 @@ describe("cross-policy sampling", () => {
         for (let t = from; t < to; t++) assert.equal(trajectory.policyIds[t], code);
         if (turn.policy === "stale") assert.equal(turn.minVersion, 0);
       }
-      const currentVersions = trajectory.turns.filter((turn) => turn.policy === "current").map((turn) => turn.minVersion);
-      assert.equal(trajectory.minVersion, currentVersions.length ? Math.min(...currentVersions) : -1);
+      const currentVersions = trajectory.turns
+        .filter((turn) => turn.policy === "current")
+        .map((turn) => turn.minVersion);
+      assert.equal(
+        trajectory.minVersion,
+        currentVersions.length ? Math.min(...currentVersions) : -1,
+      );
     }
     // maxStaleness 0 at version 2: only groups whose CURRENT turns are all at version 2 survive, stale-pool turns notwithstanding.
     buffer.setPolicyVersion(2);
     const stats = buffer.stats();
     assert.equal(pool.current.version, 2);
     assert.ok(stats.groupsTaken > 0);
-    const survivorsWithStaleTurns = groups.filter((g) => g.minVersion === 2 && g.trajectories.some((t) => t.turns.some((turn) => turn.policy === "stale")));
-    assert.ok(survivorsWithStaleTurns.length > 0, "groups mixing version-0 stale turns with version-2 current turns count as fresh");
+    const survivorsWithStaleTurns = groups.filter(
+      (g) =>
+        g.minVersion === 2 &&
+        g.trajectories.some((t) => t.turns.some((turn) => turn.policy === "stale")),
+    );
+    assert.ok(
+      survivorsWithStaleTurns.length > 0,
+      "groups mixing version-0 stale turns with version-2 current turns count as fresh",
+    );
   });
 
   describe("an external OpenAI-compatible model", () => {
@@ -75,17 +118,40 @@ describe("cross-policy sampling", () => {
           requests += 1;
           const parsed = JSON.parse(body);
           // `reset-once` drops the connection of every other request unanswered; `reset-always` of every request.
-          if (parsed.model === "reset-always" || (parsed.model === "reset-once" && resets % 2 === 0)) {
+          if (
+            parsed.model === "reset-always" ||
+            (parsed.model === "reset-once" && resets % 2 === 0)
+          ) {
             resets += 1;
             request.socket.destroy();
             return;
           }
           if (parsed.model === "broken") {
-            response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ nothing: true }));
+            response
+              .writeHead(200, { "content-type": "application/json" })
+              .end(JSON.stringify({ nothing: true }));
             return;
           }
-          const reply = { choices: [{ message: { role: "assistant", content: null, tool_calls: [{ id: "x", type: "function", function: { name: "echo", arguments: '{"text": "external"}' } }] } }] };
-          response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(reply));
+          const reply = {
+            choices: [
+              {
+                message: {
+                  role: "assistant",
+                  content: null,
+                  tool_calls: [
+                    {
+                      id: "x",
+                      type: "function",
+                      function: { name: "echo", arguments: '{"text": "external"}' },
+                    },
+                  ],
+                },
+              },
+            ],
+          };
+          response
+            .writeHead(200, { "content-type": "application/json" })
+            .end(JSON.stringify(reply));
         });
       });
       await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
@@ -95,14 +161,28 @@ describe("cross-policy sampling", () => {
 
     test("its turns enter the trajectory with loss mask 0, as the template renders them", async () => {
       const external = new ExternalChatModel({ baseUrl, model: "guide" });
-      const pool = new PolicyPool({ current: engine(), external, externalProbability: 0.5, seed: 3 });
-      const trajectory = await runEpisode({ client, tokenizer, pool }, { task: "echo", index: 3, groupId: "g", member: 0 });
+      const pool = new PolicyPool({
+        current: engine(),
+        external,
+        externalProbability: 0.5,
+        seed: 3,
+      });
+      const trajectory = await runEpisode(
+        { client, tokenizer, pool },
+        { task: "echo", index: 3, groupId: "g", member: 0 },
+      );
       assert.equal(trajectory.status, "completed");
       const externalTurns = trajectory.turns.filter((turn) => turn.policy === "external");
-      assert.ok(externalTurns.length >= 1 && externalTurns.length < trajectory.turns.length, `${externalTurns.length} external turns`);
+      assert.ok(
+        externalTurns.length >= 1 && externalTurns.length < trajectory.turns.length,
+        `${externalTurns.length} external turns`,
+      );
       for (const turn of externalTurns) {
         const [from, to] = turn.generated;
-        assert.equal(tokenizer.decode(Array.from(trajectory.tokens.slice(from, to))), '<tool_call>\n{"name": "echo", "arguments": {"text": "external"}}\n</tool_call><|im_end|>');
+        assert.equal(
+          tokenizer.decode(Array.from(trajectory.tokens.slice(from, to))),
+          '<tool_call>\n{"name": "echo", "arguments": {"text": "external"}}\n</tool_call><|im_end|>',
+        );
         for (let t = from; t < to; t++) {
           assert.equal(trajectory.lossMask[t], 0);
           assert.equal(trajectory.policyIds[t], POLICY_CODES.external);
@@ -121,19 +201,38 @@ describe("cross-policy sampling", () => {
       assert.equal(resets, 1);
       resets = 0;
       const always = new ExternalChatModel({ baseUrl, model: "reset-always" });
-      await assert.rejects(always.complete([{ role: "user", content: "hi" }], []), (error: Error) => error instanceof ExternalModelError && /could not be reached \(\w+, 3 tries\)/.test(error.message));
+      await assert.rejects(
+        always.complete([{ role: "user", content: "hi" }], []),
+        (error: Error) =>
+          error instanceof ExternalModelError &&
+          /could not be reached \(\w+, 3 tries\)/.test(error.message),
+      );
       assert.equal(resets, 3, "the first try and 2 retries");
       resets = 0;
-      const noRetries = new ExternalChatModel({ baseUrl, model: "reset-once", connectionRetries: 0 });
-      await assert.rejects(noRetries.complete([{ role: "user", content: "hi" }], []), (error: Error) => error instanceof ExternalModelError && /could not be reached \(\w+\)/.test(error.message));
+      const noRetries = new ExternalChatModel({
+        baseUrl,
+        model: "reset-once",
+        connectionRetries: 0,
+      });
+      await assert.rejects(
+        noRetries.complete([{ role: "user", content: "hi" }], []),
+        (error: Error) =>
+          error instanceof ExternalModelError && /could not be reached \(\w+\)/.test(error.message),
+      );
       assert.equal(resets, 1);
     });
 
     test("a malformed answer is an ExternalModelError, and the episode ends as a task error", async () => {
       const external = new ExternalChatModel({ baseUrl, model: "broken" });
-      await assert.rejects(external.complete([{ role: "user", content: "hi" }], []), ExternalModelError);
+      await assert.rejects(
+        external.complete([{ role: "user", content: "hi" }], []),
+        ExternalModelError,
+      );
       const pool = new PolicyPool({ current: engine(), external, externalProbability: 1 });
-      const trajectory = await runEpisode({ client, tokenizer, pool }, { task: "echo", index: 0, groupId: "g", member: 0 });
+      const trajectory = await runEpisode(
+        { client, tokenizer, pool },
+        { task: "echo", index: 0, groupId: "g", member: 0 },
+      );
       assert.equal(trajectory.status, "task error");
       assert.match(trajectory.error ?? "", /ExternalModelError/);
     });

@@ -43,20 +43,32 @@ export class PolicyPool<Weights = unknown> {
     this.current = options.current;
     this.stale = options.stale;
     this.external = options.external;
-    this.staleProbability = options.stale ? options.staleProbability ?? 0.25 : 0;
-    this.externalProbability = options.external ? options.externalProbability ?? 0 : 0;
+    this.staleProbability = options.stale ? (options.staleProbability ?? 0.25) : 0;
+    this.externalProbability = options.external ? (options.externalProbability ?? 0) : 0;
     this.refreshEvery = options.refreshEvery ?? 2;
     this.random = new Rng(options.seed ?? 0);
-    if (this.staleProbability + this.externalProbability > 1 || this.staleProbability < 0 || this.externalProbability < 0) {
-      throw new RangeError(`staleProbability ${this.staleProbability} + externalProbability ${this.externalProbability} must lie in [0, 1]`);
+    if (
+      this.staleProbability + this.externalProbability > 1 ||
+      this.staleProbability < 0 ||
+      this.externalProbability < 0
+    ) {
+      throw new RangeError(
+        `staleProbability ${this.staleProbability} + externalProbability ${this.externalProbability} must lie in [0, 1]`,
+      );
     }
-    if (!(this.refreshEvery >= 1)) throw new RangeError(`refreshEvery must be ≥ 1, got ${this.refreshEvery}`);
+    if (!(this.refreshEvery >= 1))
+      throw new RangeError(`refreshEvery must be ≥ 1, got ${this.refreshEvery}`);
   }
 
   /** Draws which policy generates the next turn. */
   choose(): PolicyId {
     const u = this.random.next();
-    const id: PolicyId = u < this.staleProbability ? "stale" : u < this.staleProbability + this.externalProbability ? "external" : "current";
+    const id: PolicyId =
+      u < this.staleProbability
+        ? "stale"
+        : u < this.staleProbability + this.externalProbability
+          ? "external"
+          : "current";
     this.draws[id] += 1;
     return id;
   }
@@ -88,7 +100,8 @@ export class PolicyPool<Weights = unknown> {
   async updateWeights(weights: Weights, version: number): Promise<void> {
     this.updates += 1;
     const pending = [this.current.updateWeights(weights, version)];
-    if (this.stale && this.updates % this.refreshEvery === 0) pending.push(this.stale.updateWeights(weights, version));
+    if (this.stale && this.updates % this.refreshEvery === 0)
+      pending.push(this.stale.updateWeights(weights, version));
     await Promise.all(pending);
   }
 

@@ -6,8 +6,17 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { createServer as createHttpServer, type IncomingMessage, type ServerResponse } from "node:http";
-import { createServer as createTcpServer, type AddressInfo, type Server, type Socket } from "node:net";
+import {
+  createServer as createHttpServer,
+  type IncomingMessage,
+  type ServerResponse,
+} from "node:http";
+import {
+  createServer as createTcpServer,
+  type AddressInfo,
+  type Server,
+  type Socket,
+} from "node:net";
 import { AgentRLError } from "@agentrl/spec";
 import { InferenceServerError, RemoteEngine } from "./remote.js";
 
@@ -35,19 +44,30 @@ async function partlyHungServer(hang: string[]) {
     requests.push(`${request.method} ${request.url}`);
     request.resume();
     if (hang.some((path) => request.url?.endsWith(path))) return;
-    if (request.url === "/health") return void response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ status: "ok", model: "m", engine: { version: 0 } }));
-    response.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: { message: "no route" } }));
+    if (request.url === "/health")
+      return void response
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ status: "ok", model: "m", engine: { version: 0 } }));
+    response
+      .writeHead(404, { "content-type": "application/json" })
+      .end(JSON.stringify({ error: { message: "no route" } }));
   });
   return { requests, ...(await listening(server)) };
 }
 
-async function rejectsWithin<T>(promise: Promise<T>, limitMs: number): Promise<InferenceServerError> {
+async function rejectsWithin<T>(
+  promise: Promise<T>,
+  limitMs: number,
+): Promise<InferenceServerError> {
   const began = Date.now();
   const error = await promise.then(
     () => assert.fail("expected a rejection"),
     (error: unknown) => error,
   );
-  assert.ok(Date.now() - began < limitMs, `rejected after ${Date.now() - began} ms, limit ${limitMs}`);
+  assert.ok(
+    Date.now() - began < limitMs,
+    `rejected after ${Date.now() - began} ms, limit ${limitMs}`,
+  );
   assert.ok(error instanceof InferenceServerError, `an InferenceServerError, got ${String(error)}`);
   assert.ok(error instanceof AgentRLError);
   return error;
@@ -56,8 +76,14 @@ async function rejectsWithin<T>(promise: Promise<T>, limitMs: number): Promise<I
 test("connect: a server that accepts and never answers GET /health fails at healthTimeoutMs, naming it and the deadline", async () => {
   const silent = await listening(createTcpServer(() => {}));
   try {
-    const error = await rejectsWithin(RemoteEngine.connect({ servers: [silent.url], healthTimeoutMs: 300, log: () => {} }), 5_000);
-    assert.match(error.message, new RegExp(`${silent.url}/v1: no answer within 300 ms \\(healthTimeoutMs\\)`));
+    const error = await rejectsWithin(
+      RemoteEngine.connect({ servers: [silent.url], healthTimeoutMs: 300, log: () => {} }),
+      5_000,
+    );
+    assert.match(
+      error.message,
+      new RegExp(`${silent.url}/v1: no answer within 300 ms \\(healthTimeoutMs\\)`),
+    );
   } finally {
     await silent.close();
   }
@@ -66,16 +92,34 @@ test("connect: a server that accepts and never answers GET /health fails at heal
 test("a turn on a server that never answers fails at requestTimeoutMs, names the server and the deadline, and marks it down", async () => {
   const hung = await partlyHungServer(["/chat/completions"]);
   const lines: string[] = [];
-  const engine = await RemoteEngine.connect({ servers: [hung.url], requestTimeoutMs: 400, retryAfterMs: 60_000, unavailableTimeoutMs: 200, log: (line) => lines.push(line) });
+  const engine = await RemoteEngine.connect({
+    servers: [hung.url],
+    requestTimeoutMs: 400,
+    retryAfterMs: 60_000,
+    unavailableTimeoutMs: 200,
+    log: (line) => lines.push(line),
+  });
   try {
-    const error = await rejectsWithin(engine.generate({ promptTokens: [1, 2, 3], maxNewTokens: 4 }), 5_000);
-    assert.match(error.message, /\/v1\/chat\/completions: no answer within 400 ms \(requestTimeoutMs\)/);
+    const error = await rejectsWithin(
+      engine.generate({ promptTokens: [1, 2, 3], maxNewTokens: 4 }),
+      5_000,
+    );
+    assert.match(
+      error.message,
+      /\/v1\/chat\/completions: no answer within 400 ms \(requestTimeoutMs\)/,
+    );
     assert.equal(error.server, `${hung.url}/v1`);
     assert.equal(error.deadlineMs, 400);
     assert.equal(engine.serverStates()[0].up, false);
-    assert.ok(lines.some((line) => line.includes("is down") && line.includes("400 ms")), lines.join("\n"));
+    assert.ok(
+      lines.some((line) => line.includes("is down") && line.includes("400 ms")),
+      lines.join("\n"),
+    );
     // With the only server down, the next turn fails too (after unavailableTimeoutMs), not hangs.
-    const next = await rejectsWithin(engine.generate({ promptTokens: [1], maxNewTokens: 1 }), 5_000);
+    const next = await rejectsWithin(
+      engine.generate({ promptTokens: [1], maxNewTokens: 1 }),
+      5_000,
+    );
     assert.match(next.message, /no live inference server for 200 ms/);
   } finally {
     engine.close();
@@ -85,11 +129,23 @@ test("a turn on a server that never answers fails at requestTimeoutMs, names the
 
 test("a weight push no server answers fails at pushTimeoutMs with the server and the deadline named", async () => {
   const hung = await partlyHungServer(["/weights"]);
-  const engine = await RemoteEngine.connect({ servers: [hung.url], pushTimeoutMs: 300, retryAfterMs: 60_000, weightsKey: "k", log: () => {} });
+  const engine = await RemoteEngine.connect({
+    servers: [hung.url],
+    pushTimeoutMs: 300,
+    retryAfterMs: 60_000,
+    weightsKey: "k",
+    log: () => {},
+  });
   try {
-    const weights = { version: 1, tensors: [{ name: "w", shape: [1], data: Float32Array.from([1]) }] };
+    const weights = {
+      version: 1,
+      tensors: [{ name: "w", shape: [1], data: Float32Array.from([1]) }],
+    };
     const error = await rejectsWithin(engine.updateWeights(weights, 1), 5_000);
-    assert.match(error.message, /weights of version 1 reached no server: .*\/v1\/weights: no answer within 300 ms \(pushTimeoutMs\)/);
+    assert.match(
+      error.message,
+      /weights of version 1 reached no server: .*\/v1\/weights: no answer within 300 ms \(pushTimeoutMs\)/,
+    );
     assert.equal(error.deadlineMs, 300);
     assert.equal(engine.version, 0, "the version is not advanced by a push that reached no server");
     assert.ok(hung.requests.includes("POST /v1/weights"));
@@ -107,17 +163,38 @@ test("of two servers, a hung one is marked down at the push deadline and the oth
       const chunks: Buffer[] = [];
       request.on("data", (chunk: Buffer) => chunks.push(chunk));
       request.on("end", () => {
-        if (request.url === "/health") return void response.writeHead(200).end(JSON.stringify({ model: "m", engine: { version: 0 } }));
-        pushed.push(`${request.headers.authorization} ${request.headers["x-agentrl-policy-version"]}`);
-        response.writeHead(200).end(JSON.stringify({ version: Number(request.headers["x-agentrl-policy-version"]) }));
+        if (request.url === "/health")
+          return void response
+            .writeHead(200)
+            .end(JSON.stringify({ model: "m", engine: { version: 0 } }));
+        pushed.push(
+          `${request.headers.authorization} ${request.headers["x-agentrl-policy-version"]}`,
+        );
+        response
+          .writeHead(200)
+          .end(JSON.stringify({ version: Number(request.headers["x-agentrl-policy-version"]) }));
       });
     }),
   );
-  const engine = await RemoteEngine.connect({ servers: [hung.url, good.url], pushTimeoutMs: 300, retryAfterMs: 60_000, weightsKey: "the-weights-key", apiKey: "chat-key", log: () => {} });
+  const engine = await RemoteEngine.connect({
+    servers: [hung.url, good.url],
+    pushTimeoutMs: 300,
+    retryAfterMs: 60_000,
+    weightsKey: "the-weights-key",
+    apiKey: "chat-key",
+    log: () => {},
+  });
   try {
-    await engine.updateWeights({ version: 2, tensors: [{ name: "w", shape: [1], data: Float32Array.from([1]) }] }, 2);
+    await engine.updateWeights(
+      { version: 2, tensors: [{ name: "w", shape: [1], data: Float32Array.from([1]) }] },
+      2,
+    );
     assert.equal(engine.version, 2);
-    assert.deepEqual(pushed, ["Bearer the-weights-key 2"], "the push carries the weights key, not the API key");
+    assert.deepEqual(
+      pushed,
+      ["Bearer the-weights-key 2"],
+      "the push carries the weights key, not the API key",
+    );
     assert.deepEqual(
       engine.serverStates().map((state) => state.up),
       [false, true],

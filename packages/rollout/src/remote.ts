@@ -27,7 +27,14 @@
 import { AgentRLError } from "@agentrl/spec";
 import { randomBytes } from "node:crypto";
 import { serializeSafetensors, type ExportedWeights } from "@agentrl/policy";
-import { ContextLimitError, EngineClosedError, type EngineStats, type GenerationEngine, type GenerationRequest, type GenerationResult } from "./engine/index.js";
+import {
+  ContextLimitError,
+  EngineClosedError,
+  type EngineStats,
+  type GenerationEngine,
+  type GenerationRequest,
+  type GenerationResult,
+} from "./engine/index.js";
 import { serveKeyFromEnvironment } from "./serve/key.js";
 
 /** The agentrl fields of a token-in chat-completions request (beside OpenAI's `model`, `max_tokens`, `temperature`, `n`). */
@@ -119,7 +126,10 @@ interface Server extends RemoteServerState {
 }
 
 export class RemoteEngine implements GenerationEngine<ExportedWeights> {
-  private readonly options: Required<Omit<RemoteEngineOptions, "apiKey" | "weightsKey" | "model" | "stopTokenIds">> & Pick<RemoteEngineOptions, "apiKey" | "weightsKey" | "model" | "stopTokenIds">;
+  private readonly options: Required<
+    Omit<RemoteEngineOptions, "apiKey" | "weightsKey" | "model" | "stopTokenIds">
+  > &
+    Pick<RemoteEngineOptions, "apiKey" | "weightsKey" | "model" | "stopTokenIds">;
   private readonly servers: Server[];
   /** Cache key (namespaced) → the server holding it. */
   private readonly affinity = new Map<string, Server>();
@@ -130,13 +140,38 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
   private latest: { bytes: Uint8Array; version: number } | undefined;
   private currentVersion = 0;
   private closed = false;
-  private readonly counters = { generatedTokens: 0, prefilledTokens: 0, reusedCacheTokens: 0, completedRequests: 0, weightUpdates: 0 };
+  private readonly counters = {
+    generatedTokens: 0,
+    prefilledTokens: 0,
+    reusedCacheTokens: 0,
+    completedRequests: 0,
+    weightUpdates: 0,
+  };
 
   private constructor(options: RemoteEngineOptions) {
-    if (options.servers.length === 0) throw new RangeError("a remote engine needs at least one server URL");
-    this.options = { temperature: 1, retryAfterMs: 2_000, unavailableTimeoutMs: 30_000, pushTimeoutMs: 600_000, requestTimeoutMs: 600_000, healthTimeoutMs: 5_000, affinitySlack: 4, log: (line) => console.warn(line), ...options };
+    if (options.servers.length === 0)
+      throw new RangeError("a remote engine needs at least one server URL");
+    this.options = {
+      temperature: 1,
+      retryAfterMs: 2_000,
+      unavailableTimeoutMs: 30_000,
+      pushTimeoutMs: 600_000,
+      requestTimeoutMs: 600_000,
+      healthTimeoutMs: 5_000,
+      affinitySlack: 4,
+      log: (line) => console.warn(line),
+      ...options,
+    };
     this.options.weightsKey ??= serveKeyFromEnvironment();
-    this.servers = options.servers.map((url) => ({ url: baseUrl(url), up: false, model: options.model, version: -1, inFlight: 0, requests: 0, failures: 0 }));
+    this.servers = options.servers.map((url) => ({
+      url: baseUrl(url),
+      up: false,
+      model: options.model,
+      version: -1,
+      inFlight: 0,
+      requests: 0,
+      failures: 0,
+    }));
   }
 
   /** Probes every server (GET /health); throws InferenceServerError when none answers. */
@@ -146,11 +181,17 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
     const live = engine.servers.filter((server) => server.up);
     if (live.length === 0) {
       engine.close();
-      const reasons = engine.servers.map((server, index) => `${server.url}: ${failures[index] ?? "no answer"}`).join("; ");
-      throw new InferenceServerError(`no inference server answers GET /health (${reasons})`, options.servers.join(","));
+      const reasons = engine.servers
+        .map((server, index) => `${server.url}: ${failures[index] ?? "no answer"}`)
+        .join("; ");
+      throw new InferenceServerError(
+        `no inference server answers GET /health (${reasons})`,
+        options.servers.join(","),
+      );
     }
     engine.currentVersion = Math.max(...live.map((server) => server.version));
-    for (const server of engine.servers) if (!server.up) engine.markDown(server, "did not answer GET /health");
+    for (const server of engine.servers)
+      if (!server.up) engine.markDown(server, "did not answer GET /health");
     return engine;
   }
 
@@ -166,7 +207,8 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
   async generate(request: GenerationRequest): Promise<GenerationResult> {
     if (this.closed) throw new EngineClosedError("the remote engine is closed");
     if (request.signal?.aborted) throw request.signal.reason;
-    const cacheKey = request.cacheKey === undefined ? undefined : `${this.namespace}-${request.cacheKey}`;
+    const cacheKey =
+      request.cacheKey === undefined ? undefined : `${this.namespace}-${request.cacheKey}`;
     const server = await this.pick(cacheKey, request.signal);
     const body: TokenCompletionRequest = {
       model: server.model!,
@@ -175,19 +217,36 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
       temperature: request.temperature ?? this.options.temperature,
       n: 1,
       return_token_ids: true,
-      ...(request.stopTokenIds ?? this.options.stopTokenIds ? { stop_token_ids: request.stopTokenIds ?? this.options.stopTokenIds } : {}),
+      ...((request.stopTokenIds ?? this.options.stopTokenIds)
+        ? { stop_token_ids: request.stopTokenIds ?? this.options.stopTokenIds }
+        : {}),
       ...(cacheKey !== undefined ? { cache_key: cacheKey } : {}),
     };
     if (cacheKey !== undefined) this.affinity.set(cacheKey, server);
     server.inFlight += 1;
     server.requests += 1;
-    const signal = request.signal ? AbortSignal.any([request.signal, this.closing.signal]) : this.closing.signal;
+    const signal = request.signal
+      ? AbortSignal.any([request.signal, this.closing.signal])
+      : this.closing.signal;
     try {
-      const answer = await this.call(server, "/chat/completions", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body), signal }, ["requestTimeoutMs", this.options.requestTimeoutMs]);
+      const answer = await this.call(
+        server,
+        "/chat/completions",
+        {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify(body),
+          signal,
+        },
+        ["requestTimeoutMs", this.options.requestTimeoutMs],
+      );
       return this.resultOf(server, answer, request.promptTokens.length);
     } catch (error) {
       if (cacheKey !== undefined) this.affinity.delete(cacheKey);
-      if (signal.aborted) throw request.signal?.aborted ? request.signal.reason : new EngineClosedError("the remote engine was closed");
+      if (signal.aborted)
+        throw request.signal?.aborted
+          ? request.signal.reason
+          : new EngineClosedError("the remote engine was closed");
       throw error;
     } finally {
       server.inFlight -= 1;
@@ -207,7 +266,16 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
     setImmediate(() => {
       const keys = this.releases.get(server) ?? [];
       this.releases.delete(server);
-      void this.call(server, "/cache/release", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ cache_keys: keys }) }, ["healthTimeoutMs", this.options.healthTimeoutMs]).catch(() => {});
+      void this.call(
+        server,
+        "/cache/release",
+        {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ cache_keys: keys }),
+        },
+        ["healthTimeoutMs", this.options.healthTimeoutMs],
+      ).catch(() => {});
     });
   }
 
@@ -219,7 +287,9 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
    */
   async updateWeights(weights: ExportedWeights, version: number): Promise<void> {
     if (this.closed) throw new EngineClosedError("the remote engine is closed");
-    const bytes = serializeSafetensors(weights.tensors, { metadata: { format: "pt", version: String(version) } });
+    const bytes = serializeSafetensors(weights.tensors, {
+      metadata: { format: "pt", version: String(version) },
+    });
     this.latest = { bytes, version };
     const refused: string[] = [];
     const failed: InferenceServerError[] = [];
@@ -229,14 +299,37 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
         try {
           await this.push(server);
         } catch (error) {
-          if (error instanceof InferenceServerError && error.status !== undefined && error.status < 500) refused.push(error.message);
-          else failed.push(error instanceof InferenceServerError ? error : new InferenceServerError(`${server.url}/weights: ${(error as Error).message}`, server.url));
+          if (
+            error instanceof InferenceServerError &&
+            error.status !== undefined &&
+            error.status < 500
+          )
+            refused.push(error.message);
+          else
+            failed.push(
+              error instanceof InferenceServerError
+                ? error
+                : new InferenceServerError(
+                    `${server.url}/weights: ${(error as Error).message}`,
+                    server.url,
+                  ),
+            );
         }
       }),
     );
-    if (refused.length > 0) throw new InferenceServerError(`weights of version ${version} refused: ${refused.join("; ")}`, "", 400);
+    if (refused.length > 0)
+      throw new InferenceServerError(
+        `weights of version ${version} refused: ${refused.join("; ")}`,
+        "",
+        400,
+      );
     if (live.length > 0 && failed.length === live.length) {
-      throw new InferenceServerError(`weights of version ${version} reached no server: ${failed.map((error) => error.message).join("; ")}`, failed.map((error) => error.server).join(","), failed[0].status, failed[0].deadlineMs);
+      throw new InferenceServerError(
+        `weights of version ${version} reached no server: ${failed.map((error) => error.message).join("; ")}`,
+        failed.map((error) => error.server).join(","),
+        failed[0].status,
+        failed[0].deadlineMs,
+      );
     }
     this.currentVersion = version;
     this.counters.weightUpdates += 1;
@@ -277,18 +370,29 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
   // ------------------------------------------------------------------ routing and health
 
   /** The server for a turn: least in flight, or the one holding the episode's cache when it is not much busier. */
-  private async pick(cacheKey: string | undefined, signal: AbortSignal | undefined): Promise<Server> {
+  private async pick(
+    cacheKey: string | undefined,
+    signal: AbortSignal | undefined,
+  ): Promise<Server> {
     const deadline = Date.now() + this.options.unavailableTimeoutMs;
     for (;;) {
       const live = this.servers.filter((server) => server.up);
       if (live.length > 0) {
-        const least = live.reduce((best, server) => (server.inFlight < best.inFlight ? server : best));
+        const least = live.reduce((best, server) =>
+          server.inFlight < best.inFlight ? server : best,
+        );
         const holder = cacheKey === undefined ? undefined : this.affinity.get(cacheKey);
-        return holder?.up && holder.inFlight <= least.inFlight + this.options.affinitySlack ? holder : least;
+        return holder?.up && holder.inFlight <= least.inFlight + this.options.affinitySlack
+          ? holder
+          : least;
       }
       if (this.closed) throw new EngineClosedError("the remote engine is closed");
       if (signal?.aborted) throw signal.reason;
-      if (Date.now() >= deadline) throw new InferenceServerError(`no live inference server for ${this.options.unavailableTimeoutMs} ms`, this.servers.map((server) => server.url).join(","));
+      if (Date.now() >= deadline)
+        throw new InferenceServerError(
+          `no live inference server for ${this.options.unavailableTimeoutMs} ms`,
+          this.servers.map((server) => server.url).join(","),
+        );
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
@@ -299,18 +403,27 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
     try {
       let health: { model?: string; engine?: { version?: number } };
       try {
-        const response = await fetch(server.url.replace(/\/v1$/, "/health"), { signal: AbortSignal.any([timeout, this.closing.signal]) });
+        const response = await fetch(server.url.replace(/\/v1$/, "/health"), {
+          signal: AbortSignal.any([timeout, this.closing.signal]),
+        });
         if (!response.ok) throw new Error(`HTTP ${response.status}`);
         health = (await response.json()) as typeof health;
       } catch (error) {
-        if (timeout.aborted) throw new InferenceServerError(`no answer within ${this.options.healthTimeoutMs} ms (healthTimeoutMs)`, server.url, 504, this.options.healthTimeoutMs);
+        if (timeout.aborted)
+          throw new InferenceServerError(
+            `no answer within ${this.options.healthTimeoutMs} ms (healthTimeoutMs)`,
+            server.url,
+            504,
+            this.options.healthTimeoutMs,
+          );
         throw error;
       }
       server.model = this.options.model ?? health.model;
       server.version = health.engine?.version ?? -1;
       if (this.latest) await this.push(server, true);
       if (this.closed) return;
-      if (!server.up && server.requests > 0) this.options.log(`inference server ${server.url} is back (version ${server.version})`);
+      if (!server.up && server.requests > 0)
+        this.options.log(`inference server ${server.url} is back (version ${server.version})`);
       server.up = true;
       return undefined;
     } catch (error) {
@@ -322,7 +435,10 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
   }
 
   private markDown(server: Server, reason: string): void {
-    if (server.up) this.options.log(`inference server ${server.url} is down (${reason}); its turns fail, others take new ones; retrying every ${this.options.retryAfterMs} ms`);
+    if (server.up)
+      this.options.log(
+        `inference server ${server.url} is down (${reason}); its turns fail, others take new ones; retrying every ${this.options.retryAfterMs} ms`,
+      );
     server.up = false;
     server.failures += 1;
     for (const [key, holder] of this.affinity) if (holder === server) this.affinity.delete(key);
@@ -342,32 +458,58 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
   private async push(server: Server, reviving = false): Promise<void> {
     const latest = this.latest!;
     const signal = this.closing.signal;
-    const headers = { "content-type": "application/octet-stream", [POLICY_VERSION_HEADER]: String(latest.version), ...(this.options.weightsKey ? { authorization: `Bearer ${this.options.weightsKey}` } : {}) };
+    const headers = {
+      "content-type": "application/octet-stream",
+      [POLICY_VERSION_HEADER]: String(latest.version),
+      ...(this.options.weightsKey ? { authorization: `Bearer ${this.options.weightsKey}` } : {}),
+    };
     const init = { method: "POST", headers, body: latest.bytes, signal };
     const deadline: Deadline = ["pushTimeoutMs", this.options.pushTimeoutMs];
-    const answer = (await (reviving ? this.request(server, "/weights", init, deadline) : this.call(server, "/weights", init, deadline))) as { version?: number };
+    const answer = (await (reviving
+      ? this.request(server, "/weights", init, deadline)
+      : this.call(server, "/weights", init, deadline))) as { version?: number };
     server.version = answer.version ?? latest.version;
   }
 
   /** One request to a server; a connection failure, a 5xx or no answer by the deadline marks it down. */
-  private async call(server: Server, path: string, init: RequestInit, deadline: Deadline): Promise<unknown> {
+  private async call(
+    server: Server,
+    path: string,
+    init: RequestInit,
+    deadline: Deadline,
+  ): Promise<unknown> {
     try {
       return await this.request(server, path, init, deadline);
     } catch (error) {
       const status = error instanceof InferenceServerError ? error.status : undefined;
       const aborted = (init.signal as AbortSignal | undefined)?.aborted;
-      if (!aborted && (status === undefined || status >= 500)) this.markDown(server, (error as Error).message);
+      if (!aborted && (status === undefined || status >= 500))
+        this.markDown(server, (error as Error).message);
       throw error;
     }
   }
 
   /** One request, answered within `deadline` (else an InferenceServerError naming the server, the route and the deadline). */
-  private async request(server: Server, path: string, init: RequestInit, [deadlineName, deadlineMs]: Deadline): Promise<unknown> {
-    const headers = { ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}), ...(init.headers as Record<string, string>) };
+  private async request(
+    server: Server,
+    path: string,
+    init: RequestInit,
+    [deadlineName, deadlineMs]: Deadline,
+  ): Promise<unknown> {
+    const headers = {
+      ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
+      ...(init.headers as Record<string, string>),
+    };
     const timeout = AbortSignal.timeout(deadlineMs);
     const given = init.signal as AbortSignal | undefined;
     const signal = given ? AbortSignal.any([given, timeout]) : timeout;
-    const late = () => new InferenceServerError(`${server.url}${path}: no answer within ${deadlineMs} ms (${deadlineName}); the server hangs or is overloaded`, server.url, 504, deadlineMs);
+    const late = () =>
+      new InferenceServerError(
+        `${server.url}${path}: no answer within ${deadlineMs} ms (${deadlineName}); the server hangs or is overloaded`,
+        server.url,
+        504,
+        deadlineMs,
+      );
     let response: Response | undefined;
     // A socket closed under the request may be a kept-alive connection the server had just
     // closed (likely after the event loop was blocked): one retry on a new connection tells
@@ -379,8 +521,12 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
         if (given?.aborted) throw error;
         if (timeout.aborted) throw late();
         const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-        if (attempt === 0 && (cause?.code === "UND_ERR_SOCKET" || cause?.code === "ECONNRESET")) continue;
-        throw new InferenceServerError(`${server.url}${path}: ${(error as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ""}`, server.url);
+        if (attempt === 0 && (cause?.code === "UND_ERR_SOCKET" || cause?.code === "ECONNRESET"))
+          continue;
+        throw new InferenceServerError(
+          `${server.url}${path}: ${(error as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ""}`,
+          server.url,
+        );
       }
     }
     let text: string;
@@ -389,24 +535,39 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
     } catch (error) {
       if (given?.aborted) throw error;
       if (timeout.aborted) throw late();
-      throw new InferenceServerError(`${server.url}${path}: the answer broke off: ${(error as Error).message}`, server.url);
+      throw new InferenceServerError(
+        `${server.url}${path}: the answer broke off: ${(error as Error).message}`,
+        server.url,
+      );
     }
     let json: unknown;
     try {
       json = JSON.parse(text);
     } catch {
-      throw new InferenceServerError(`${server.url}${path}: HTTP ${response.status}, not JSON: ${text.slice(0, 120)}`, server.url, response.status);
+      throw new InferenceServerError(
+        `${server.url}${path}: HTTP ${response.status}, not JSON: ${text.slice(0, 120)}`,
+        server.url,
+        response.status,
+      );
     }
     if (!response.ok) {
       const error = (json as { error?: { message?: string; code?: string } }).error;
-      if (error?.code === "context_length_exceeded") throw new ContextLimitError(error.message ?? "context length exceeded");
-      throw new InferenceServerError(`${server.url}${path}: HTTP ${response.status}: ${error?.message ?? text.slice(0, 200)}`, server.url, response.status);
+      if (error?.code === "context_length_exceeded")
+        throw new ContextLimitError(error.message ?? "context length exceeded");
+      throw new InferenceServerError(
+        `${server.url}${path}: HTTP ${response.status}: ${error?.message ?? text.slice(0, 200)}`,
+        server.url,
+        response.status,
+      );
     }
     return json;
   }
 
   private resultOf(server: Server, answer: unknown, promptLength: number): GenerationResult {
-    const body = answer as { choices?: TokenCompletionChoice[]; usage?: { prompt_tokens_details?: { cached_tokens?: number } } };
+    const body = answer as {
+      choices?: TokenCompletionChoice[];
+      usage?: { prompt_tokens_details?: { cached_tokens?: number } };
+    };
     const choice = body.choices?.[0];
     const valid =
       choice &&
@@ -414,7 +575,12 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
       choice.token_ids.length > 0 &&
       choice.token_logprobs?.length === choice.token_ids.length &&
       choice.token_versions?.length === choice.token_ids.length;
-    if (!valid) throw new InferenceServerError(`${server.url}: the answer lacks token_ids, token_logprobs and token_versions of equal length (is it an agentrl serve server?)`, server.url, 200);
+    if (!valid)
+      throw new InferenceServerError(
+        `${server.url}: the answer lacks token_ids, token_logprobs and token_versions of equal length (is it an agentrl serve server?)`,
+        server.url,
+        200,
+      );
     const cached = Math.min(promptLength, body.usage?.prompt_tokens_details?.cached_tokens ?? 0);
     this.counters.generatedTokens += choice.token_ids.length;
     this.counters.prefilledTokens += promptLength - cached;

@@ -166,7 +166,8 @@ test("RoutingEnvironmentClient: a worker that dies mid-episode ends it with task
 });
 
 async function osSkipReason(): Promise<string | undefined> {
-  if (!hasAgentBenchData("os_interaction")) return "no AgentBench OS data (../shared/data/agentbench)";
+  if (!hasAgentBenchData("os_interaction"))
+    return "no AgentBench OS data (../shared/data/agentbench)";
   if (!(await isDockerAvailable()))
     return "no Docker engine answers on the local socket (bash scripts/start-dockerd.sh)";
   if (!(await imagesUpToDate(undefined, ["os"])))

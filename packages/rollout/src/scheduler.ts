@@ -123,14 +123,19 @@ export class RolloutScheduler {
     // Every running episode listens to the stop signal.
     setMaxListeners(0, this.controller.signal);
     if (options.tasks.length === 0) throw new SchedulerError("the task mix is empty");
-    if (!(this.groupSize >= 1)) throw new SchedulerError(`groupSize must be ≥ 1, got ${this.groupSize}`);
+    if (!(this.groupSize >= 1))
+      throw new SchedulerError(`groupSize must be ≥ 1, got ${this.groupSize}`);
     const uninformativeWeight = options.uninformativeWeight ?? 1;
-    if (!(uninformativeWeight >= 0 && uninformativeWeight <= 1)) throw new SchedulerError(`uninformativeWeight must be in [0, 1], got ${uninformativeWeight}`);
+    if (!(uninformativeWeight >= 0 && uninformativeWeight <= 1))
+      throw new SchedulerError(`uninformativeWeight must be in [0, 1], got ${uninformativeWeight}`);
     for (const task of options.tasks) {
       this.taskQueues.set(task.name, new PQueue({ concurrency: task.concurrency ?? Infinity }));
     }
     const unknown = this.replay.find((entry) => !this.taskQueues.has(entry.task));
-    if (unknown) throw new SchedulerError(`a group to replay is of task "${unknown.task}", which is not in the mix`);
+    if (unknown)
+      throw new SchedulerError(
+        `a group to replay is of task "${unknown.task}", which is not in the mix`,
+      );
   }
 
   /** The groups launched and not yet complete (what a checkpoint saves to play again after a resume). */
@@ -159,7 +164,12 @@ export class RolloutScheduler {
   snapshot(): MetricsSnapshot {
     const engines: MetricsSnapshot["engines"] = { current: this.options.pool.current.stats() };
     if (this.options.pool.stale) engines.stale = this.options.pool.stale.stats();
-    return this.metrics.snapshot({ queuedEpisodes: this.waitingEpisodes, runningEpisodes: this.runningEpisodes, engines, buffer: this.options.buffer.stats() });
+    return this.metrics.snapshot({
+      queuedEpisodes: this.waitingEpisodes,
+      runningEpisodes: this.runningEpisodes,
+      engines,
+      buffer: this.options.buffer.stats(),
+    });
   }
 
   private async run(): Promise<void> {
@@ -176,14 +186,18 @@ export class RolloutScheduler {
   }
 
   private hasRoom(): boolean {
-    const bufferRoom = this.options.buffer.size + this.groupsInFlight < this.options.buffer.capacityGroups;
+    const bufferRoom =
+      this.options.buffer.size + this.groupsInFlight < this.options.buffer.capacityGroups;
     return bufferRoom && this.waitingEpisodes < this.groupSize;
   }
 
   /** Resolves on the next episode start or end, buffer take, or stop. */
   private nextChange(): Promise<void> {
     return new Promise((resolve) => {
-      const bufferSpace = this.options.buffer.waitUntilBelow(this.options.buffer.size, this.controller.signal);
+      const bufferSpace = this.options.buffer.waitUntilBelow(
+        this.options.buffer.size,
+        this.controller.signal,
+      );
       this.wakeLoop = resolve;
       bufferSpace.then(resolve);
     });
@@ -197,8 +211,10 @@ export class RolloutScheduler {
 
   private async loadIndices(): Promise<void> {
     for (const task of this.options.tasks) {
-      const indices = task.indices ?? (await this.options.client.getIndices(task.name, task.split ?? "train"));
-      if (indices.length === 0) throw new SchedulerError(`task "${task.name}" has no sample indices`);
+      const indices =
+        task.indices ?? (await this.options.client.getIndices(task.name, task.split ?? "train"));
+      if (indices.length === 0)
+        throw new SchedulerError(`task "${task.name}" has no sample indices`);
       this.indices.set(task.name, indices);
     }
   }
@@ -213,7 +229,13 @@ export class RolloutScheduler {
       index = replayed.index;
     } else {
       const tasks = this.options.tasks;
-      task = tasks[weightedIndex(this.random, tasks.map((entry) => this.effectiveWeight(entry)))];
+      task =
+        tasks[
+          weightedIndex(
+            this.random,
+            tasks.map((entry) => this.effectiveWeight(entry)),
+          )
+        ];
       const indices = this.indices.get(task.name)!;
       index = indices[this.random.nextInt(indices.length)];
     }
@@ -221,8 +243,12 @@ export class RolloutScheduler {
     this.groupsLaunched += 1;
     this.groupsInFlight += 1;
     this.inFlight.set(groupId, { groupId, task: task.name, index });
-    const episodes = Array.from({ length: this.groupSize }, (_, member) => this.scheduleEpisode(task.name, index, groupId, member));
-    const group = Promise.all(episodes).then((trajectories) => this.completeGroup(groupId, task.name, index, trajectories));
+    const episodes = Array.from({ length: this.groupSize }, (_, member) =>
+      this.scheduleEpisode(task.name, index, groupId, member),
+    );
+    const group = Promise.all(episodes).then((trajectories) =>
+      this.completeGroup(groupId, task.name, index, trajectories),
+    );
     this.groupPromises.add(group);
     group.finally(() => this.groupPromises.delete(group));
   }
@@ -241,7 +267,12 @@ export class RolloutScheduler {
     return this.options.informativeWindow ?? 16;
   }
 
-  private scheduleEpisode(task: string, index: number, groupId: string, member: number): Promise<Trajectory> {
+  private scheduleEpisode(
+    task: string,
+    index: number,
+    groupId: string,
+    member: number,
+  ): Promise<Trajectory> {
     this.waitingEpisodes += 1;
     const taskQueue = this.taskQueues.get(task)!;
     const episode = taskQueue.add(() =>
@@ -251,7 +282,11 @@ export class RolloutScheduler {
         this.notify();
         try {
           const trajectory = await (this.options.playEpisode ?? runEpisode)(
-            { client: this.options.client, tokenizer: this.options.tokenizer, pool: this.options.pool },
+            {
+              client: this.options.client,
+              tokenizer: this.options.tokenizer,
+              pool: this.options.pool,
+            },
             { task, index, groupId, member },
             this.options.episode,
             this.controller.signal,
@@ -268,7 +303,12 @@ export class RolloutScheduler {
     return episode as Promise<Trajectory>;
   }
 
-  private completeGroup(groupId: string, task: string, index: number, trajectories: Trajectory[]): void {
+  private completeGroup(
+    groupId: string,
+    task: string,
+    index: number,
+    trajectories: Trajectory[],
+  ): void {
     this.groupsInFlight -= 1;
     this.inFlight.delete(groupId);
     const versions = trajectories.filter((t) => t.minVersion >= 0);

@@ -42,7 +42,8 @@ const ARRAY_KINDS = {
 type ArrayKind = keyof typeof ARRAY_KINDS;
 
 function kindOf(value: unknown): ArrayKind | undefined {
-  for (const [kind, type] of Object.entries(ARRAY_KINDS)) if (value instanceof type) return kind as ArrayKind;
+  for (const [kind, type] of Object.entries(ARRAY_KINDS))
+    if (value instanceof type) return kind as ArrayKind;
   return undefined;
 }
 
@@ -76,36 +77,56 @@ export function encodeRolloutState(state: RolloutState): Uint8Array {
 
 /** Decodes what `encodeRolloutState` wrote; throws RolloutStateError on anything else. */
 export function decodeRolloutState(bytes: Uint8Array): RolloutState {
-  if (bytes.byteLength < MAGIC.length + 4 || new TextDecoder().decode(bytes.subarray(0, MAGIC.length)) !== MAGIC) {
+  if (
+    bytes.byteLength < MAGIC.length + 4 ||
+    new TextDecoder().decode(bytes.subarray(0, MAGIC.length)) !== MAGIC
+  ) {
     throw new RolloutStateError(`not a rollout state (no ${MAGIC} header)`);
   }
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   const headerLength = view.getUint32(MAGIC.length, true);
   const headerEnd = MAGIC.length + 4 + headerLength;
-  if (headerEnd > bytes.byteLength) throw new RolloutStateError(`the rollout state is truncated (header of ${headerLength} bytes, file of ${bytes.byteLength})`);
+  if (headerEnd > bytes.byteLength)
+    throw new RolloutStateError(
+      `the rollout state is truncated (header of ${headerLength} bytes, file of ${bytes.byteLength})`,
+    );
   const start = Math.ceil(headerEnd / 8) * 8;
   let state: RolloutState;
   try {
-    state = JSON.parse(new TextDecoder().decode(bytes.subarray(MAGIC.length + 4, headerEnd)), (_key, value: unknown) => {
-      if (value && typeof value === "object" && "$array" in value) {
-        const { $array: kind, offset, length } = value as { $array: ArrayKind; offset: number; length: number };
-        const type = ARRAY_KINDS[kind];
-        if (!type) throw new RolloutStateError(`unknown array kind ${String(kind)}`);
-        const byteLength = length * type.BYTES_PER_ELEMENT;
-        if (start + offset + byteLength > bytes.byteLength) throw new RolloutStateError(`the rollout state is truncated (an array ends at ${start + offset + byteLength} of ${bytes.byteLength} bytes)`);
-        // A copy: the arrays own their memory, aligned, apart from the file's buffer (a Node
-        // Buffer's slice would share its pool).
-        const copy = new ArrayBuffer(byteLength);
-        new Uint8Array(copy).set(bytes.subarray(start + offset, start + offset + byteLength));
-        return new type(copy);
-      }
-      if (value && typeof value === "object" && "$number" in value) return Number((value as { $number: string }).$number);
-      return value;
-    }) as RolloutState;
+    state = JSON.parse(
+      new TextDecoder().decode(bytes.subarray(MAGIC.length + 4, headerEnd)),
+      (_key, value: unknown) => {
+        if (value && typeof value === "object" && "$array" in value) {
+          const {
+            $array: kind,
+            offset,
+            length,
+          } = value as { $array: ArrayKind; offset: number; length: number };
+          const type = ARRAY_KINDS[kind];
+          if (!type) throw new RolloutStateError(`unknown array kind ${String(kind)}`);
+          const byteLength = length * type.BYTES_PER_ELEMENT;
+          if (start + offset + byteLength > bytes.byteLength)
+            throw new RolloutStateError(
+              `the rollout state is truncated (an array ends at ${start + offset + byteLength} of ${bytes.byteLength} bytes)`,
+            );
+          // A copy: the arrays own their memory, aligned, apart from the file's buffer (a Node
+          // Buffer's slice would share its pool).
+          const copy = new ArrayBuffer(byteLength);
+          new Uint8Array(copy).set(bytes.subarray(start + offset, start + offset + byteLength));
+          return new type(copy);
+        }
+        if (value && typeof value === "object" && "$number" in value)
+          return Number((value as { $number: string }).$number);
+        return value;
+      },
+    ) as RolloutState;
   } catch (error) {
     if (error instanceof RolloutStateError) throw error;
-    throw new RolloutStateError(`the rollout state's header is not valid JSON (${(error as Error).message})`);
+    throw new RolloutStateError(
+      `the rollout state's header is not valid JSON (${(error as Error).message})`,
+    );
   }
-  if (!Array.isArray(state?.groups) || !Array.isArray(state?.inFlight)) throw new RolloutStateError("the rollout state lacks groups or inFlight");
+  if (!Array.isArray(state?.groups) || !Array.isArray(state?.inFlight))
+    throw new RolloutStateError("the rollout state lacks groups or inFlight");
   return state;
 }

@@ -52,7 +52,8 @@ export function parseToolCalls(text: string, options: ParseToolCallsOptions = {}
     }
     outside.push(text.slice(position, open));
     const close = text.indexOf(TOOL_CALL_CLOSE, open + TOOL_CALL_OPEN.length);
-    if (close < 0) return formatFailure(text, `a ${TOOL_CALL_OPEN} block is not closed with ${TOOL_CALL_CLOSE}`);
+    if (close < 0)
+      return formatFailure(text, `a ${TOOL_CALL_OPEN} block is not closed with ${TOOL_CALL_CLOSE}`);
     const body = text.slice(open + TOOL_CALL_OPEN.length, close).trim();
     const call = parseOneCall(body, `${idPrefix}_${calls.length}`);
     if ("error" in call) return formatFailure(text, call.error);
@@ -63,8 +64,12 @@ export function parseToolCalls(text: string, options: ParseToolCallsOptions = {}
     return formatFailure(text, `${TOOL_CALL_CLOSE} without an opening ${TOOL_CALL_OPEN}`);
   }
   const content = outside.join("").trim();
-  if (calls.length === 0) return { message: { role: "assistant", content: text.trim() }, toolCalls: 0 };
-  return { message: { role: "assistant", content: content === "" ? null : content, tool_calls: calls }, toolCalls: calls.length };
+  if (calls.length === 0)
+    return { message: { role: "assistant", content: text.trim() }, toolCalls: 0 };
+  return {
+    message: { role: "assistant", content: content === "" ? null : content, tool_calls: calls },
+    toolCalls: calls.length,
+  };
 }
 
 function parseOneCall(body: string, id: string): ToolCall | { error: string } {
@@ -75,9 +80,19 @@ function parseOneCall(body: string, id: string): ToolCall | { error: string } {
     return { error: `tool call is not valid JSON (${(error as Error).message})` };
   }
   const checked = ToolCallJsonSchema.safeParse(json);
-  if (!checked.success) return { error: `tool call must be {"name": string, "arguments": object}: ${checked.error.issues[0]?.message ?? "invalid"}` };
+  if (!checked.success)
+    return {
+      error: `tool call must be {"name": string, "arguments": object}: ${checked.error.issues[0]?.message ?? "invalid"}`,
+    };
   const args = checked.data.arguments ?? {};
-  return { id, type: "function", function: { name: checked.data.name, arguments: typeof args === "string" ? args : JSON.stringify(args) } };
+  return {
+    id,
+    type: "function",
+    function: {
+      name: checked.data.name,
+      arguments: typeof args === "string" ? args : JSON.stringify(args),
+    },
+  };
 }
 
 function formatFailure(text: string, formatError: string): ParsedTurn {
@@ -89,15 +104,25 @@ function formatFailure(text: string, formatError: string): ParsedTurn {
  * renders them (`tojson` spacing: `", "` and `": "`), so a model that writes this text is
  * prefix-stable under the template.
  */
-export function formatToolCalls(calls: { name: string; arguments: Record<string, unknown> }[]): string {
-  return calls.map((call) => `${TOOL_CALL_OPEN}\n${jsonLikePython({ name: call.name, arguments: call.arguments })}\n${TOOL_CALL_CLOSE}`).join("\n");
+export function formatToolCalls(
+  calls: { name: string; arguments: Record<string, unknown> }[],
+): string {
+  return calls
+    .map(
+      (call) =>
+        `${TOOL_CALL_OPEN}\n${jsonLikePython({ name: call.name, arguments: call.arguments })}\n${TOOL_CALL_CLOSE}`,
+    )
+    .join("\n");
 }
 
 /** JSON with Python's `json.dumps` separators (`", "`, `": "`), which Jinja's `tojson` uses. */
 export function jsonLikePython(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(jsonLikePython).join(", ")}]`;
   if (value !== null && typeof value === "object") {
-    return `{${Object.entries(value).filter(([, v]) => v !== undefined).map(([k, v]) => `${JSON.stringify(k)}: ${jsonLikePython(v)}`).join(", ")}}`;
+    return `{${Object.entries(value)
+      .filter(([, v]) => v !== undefined)
+      .map(([k, v]) => `${JSON.stringify(k)}: ${jsonLikePython(v)}`)
+      .join(", ")}}`;
   }
   return JSON.stringify(value) ?? "null";
 }

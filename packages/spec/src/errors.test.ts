@@ -4,7 +4,10 @@ import { AgentRLError } from "./errors.js";
 
 class ParseError extends AgentRLError {}
 class LineError extends ParseError {
-  constructor(message: string, readonly line: number) {
+  constructor(
+    message: string,
+    readonly line: number,
+  ) {
     super(`line ${line}: ${message}`);
   }
 }
@@ -14,7 +17,12 @@ test("AgentRLError: the name is the constructed class's, instanceof holds along 
   assert.equal(error.name, "LineError");
   assert.equal(error.message, "line 3: unexpected token");
   assert.equal(error.line, 3);
-  assert.ok(error instanceof LineError && error instanceof ParseError && error instanceof AgentRLError && error instanceof Error);
+  assert.ok(
+    error instanceof LineError &&
+      error instanceof ParseError &&
+      error instanceof AgentRLError &&
+      error instanceof Error,
+  );
   assert.equal(String(error), "LineError: line 3: unexpected token");
   assert.match(error.stack ?? "", /^LineError: line 3/);
   assert.equal(new ParseError("x").name, "ParseError");

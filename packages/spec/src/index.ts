@@ -3,7 +3,15 @@
  * public API, by name.
  */
 export {
-  type AssistantMessage, type ChatToolSpec, type JsonSchema, type Message, type Role,
-  type SystemMessage, type ToolCall, type ToolMessage, type ToolSpec, type UserMessage
+  type AssistantMessage,
+  type ChatToolSpec,
+  type JsonSchema,
+  type Message,
+  type Role,
+  type SystemMessage,
+  type ToolCall,
+  type ToolMessage,
+  type ToolSpec,
+  type UserMessage,
 } from "./messages.js";
 export { AgentRLError } from "./errors.js";

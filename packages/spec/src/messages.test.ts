@@ -5,9 +5,23 @@ import type { AssistantMessage, ChatToolSpec, Message, Role, ToolSpec } from "./
 test("messages: a tool round trip is a Message[], every ToolSpec is a ChatToolSpec", () => {
   const tool: ToolSpec = {
     type: "function",
-    function: { name: "bash", description: "Runs a command.", parameters: { type: "object", properties: { script: { type: "string" } }, required: ["script"] } },
+    function: {
+      name: "bash",
+      description: "Runs a command.",
+      parameters: {
+        type: "object",
+        properties: { script: { type: "string" } },
+        required: ["script"],
+      },
+    },
   };
-  const call: AssistantMessage = { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "bash", arguments: '{"script":"ls"}' } }] };
+  const call: AssistantMessage = {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      { id: "c1", type: "function", function: { name: "bash", arguments: '{"script":"ls"}' } },
+    ],
+  };
   const conversation: Message[] = [
     { role: "system", content: "You are an agent." },
     { role: "user", content: "List the files." },

@@ -4,8 +4,28 @@
  * entry (./index.ts). No stability promise.
  */
 export { EPSILON, stopGradient } from "./rl/algorithms.js";
-export { checkpointName, writeFileDurably, writeJson, COMPLETE_MARKER, trimMetrics } from "./rl/checkpoint.js";
+export {
+  checkpointName,
+  writeFileDurably,
+  writeJson,
+  COMPLETE_MARKER,
+  trimMetrics,
+} from "./rl/checkpoint.js";
 export { crc32c } from "./rl/logging.js";
-export { type BatchCounts, claimFrom, type EpochWork, type GradientPeer, microBatchBudget, type MicroBatchTensors, type ShardGradients, toTensors, EMPTY_UPDATE_METRICS } from "./rl/grpo.js";
+export {
+  type BatchCounts,
+  claimFrom,
+  type EpochWork,
+  type GradientPeer,
+  microBatchBudget,
+  type MicroBatchTensors,
+  type ShardGradients,
+  toTensors,
+  EMPTY_UPDATE_METRICS,
+} from "./rl/grpo.js";
 export { supervisedGradients, type SupervisedPeer, type SupervisedWork } from "./rl/sft.js";
-export { dispatchLearnerCall, type LearnerCall, prepareTransfer } from "./rl/threads/learner-thread.js";
+export {
+  dispatchLearnerCall,
+  type LearnerCall,
+  prepareTransfer,
+} from "./rl/threads/learner-thread.js";

@@ -11,7 +11,10 @@ test("bench: finds the checkout's bench/run.ts, refuses unknown names, and says 
   const root = findBenchmarkRoot();
   assert.ok(root, "this test runs inside the repository");
   assert.ok(existsSync(join(root, "bench", "run.ts")));
-  await assert.rejects(runBenchmarks(["policy", "speed"], root), /unknown benchmark "speed"; known: policy, rollout, pipeline, envs/);
+  await assert.rejects(
+    runBenchmarks(["policy", "speed"], root),
+    /unknown benchmark "speed"; known: policy, rollout, pipeline, envs/,
+  );
   const outside = await mkdtemp(join(tmpdir(), "agentrl-bench-"));
   try {
     assert.equal(findBenchmarkRoot(outside), undefined);
@@ -19,6 +22,9 @@ test("bench: finds the checkout's bench/run.ts, refuses unknown names, and says 
   } finally {
     await rm(outside, { recursive: true, force: true });
   }
-  const help = buildProgram().commands.find((command) => command.name() === "bench")?.helpInformation() ?? "";
+  const help =
+    buildProgram()
+      .commands.find((command) => command.name() === "bench")
+      ?.helpInformation() ?? "";
   assert.match(help, /\[names\.\.\.\]/);
 });

@@ -16,9 +16,12 @@ export const BENCHMARK_NAMES = ["policy", "rollout", "pipeline", "envs"] as cons
 export class BenchmarksNotFoundError extends AgentRLError {}
 
 /** The source checkout holding `bench/run.ts`, searched upwards from `start`; undefined when there is none. */
-export function findBenchmarkRoot(start: string = dirname(fileURLToPath(import.meta.url))): string | undefined {
+export function findBenchmarkRoot(
+  start: string = dirname(fileURLToPath(import.meta.url)),
+): string | undefined {
   for (let directory = start; ; directory = dirname(directory)) {
-    if (existsSync(join(directory, "bench", "run.ts")) && existsSync(join(directory, "packages"))) return directory;
+    if (existsSync(join(directory, "bench", "run.ts")) && existsSync(join(directory, "packages")))
+      return directory;
     if (dirname(directory) === directory) return undefined;
   }
 }
@@ -27,15 +30,25 @@ export function findBenchmarkRoot(start: string = dirname(fileURLToPath(import.m
  * Runs the named benchmarks (all when none) in a child process from the checkout at `root`
  * (default: the one this file is in; null: none); resolves with the child's exit code.
  */
-export async function runBenchmarks(names: readonly string[], root: string | null = findBenchmarkRoot() ?? null): Promise<number> {
+export async function runBenchmarks(
+  names: readonly string[],
+  root: string | null = findBenchmarkRoot() ?? null,
+): Promise<number> {
   const unknown = names.filter((name) => !(BENCHMARK_NAMES as readonly string[]).includes(name));
-  if (unknown.length) throw new Error(`unknown benchmark ${unknown.map((name) => `"${name}"`).join(", ")}; known: ${BENCHMARK_NAMES.join(", ")}`);
+  if (unknown.length)
+    throw new Error(
+      `unknown benchmark ${unknown.map((name) => `"${name}"`).join(", ")}; known: ${BENCHMARK_NAMES.join(", ")}`,
+    );
   if (!root) {
     throw new BenchmarksNotFoundError(
       "the benchmarks ship with the source repository (bench/run.ts), not with the npm package: run `agentrl bench` from a clone of the agentrl repository",
     );
   }
-  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", join(root, "bench", "run.ts"), ...names], { cwd: root, stdio: "inherit" });
+  const child = spawn(
+    process.execPath,
+    ["--conditions=source", "--import", "tsx", join(root, "bench", "run.ts"), ...names],
+    { cwd: root, stdio: "inherit" },
+  );
   return new Promise((resolve, reject) => {
     child.on("error", reject);
     child.on("exit", (code, signal) => resolve(code ?? (signal ? 1 : 0)));
@@ -45,7 +58,9 @@ export async function runBenchmarks(names: readonly string[], root: string | nul
 export function registerBenchCommand(program: Command): void {
   program
     .command("bench")
-    .description(`run the project's benchmarks (${BENCHMARK_NAMES.join(", ")}; all when none is named), print their figures and write them to docs/benchmarks.md`)
+    .description(
+      `run the project's benchmarks (${BENCHMARK_NAMES.join(", ")}; all when none is named), print their figures and write them to docs/benchmarks.md`,
+    )
     .argument("[names...]", `benchmarks to run: ${BENCHMARK_NAMES.join(", ")}`)
     .addHelpText(
       "after",

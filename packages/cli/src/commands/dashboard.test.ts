@@ -16,9 +16,14 @@ test("agentrl dashboard: registered with help, ports checked, a token required o
   assert.equal(parsePort("0"), 0);
   assert.throws(() => parsePort("70000"), /--port must be an integer/);
   const runs = mkdtempSync(join(tmpdir(), "agentrl-dashboard-cli-"));
-  await assert.rejects(openDashboard({ runs, port: 0, host: "0.0.0.0" }, () => undefined), DashboardConfigError);
+  await assert.rejects(
+    openDashboard({ runs, port: 0, host: "0.0.0.0" }, () => undefined),
+    DashboardConfigError,
+  );
   const lines: string[] = [];
-  const server = await openDashboard({ runs, port: 0, host: "127.0.0.1" }, (line) => lines.push(line));
+  const server = await openDashboard({ runs, port: 0, host: "127.0.0.1" }, (line) =>
+    lines.push(line),
+  );
   try {
     assert.match(lines[0], /^agentrl dashboard: http:\/\/127\.0\.0\.1:\d+\//);
     assert.deepEqual(await (await fetch(`${server.url}api/runs`)).json(), []);

@@ -21,7 +21,10 @@ export interface DashboardCommandOptions {
 export const parsePort = numberOption("--port", { integer: true, minimum: 0, maximum: 65_535 });
 
 /** Starts the dashboard and prints where it is. */
-export async function openDashboard(options: DashboardCommandOptions, print: (line: string) => void = (line) => console.error(line)): Promise<DashboardServer> {
+export async function openDashboard(
+  options: DashboardCommandOptions,
+  print: (line: string) => void = (line) => console.error(line),
+): Promise<DashboardServer> {
   const token = options.token ?? process.env.AGENTRL_DASHBOARD_TOKEN;
   const server = await startDashboard({
     runs: options.runs,
@@ -31,20 +34,38 @@ export async function openDashboard(options: DashboardCommandOptions, print: (li
     controllerUrl: options.controller,
     controllerToken: options.controllerToken ?? tokenFromEnvironment(),
   });
-  print(`agentrl dashboard: ${server.url}${token ? `?token=${token}` : ""} (runs in ${options.runs})`);
+  print(
+    `agentrl dashboard: ${server.url}${token ? `?token=${token}` : ""} (runs in ${options.runs})`,
+  );
   return server;
 }
 
 export function registerDashboardCommand(program: Command): void {
   program
     .command("dashboard")
-    .description("serve a live web dashboard of training runs: curves, environment workers, trajectories, evaluations")
+    .description(
+      "serve a live web dashboard of training runs: curves, environment workers, trajectories, evaluations",
+    )
     .option("--runs <dir>", "folder of runs (or one run folder)", "runs")
-    .option("--port <n>", "port to listen on (0 = any free port)", parsePort, DEFAULT_DASHBOARD_PORT)
+    .option(
+      "--port <n>",
+      "port to listen on (0 = any free port)",
+      parsePort,
+      DEFAULT_DASHBOARD_PORT,
+    )
     .option("--host <address>", "address to bind; anything but loopback needs --token", "127.0.0.1")
-    .option("--token <token>", "require this token (?token= or 'Authorization: Bearer'); env AGENTRL_DASHBOARD_TOKEN")
-    .option("--controller <url>", "environment controller to show workers and sessions of, e.g. http://127.0.0.1:5020")
-    .option("--controller-token <token>", "bearer token of that controller (default: env AGENTRL_TOKEN, else the token file env serve wrote)")
+    .option(
+      "--token <token>",
+      "require this token (?token= or 'Authorization: Bearer'); env AGENTRL_DASHBOARD_TOKEN",
+    )
+    .option(
+      "--controller <url>",
+      "environment controller to show workers and sessions of, e.g. http://127.0.0.1:5020",
+    )
+    .option(
+      "--controller-token <token>",
+      "bearer token of that controller (default: env AGENTRL_TOKEN, else the token file env serve wrote)",
+    )
     .addHelpText(
       "after",
       "\nExamples:\n  agentrl dashboard                               # every run under runs/, at http://127.0.0.1:8265/\n  agentrl dashboard --runs runs/default --controller http://127.0.0.1:5020\n  agentrl train --dashboard                       # a run with its dashboard beside it",

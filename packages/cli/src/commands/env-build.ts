@@ -5,7 +5,16 @@
  */
 import { AgentRLError } from "@agentrl/spec";
 import type { Command } from "commander";
-import { buildImages, buildRuntimeImage, copyImagesToHost, isDockerAvailable, IMAGES, RUNTIME_IMAGE, type BuildProgress, type BuildResult } from "@agentrl/envs";
+import {
+  buildImages,
+  buildRuntimeImage,
+  copyImagesToHost,
+  isDockerAvailable,
+  IMAGES,
+  RUNTIME_IMAGE,
+  type BuildProgress,
+  type BuildResult,
+} from "@agentrl/envs";
 
 export class EnvBuildError extends AgentRLError {}
 
@@ -25,9 +34,14 @@ export interface EnvBuildOptions {
 }
 
 /** Builds the images; prints progress with `out`. */
-export async function runEnvBuild(options: EnvBuildOptions, out: (line: string) => void = (line) => console.log(line)): Promise<BuildResult[]> {
+export async function runEnvBuild(
+  options: EnvBuildOptions,
+  out: (line: string) => void = (line) => console.log(line),
+): Promise<BuildResult[]> {
   if (!(await isDockerAvailable())) {
-    throw new EnvBuildError("no Docker engine answers; start one with `bash scripts/start-dockerd.sh` (or run `bash scripts/setup.sh`)");
+    throw new EnvBuildError(
+      "no Docker engine answers; start one with `bash scripts/start-dockerd.sh` (or run `bash scripts/setup.sh`)",
+    );
   }
   const names = options.images?.length ? options.images : Object.keys(IMAGES);
   const counters = new Map<string, number>();
@@ -36,23 +50,48 @@ export async function runEnvBuild(options: EnvBuildOptions, out: (line: string) 
     if (event.step === "debootstrap" && event.message.startsWith("I: ")) {
       const count = (counters.get(event.image) ?? 0) + 1;
       counters.set(event.image, count);
-      if (count % 100 === 0) out(`[${event.image}] debootstrap: ${count} steps (${event.message.slice(3, 80)})`);
+      if (count % 100 === 0)
+        out(`[${event.image}] debootstrap: ${count} steps (${event.message.slice(3, 80)})`);
       return;
     }
     if (event.step === "build" && !event.message.startsWith("Step ")) return;
     out(`[${event.image}] ${event.step}: ${event.message}`);
   };
-  const unknown = names.filter((name) => name !== RUNTIME_IMAGE.name && !Object.hasOwn(IMAGES, name));
-  if (unknown.length) throw new EnvBuildError(`unknown image ${unknown.join(", ")}; known: ${[...Object.keys(IMAGES), RUNTIME_IMAGE.name].join(", ")}`);
+  const unknown = names.filter(
+    (name) => name !== RUNTIME_IMAGE.name && !Object.hasOwn(IMAGES, name),
+  );
+  if (unknown.length)
+    throw new EnvBuildError(
+      `unknown image ${unknown.join(", ")}; known: ${[...Object.keys(IMAGES), RUNTIME_IMAGE.name].join(", ")}`,
+    );
   const taskImages = names.filter((name) => name !== RUNTIME_IMAGE.name);
-  const results = taskImages.length ? await buildImages({ names: taskImages, force: options.force, mirror: options.mirror, onProgress }) : [];
-  if (names.includes(RUNTIME_IMAGE.name)) results.push(await buildRuntimeImage({ force: options.force, mirror: options.mirror, onProgress }));
+  const results = taskImages.length
+    ? await buildImages({
+        names: taskImages,
+        force: options.force,
+        mirror: options.mirror,
+        onProgress,
+      })
+    : [];
+  if (names.includes(RUNTIME_IMAGE.name))
+    results.push(
+      await buildRuntimeImage({ force: options.force, mirror: options.mirror, onProgress }),
+    );
   for (const result of results) {
-    out(`${result.tag}: ${result.skipped ? "up to date" : "built"} (hash ${result.hash.slice(0, 12)}, ${result.seconds.toFixed(1)} s)`);
+    out(
+      `${result.tag}: ${result.skipped ? "up to date" : "built"} (hash ${result.hash.slice(0, 12)}, ${result.seconds.toFixed(1)} s)`,
+    );
   }
   for (const host of options.dockerHost ?? []) {
-    const copies = await copyImagesToHost(host, results.map((result) => result.tag), { certPath: options.dockerCertPath });
-    for (const copy of copies) out(`${copy.tag} on ${host}: ${copy.skipped ? "up to date" : `loaded (${copy.seconds.toFixed(1)} s)`}`);
+    const copies = await copyImagesToHost(
+      host,
+      results.map((result) => result.tag),
+      { certPath: options.dockerCertPath },
+    );
+    for (const copy of copies)
+      out(
+        `${copy.tag} on ${host}: ${copy.skipped ? "up to date" : `loaded (${copy.seconds.toFixed(1)} s)`}`,
+      );
   }
   return results;
 }
@@ -61,20 +100,51 @@ export async function runEnvBuild(options: EnvBuildOptions, out: (line: string) 
 export function registerEnvBuildCommand(env: Command): void {
   env
     .command("build")
-    .description("build the Docker images of the OS and DB tasks (and, with --image runtime, the runtime image deploy/ runs) locally (debootstrap + docker import); skips images that are up to date")
-    .option("--image <name...>", `images to build (${[...Object.keys(IMAGES), RUNTIME_IMAGE.name].join(", ")}); default the task images ${Object.keys(IMAGES).join(", ")}`)
+    .description(
+      "build the Docker images of the OS and DB tasks (and, with --image runtime, the runtime image deploy/ runs) locally (debootstrap + docker import); skips images that are up to date",
+    )
+    .option(
+      "--image <name...>",
+      `images to build (${[...Object.keys(IMAGES), RUNTIME_IMAGE.name].join(", ")}); default the task images ${Object.keys(IMAGES).join(", ")}`,
+    )
     .option("--force", "rebuild even when an image with the same content hash exists", false)
     .option("--mirror <url>", "Debian mirror for debootstrap (default: the one apt uses)")
     .option("--verbose", "print every build line", false)
-    .option("--docker-host <url>", "also load the images into this Docker engine (repeatable; unix://, tcp://, ssh://), copied from the local one", (value: string, previous: string[] | undefined) => [...(previous ?? []), value])
-    .option("--docker-cert-path <dir>", "TLS folder (ca.pem, cert.pem, key.pem) of tcp:// Docker hosts (env DOCKER_CERT_PATH)")
-    .addHelpText("after", "\nExamples:\n  agentrl env build\n  agentrl env build --image db --force\n  agentrl env build --image runtime        # agentrl/runtime: the CLI, node, the Docker CLI (deploy/swarm, deploy/kubernetes)\n  agentrl env build --docker-host unix:///run/agentrl-dockerd2/docker.sock --docker-host ssh://agent@10.0.0.8")
-    .action(async (options: { image?: string[]; force: boolean; mirror?: string; verbose: boolean; dockerHost?: string[]; dockerCertPath?: string }) => {
-      try {
-        await runEnvBuild({ images: options.image, force: options.force, mirror: options.mirror, verbose: options.verbose, dockerHost: options.dockerHost, dockerCertPath: options.dockerCertPath });
-      } catch (error) {
-        console.error(`env build failed: ${(error as Error).message}`);
-        process.exitCode = 1;
-      }
-    });
+    .option(
+      "--docker-host <url>",
+      "also load the images into this Docker engine (repeatable; unix://, tcp://, ssh://), copied from the local one",
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
+    .option(
+      "--docker-cert-path <dir>",
+      "TLS folder (ca.pem, cert.pem, key.pem) of tcp:// Docker hosts (env DOCKER_CERT_PATH)",
+    )
+    .addHelpText(
+      "after",
+      "\nExamples:\n  agentrl env build\n  agentrl env build --image db --force\n  agentrl env build --image runtime        # agentrl/runtime: the CLI, node, the Docker CLI (deploy/swarm, deploy/kubernetes)\n  agentrl env build --docker-host unix:///run/agentrl-dockerd2/docker.sock --docker-host ssh://agent@10.0.0.8",
+    )
+    .action(
+      async (options: {
+        image?: string[];
+        force: boolean;
+        mirror?: string;
+        verbose: boolean;
+        dockerHost?: string[];
+        dockerCertPath?: string;
+      }) => {
+        try {
+          await runEnvBuild({
+            images: options.image,
+            force: options.force,
+            mirror: options.mirror,
+            verbose: options.verbose,
+            dockerHost: options.dockerHost,
+            dockerCertPath: options.dockerCertPath,
+          });
+        } catch (error) {
+          console.error(`env build failed: ${(error as Error).message}`);
+          process.exitCode = 1;
+        }
+      },
+    );
 }

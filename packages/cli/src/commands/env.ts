@@ -38,11 +38,16 @@ const print: Printer = (line) => console.log(line);
 export class EnvCommandError extends AgentRLError {}
 
 function splitOption(value: string): Split {
-  if (value !== "train" && value !== "test") throw new InvalidArgumentError(`split must be "train" or "test", got "${value}"`);
+  if (value !== "train" && value !== "test")
+    throw new InvalidArgumentError(`split must be "train" or "test", got "${value}"`);
   return value;
 }
 
-async function createOrExplain(createFamily: FamilyFactory, name: string, options: TaskFamilyOptions): Promise<CurriculumTaskFamily> {
+async function createOrExplain(
+  createFamily: FamilyFactory,
+  name: string,
+  options: TaskFamilyOptions,
+): Promise<CurriculumTaskFamily> {
   try {
     return await createFamily(name, options);
   } catch (error) {
@@ -59,11 +64,21 @@ export interface DockerHostOptions {
 }
 
 /** The family factory of a command: over the `--docker-host` engines when there are any. */
-function onEngines(createFamily: FamilyFactory, options: DockerHostOptions & { concurrency?: number }, log: Printer): FamilyFactory {
+function onEngines(
+  createFamily: FamilyFactory,
+  options: DockerHostOptions & { concurrency?: number },
+  log: Printer,
+): FamilyFactory {
   const hosts = options.dockerHost ?? [];
   if (hosts.length === 0) return createFamily;
-  const engines = { hosts, certPath: options.dockerCertPath, slotsPerEngine: options.concurrency ?? 16, log };
-  return (name, familyOptions) => createTaskFamilyOnEngines(name, familyOptions, engines, createFamily);
+  const engines = {
+    hosts,
+    certPath: options.dockerCertPath,
+    slotsPerEngine: options.concurrency ?? 16,
+    log,
+  };
+  return (name, familyOptions) =>
+    createTaskFamilyOnEngines(name, familyOptions, engines, createFamily);
 }
 
 function collect(value: string, previous: string[] | undefined): string[] {
@@ -71,7 +86,10 @@ function collect(value: string, previous: string[] | undefined): string[] {
 }
 
 function familyOptions(options: { seed?: number; data?: string }): TaskFamilyOptions {
-  return { ...(options.seed !== undefined ? { seed: options.seed } : {}), ...(options.data ? { dataDir: options.data } : {}) };
+  return {
+    ...(options.seed !== undefined ? { seed: options.seed } : {}),
+    ...(options.data ? { dataDir: options.data } : {}),
+  };
 }
 
 // ── env serve ───────────────────────────────────────────────────────────────
@@ -104,14 +122,23 @@ export interface RunningServer {
 }
 
 /** Creates the families, one in-process worker each, and a controller in front of them. */
-export async function startEnvServer(options: EnvServeOptions, createFamily: FamilyFactory = createTaskFamily): Promise<RunningServer> {
+export async function startEnvServer(
+  options: EnvServeOptions,
+  createFamily: FamilyFactory = createTaskFamily,
+): Promise<RunningServer> {
   if (options.tasks.length === 0) throw new EnvCommandError("no tasks given; e.g. --tasks os,db");
   const idleTimeoutMs = (options.idleTimeout ?? 300) * 1000;
   const interactionTimeoutMs = (options.interactionTimeout ?? 240) * 1000;
   const factory = onEngines(createFamily, options, print);
-  const created = await Promise.allSettled(options.tasks.map((name) => createOrExplain(factory, name, familyOptions(options))));
-  const families = created.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
-  const failures = created.flatMap((result) => (result.status === "rejected" ? [(result.reason as Error).message] : []));
+  const created = await Promise.allSettled(
+    options.tasks.map((name) => createOrExplain(factory, name, familyOptions(options))),
+  );
+  const families = created.flatMap((result) =>
+    result.status === "fulfilled" ? [result.value] : [],
+  );
+  const failures = created.flatMap((result) =>
+    result.status === "rejected" ? [(result.reason as Error).message] : [],
+  );
   if (failures.length) {
     await Promise.all(families.map((family) => family.close?.()));
     throw new EnvCommandError(failures.join("\n"));
@@ -125,7 +152,14 @@ export async function startEnvServer(options: EnvServeOptions, createFamily: Fam
     heartbeatTimeoutMs: (options.heartbeatTimeout ?? 11) * 1000,
   });
   // The controller expires idle sessions; the workers' own expiry is a later safety net.
-  const workers = families.map((family) => new TaskWorker(family, { concurrency: options.concurrency ?? 16, idleTimeoutMs: idleTimeoutMs + 60_000, interactionTimeoutMs }));
+  const workers = families.map(
+    (family) =>
+      new TaskWorker(family, {
+        concurrency: options.concurrency ?? 16,
+        idleTimeoutMs: idleTimeoutMs + 60_000,
+        interactionTimeoutMs,
+      }),
+  );
   for (const worker of workers) controller.addLocalWorker(worker);
   let url: string;
   try {
@@ -133,7 +167,9 @@ export async function startEnvServer(options: EnvServeOptions, createFamily: Fam
   } catch (error) {
     await Promise.all(workers.map((worker) => worker.close()));
     await Promise.all(families.map((family) => family.close?.()));
-    throw new EnvCommandError(`controller could not listen on ${options.host ?? "127.0.0.1"}:${options.port ?? DEFAULT_CONTROLLER_PORT}: ${(error as Error).message}`);
+    throw new EnvCommandError(
+      `controller could not listen on ${options.host ?? "127.0.0.1"}:${options.port ?? DEFAULT_CONTROLLER_PORT}: ${(error as Error).message}`,
+    );
   }
   return {
     url,
@@ -168,8 +204,16 @@ export interface EnvWorkerOptions extends DockerHostOptions {
 }
 
 /** Creates the family and a worker serving it that registers with the controller. */
-export async function startEnvWorker(options: EnvWorkerOptions, createFamily: FamilyFactory = createTaskFamily, log: Printer = print) {
-  const family = await createOrExplain(onEngines(createFamily, options, log), options.task, familyOptions(options));
+export async function startEnvWorker(
+  options: EnvWorkerOptions,
+  createFamily: FamilyFactory = createTaskFamily,
+  log: Printer = print,
+) {
+  const family = await createOrExplain(
+    onEngines(createFamily, options, log),
+    options.task,
+    familyOptions(options),
+  );
   const worker = new TaskWorker(family, { concurrency: options.concurrency ?? 16 });
   try {
     const server = await serveWorker(worker, {
@@ -191,7 +235,9 @@ export async function startEnvWorker(options: EnvWorkerOptions, createFamily: Fa
   } catch (error) {
     await worker.close();
     await family.close?.();
-    throw new EnvCommandError(`worker of task ${options.task} could not start: ${(error as Error).message}`);
+    throw new EnvCommandError(
+      `worker of task ${options.task} could not start: ${(error as Error).message}`,
+    );
   }
 }
 
@@ -242,23 +288,48 @@ export function constantAnswerAgent(answer: string, task: string): Expert {
   return {
     act(_history, tools) {
       const tool = tools.find((candidate) => candidate.function.name.includes("answer"));
-      if (!tool) throw new EnvCommandError(`task ${task} has no answer tool to guess with (its tools: ${tools.map((t) => t.function.name).join(", ")})`);
+      if (!tool)
+        throw new EnvCommandError(
+          `task ${task} has no answer tool to guess with (its tools: ${tools.map((t) => t.function.name).join(", ")})`,
+        );
       const parameters = tool.function.parameters;
       const name = parameters.required?.[0] ?? Object.keys(parameters.properties)[0];
-      if (!name) throw new EnvCommandError(`the answer tool ${tool.function.name} of task ${task} takes no argument`);
+      if (!name)
+        throw new EnvCommandError(
+          `the answer tool ${tool.function.name} of task ${task} takes no argument`,
+        );
       const type = (parameters.properties[name] as { type?: string }).type;
       const number = Number(answer);
-      const value = type === "array" ? [answer] : (type === "integer" || type === "number") && answer.trim() !== "" && Number.isFinite(number) ? number : answer;
-      return { role: "assistant", content: null, tool_calls: [{ id: "call_0", type: "function", function: { name: tool.function.name, arguments: JSON.stringify({ [name]: value }) } }] };
+      const value =
+        type === "array"
+          ? [answer]
+          : (type === "integer" || type === "number") &&
+              answer.trim() !== "" &&
+              Number.isFinite(number)
+            ? number
+            : answer;
+      return {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: "call_0",
+            type: "function",
+            function: { name: tool.function.name, arguments: JSON.stringify({ [name]: value }) },
+          },
+        ],
+      };
     },
   };
 }
 
-const percent = (part: number, whole: number) => `${(whole ? (100 * part) / whole : 0).toFixed(1)}%`;
+const percent = (part: number, whole: number) =>
+  `${(whole ? (100 * part) / whole : 0).toFixed(1)}%`;
 
 function summarize(difficulty: number | "all", records: EpisodeRecord[]): CheckRow {
   const n = records.length;
-  const mean = (f: (r: EpisodeRecord) => number) => (n ? records.reduce((sum, r) => sum + f(r), 0) / n : 0);
+  const mean = (f: (r: EpisodeRecord) => number) =>
+    n ? records.reduce((sum, r) => sum + f(r), 0) / n : 0;
   return {
     difficulty,
     episodes: n,
@@ -270,13 +341,23 @@ function summarize(difficulty: number | "all", records: EpisodeRecord[]): CheckR
 }
 
 /** Plays the family's expert (and, with `wrong`, its wrong agent) over each difficulty and prints a table. */
-export async function runEnvCheck(options: EnvCheckOptions, createFamily: FamilyFactory = createTaskFamily, out: Printer = print): Promise<CheckReport> {
+export async function runEnvCheck(
+  options: EnvCheckOptions,
+  createFamily: FamilyFactory = createTaskFamily,
+  out: Printer = print,
+): Promise<CheckReport> {
   const family = await createOrExplain(createFamily, options.task, familyOptions(options));
   try {
     const split = options.split ?? "test";
     const limit = options.limit ?? 20;
-    const difficulties = options.difficulty === undefined ? family.difficulties : family.difficulties.filter((d) => d === options.difficulty);
-    if (difficulties.length === 0) throw new EnvCommandError(`task ${options.task} has no difficulty ${options.difficulty}; it has ${family.difficulties.join(", ")}`);
+    const difficulties =
+      options.difficulty === undefined
+        ? family.difficulties
+        : family.difficulties.filter((d) => d === options.difficulty);
+    if (difficulties.length === 0)
+      throw new EnvCommandError(
+        `task ${options.task} has no difficulty ${options.difficulty}; it has ${family.difficulties.join(", ")}`,
+      );
     const play = { concurrency: options.concurrency ?? 8 };
     const rows: CheckRow[] = [];
     const all: EpisodeRecord[] = [];
@@ -290,30 +371,50 @@ export async function runEnvCheck(options: EnvCheckOptions, createFamily: Family
       chosen.push(...indices);
     }
     rows.push(summarize("all", all));
-    out(`env check ${options.task} (${split} split, expert${limit > 0 ? `, at most ${limit} per difficulty` : ""})`);
+    out(
+      `env check ${options.task} (${split} split, expert${limit > 0 ? `, at most ${limit} per difficulty` : ""})`,
+    );
     out("");
     out("| difficulty | episodes | success | mean reward | mean turns | task errors |");
     out("|---|---|---|---|---|---|");
     for (const row of rows) {
       const rate = row.episodes ? percent(row.successes, row.episodes) : "-";
-      out(`| ${row.difficulty} | ${row.episodes} | ${rate} | ${row.meanReward.toFixed(3)} | ${row.meanTurns.toFixed(2)} | ${row.taskErrors} |`);
+      out(
+        `| ${row.difficulty} | ${row.episodes} | ${rate} | ${row.meanReward.toFixed(3)} | ${row.meanTurns.toFixed(2)} | ${row.taskErrors} |`,
+      );
     }
     const report: CheckReport = { rows };
     if (options.wrong) {
-      if (!family.wrongExpert) throw new EnvCommandError(`task ${options.task} has no wrong expert`);
+      if (!family.wrongExpert)
+        throw new EnvCommandError(`task ${options.task} has no wrong expert`);
       const wrongExpert = family.wrongExpert.bind(family);
       const records = await playEpisodes(family, chosen, (index) => wrongExpert(index), play);
       const zero = records.filter((r) => r.reward === 0).length;
       report.wrong = { zero, episodes: records.length };
       out("");
-      out(`wrong agent: ${zero} of ${records.length} episodes scored 0${zero === records.length ? "" : ` — ${records.length - zero} did not (indices ${records.filter((r) => r.reward !== 0).map((r) => r.index).slice(0, 20).join(", ")})`}`);
+      out(
+        `wrong agent: ${zero} of ${records.length} episodes scored 0${
+          zero === records.length
+            ? ""
+            : ` — ${records.length - zero} did not (indices ${records
+                .filter((r) => r.reward !== 0)
+                .map((r) => r.index)
+                .slice(0, 20)
+                .join(", ")})`
+        }`,
+      );
     }
     if (options.constantAnswer !== undefined) {
       const answer = options.constantAnswer;
-      const { successes, episodes } = summarize("all", await playEpisodes(family, chosen, () => constantAnswerAgent(answer, options.task), play));
+      const { successes, episodes } = summarize(
+        "all",
+        await playEpisodes(family, chosen, () => constantAnswerAgent(answer, options.task), play),
+      );
       report.constant = { answer, successes, episodes };
       out("");
-      out(`constant answer ${JSON.stringify(answer)} (no command run): ${successes} of ${episodes} episodes scored 1 (${percent(successes, episodes)}), the floor a guessing agent reaches`);
+      out(
+        `constant answer ${JSON.stringify(answer)} (no command run): ${successes} of ${episodes} episodes scored 1 (${percent(successes, episodes)}), the floor a guessing agent reaches`,
+      );
     }
     return report;
   } finally {
@@ -339,7 +440,9 @@ export function formatConversation(messages: Message[]): string {
       case "user":
         return `── ${message.role} ──\n${message.content}`;
       case "assistant": {
-        const calls = (message.tool_calls ?? []).map((c) => `→ ${c.function.name}(${c.function.arguments})`);
+        const calls = (message.tool_calls ?? []).map(
+          (c) => `→ ${c.function.name}(${c.function.arguments})`,
+        );
         return `── assistant ──\n${[message.content ?? "", ...calls].filter((line) => line !== "").join("\n")}`;
       }
       case "tool":
@@ -350,17 +453,25 @@ export function formatConversation(messages: Message[]): string {
 }
 
 /** Plays one episode with the expert and prints it. */
-export async function runEnvDemo(options: EnvDemoOptions, createFamily: FamilyFactory = createTaskFamily, out: Printer = print): Promise<EpisodeRecord> {
+export async function runEnvDemo(
+  options: EnvDemoOptions,
+  createFamily: FamilyFactory = createTaskFamily,
+  out: Printer = print,
+): Promise<EpisodeRecord> {
   const family = await createOrExplain(createFamily, options.task, familyOptions(options));
   try {
     const index = options.index ?? family.indices("test")[0] ?? family.indices("train")[0];
     if (index === undefined) throw new EnvCommandError(`task ${options.task} has no samples`);
     const record = await playEpisode(family, index, family.expert(index));
-    out(`task ${options.task}, sample ${index}; tools: ${record.tools.map((t) => t.function.name).join(", ")}`);
+    out(
+      `task ${options.task}, sample ${index}; tools: ${record.tools.map((t) => t.function.name).join(", ")}`,
+    );
     out("");
     out(formatConversation(record.messages));
     out("");
-    out(`status: ${record.status}   reward: ${record.reward}   turns: ${record.turns}${Object.keys(record.metrics).length ? `   metrics: ${JSON.stringify(record.metrics)}` : ""}`);
+    out(
+      `status: ${record.status}   reward: ${record.reward}   turns: ${record.turns}${Object.keys(record.metrics).length ? `   metrics: ${JSON.stringify(record.metrics)}` : ""}`,
+    );
     return record;
   } finally {
     await family.close?.();
@@ -381,7 +492,10 @@ function untilStopped(): Promise<string> {
 function workerToken(option: string | undefined, tokenFile: string | undefined): string {
   const file = tokenFile ?? defaultTokenFile();
   const token = option ?? tokenFromEnvironment(file);
-  if (!token) throw new EnvCommandError(`no token: pass the controller's --token, set AGENTRL_TOKEN, or give --token-file (env serve on this machine writes ${defaultTokenFile()})`);
+  if (!token)
+    throw new EnvCommandError(
+      `no token: pass the controller's --token, set AGENTRL_TOKEN, or give --token-file (env serve on this machine writes ${defaultTokenFile()})`,
+    );
   return token;
 }
 
@@ -392,30 +506,96 @@ const DOCKER_HOST_HELP =
   "a dead engine's sessions end with task error and it is retried with backoff. Default: the local engine";
 
 export function registerEnvCommands(program: Command): void {
-  const env = program.command("env").description("task environments: serve them, run workers, check and demo their experts, build their images");
+  const env = program
+    .command("env")
+    .description(
+      "task environments: serve them, run workers, check and demo their experts, build their images",
+    );
 
   env
     .command("serve")
-    .description("start a controller with one in-process worker per task (AgentRL-compatible HTTP API under /api)")
-    .requiredOption("--tasks <names>", "comma-separated task families, e.g. os,db", (value: string) => value.split(",").map((s) => s.trim()).filter(Boolean))
-    .option("--host <address>", "address to bind (every request needs the token, on loopback too)", "127.0.0.1")
-    .option("--port <port>", "port to bind", numberOption("port", { integer: true, minimum: 0 }), DEFAULT_CONTROLLER_PORT)
-    .option("--token <token>", "bearer token required on every request (env AGENTRL_TOKEN); default: the one in --token-file, else a new one written there")
-    .option("--token-file <path>", "file holding the token (read if it exists, else written with a new one)", defaultTokenFile())
-    .option("--concurrency <n>", "sessions per task at once", numberOption("concurrency", { integer: true, minimum: 1 }), 16)
-    .option("--idle-timeout <seconds>", "cancel sessions idle this long", numberOption("idle timeout", { minimum: 0, exclusiveMinimum: true }), 300)
-    .option("--interaction-timeout <seconds>", "end a session whose interaction takes this long (task error)", numberOption("interaction timeout", { minimum: 0, exclusiveMinimum: true }), 240)
-    .option("--heartbeat-timeout <seconds>", "declare a remote worker dead after this long without a heartbeat", numberOption("heartbeat timeout", { minimum: 0, exclusiveMinimum: true }), 11)
-    .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
+    .description(
+      "start a controller with one in-process worker per task (AgentRL-compatible HTTP API under /api)",
+    )
+    .requiredOption(
+      "--tasks <names>",
+      "comma-separated task families, e.g. os,db",
+      (value: string) =>
+        value
+          .split(",")
+          .map((s) => s.trim())
+          .filter(Boolean),
+    )
+    .option(
+      "--host <address>",
+      "address to bind (every request needs the token, on loopback too)",
+      "127.0.0.1",
+    )
+    .option(
+      "--port <port>",
+      "port to bind",
+      numberOption("port", { integer: true, minimum: 0 }),
+      DEFAULT_CONTROLLER_PORT,
+    )
+    .option(
+      "--token <token>",
+      "bearer token required on every request (env AGENTRL_TOKEN); default: the one in --token-file, else a new one written there",
+    )
+    .option(
+      "--token-file <path>",
+      "file holding the token (read if it exists, else written with a new one)",
+      defaultTokenFile(),
+    )
+    .option(
+      "--concurrency <n>",
+      "sessions per task at once",
+      numberOption("concurrency", { integer: true, minimum: 1 }),
+      16,
+    )
+    .option(
+      "--idle-timeout <seconds>",
+      "cancel sessions idle this long",
+      numberOption("idle timeout", { minimum: 0, exclusiveMinimum: true }),
+      300,
+    )
+    .option(
+      "--interaction-timeout <seconds>",
+      "end a session whose interaction takes this long (task error)",
+      numberOption("interaction timeout", { minimum: 0, exclusiveMinimum: true }),
+      240,
+    )
+    .option(
+      "--heartbeat-timeout <seconds>",
+      "declare a remote worker dead after this long without a heartbeat",
+      numberOption("heartbeat timeout", { minimum: 0, exclusiveMinimum: true }),
+      11,
+    )
+    .option(
+      "--seed <n>",
+      "seed of generated tasks",
+      numberOption("seed", { integer: true, minimum: 0 }),
+    )
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
     .option(DOCKER_HOST_FLAG, DOCKER_HOST_HELP, collect)
-    .option("--docker-cert-path <dir>", "TLS folder (ca.pem, cert.pem, key.pem) of tcp:// Docker hosts (env DOCKER_CERT_PATH)")
-    .addHelpText("after", "\nExamples:\n  agentrl env serve --tasks kg,alfworld\n  agentrl env serve --tasks os,db --port 5020 --concurrency 32\n  AGENTRL_TOKEN=secret agentrl env serve --tasks webshop --host 0.0.0.0\n\nWithout --token or AGENTRL_TOKEN the token is read from --token-file, or generated, written there\nand printed; env worker and the HTTP client on this machine read the same file.")
+    .option(
+      "--docker-cert-path <dir>",
+      "TLS folder (ca.pem, cert.pem, key.pem) of tcp:// Docker hosts (env DOCKER_CERT_PATH)",
+    )
+    .addHelpText(
+      "after",
+      "\nExamples:\n  agentrl env serve --tasks kg,alfworld\n  agentrl env serve --tasks os,db --port 5020 --concurrency 32\n  AGENTRL_TOKEN=secret agentrl env serve --tasks webshop --host 0.0.0.0\n\nWithout --token or AGENTRL_TOKEN the token is read from --token-file, or generated, written there\nand printed; env worker and the HTTP client on this machine read the same file.",
+    )
     .action(async (options: EnvServeOptions & { tokenFile: string }) => {
       const { token, source, created } = serverToken(options.token, options.tokenFile);
       const server = await startEnvServer({ ...options, token });
-      print(`controller listening on ${server.url}/api (AgentBench v0.2 clients: ${server.url}/t/<token>/v0.2/api) — tasks: ${options.tasks.join(", ")}`);
-      print(created ? `token (new, written to ${source}): ${token}` : `token from ${source} (send Authorization: Bearer <token>)`);
+      print(
+        `controller listening on ${server.url}/api (AgentBench v0.2 clients: ${server.url}/t/<token>/v0.2/api) — tasks: ${options.tasks.join(", ")}`,
+      );
+      print(
+        created
+          ? `token (new, written to ${source}): ${token}`
+          : `token from ${source} (send Authorization: Bearer <token>)`,
+      );
       print("Ctrl-C to stop.");
       const signal = await untilStopped();
       print(`${signal}: cancelling sessions and stopping…`);
@@ -424,24 +604,70 @@ export function registerEnvCommands(program: Command): void {
 
   env
     .command("worker")
-    .description("serve one task family as a worker that registers and heart-beats with a controller")
+    .description(
+      "serve one task family as a worker that registers and heart-beats with a controller",
+    )
     .requiredOption("--controller <url>", "controller base URL, e.g. http://127.0.0.1:5020")
     .requiredOption("--task <name>", "task family to serve")
-    .option("--host <address>", "address to bind; anything but loopback requires --token", "127.0.0.1")
-    .option("--port <port>", "port to bind (0 = any free port)", numberOption("port", { integer: true, minimum: 0 }), 0)
-    .option("--address <url>", "URL the controller should call this worker at (ending in /api); default http://<host>:<port>/api")
-    .option("--concurrency <n>", "sessions at once", numberOption("concurrency", { integer: true, minimum: 1 }), 16)
-    .option("--token <token>", "the controller's bearer token (env AGENTRL_TOKEN); default: read from --token-file")
-    .option("--token-file <path>", "file holding the controller's token (env serve writes it)", defaultTokenFile())
-    .option("--heartbeat <seconds>", "seconds between heartbeats", numberOption("heartbeat", { minimum: 0, exclusiveMinimum: true }), 8)
-    .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
+    .option(
+      "--host <address>",
+      "address to bind; anything but loopback requires --token",
+      "127.0.0.1",
+    )
+    .option(
+      "--port <port>",
+      "port to bind (0 = any free port)",
+      numberOption("port", { integer: true, minimum: 0 }),
+      0,
+    )
+    .option(
+      "--address <url>",
+      "URL the controller should call this worker at (ending in /api); default http://<host>:<port>/api",
+    )
+    .option(
+      "--concurrency <n>",
+      "sessions at once",
+      numberOption("concurrency", { integer: true, minimum: 1 }),
+      16,
+    )
+    .option(
+      "--token <token>",
+      "the controller's bearer token (env AGENTRL_TOKEN); default: read from --token-file",
+    )
+    .option(
+      "--token-file <path>",
+      "file holding the controller's token (env serve writes it)",
+      defaultTokenFile(),
+    )
+    .option(
+      "--heartbeat <seconds>",
+      "seconds between heartbeats",
+      numberOption("heartbeat", { minimum: 0, exclusiveMinimum: true }),
+      8,
+    )
+    .option(
+      "--seed <n>",
+      "seed of generated tasks",
+      numberOption("seed", { integer: true, minimum: 0 }),
+    )
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
     .option(DOCKER_HOST_FLAG, DOCKER_HOST_HELP, collect)
-    .option("--docker-cert-path <dir>", "TLS folder (ca.pem, cert.pem, key.pem) of tcp:// Docker hosts (env DOCKER_CERT_PATH)")
-    .addHelpText("after", "\nExamples:\n  agentrl env worker --controller http://127.0.0.1:5020 --task os --concurrency 8\n  agentrl env worker --controller http://127.0.0.1:5020 --task os --concurrency 48 --docker-host unix:///var/run/docker.sock --docker-host 'tcp://10.0.0.8:2376?slots=32' --docker-cert-path ~/.docker/certs\n  agentrl env worker --controller http://10.0.0.5:5020 --task db --host 0.0.0.0 --address http://10.0.0.7:5031/api --port 5031 --token secret")
+    .option(
+      "--docker-cert-path <dir>",
+      "TLS folder (ca.pem, cert.pem, key.pem) of tcp:// Docker hosts (env DOCKER_CERT_PATH)",
+    )
+    .addHelpText(
+      "after",
+      "\nExamples:\n  agentrl env worker --controller http://127.0.0.1:5020 --task os --concurrency 8\n  agentrl env worker --controller http://127.0.0.1:5020 --task os --concurrency 48 --docker-host unix:///var/run/docker.sock --docker-host 'tcp://10.0.0.8:2376?slots=32' --docker-cert-path ~/.docker/certs\n  agentrl env worker --controller http://10.0.0.5:5020 --task db --host 0.0.0.0 --address http://10.0.0.7:5031/api --port 5031 --token secret",
+    )
     .action(async (options: EnvWorkerOptions & { tokenFile: string }) => {
-      const worker = await startEnvWorker({ ...options, token: workerToken(options.token, options.tokenFile) });
-      print(`worker of task ${options.task} at ${worker.address}, registered with ${options.controller}`);
+      const worker = await startEnvWorker({
+        ...options,
+        token: workerToken(options.token, options.tokenFile),
+      });
+      print(
+        `worker of task ${options.task} at ${worker.address}, registered with ${options.controller}`,
+      );
       const signal = await untilStopped();
       print(`${signal}: cancelling sessions and stopping…`);
       await worker.close();
@@ -449,17 +675,47 @@ export function registerEnvCommands(program: Command): void {
 
   env
     .command("check")
-    .description("play a family's expert over each difficulty: success rate and episode length (and --wrong: the wrong agent must score 0)")
+    .description(
+      "play a family's expert over each difficulty: success rate and episode length (and --wrong: the wrong agent must score 0)",
+    )
     .requiredOption("--task <name>", "task family")
     .option("--split <split>", "train or test", splitOption, "test")
-    .option("--limit <n>", "samples per difficulty (0 = all)", numberOption("limit", { integer: true, minimum: 0 }), 20)
-    .option("--difficulty <d>", "only this difficulty", numberOption("difficulty", { integer: true, minimum: 0 }))
-    .option("--wrong", "also run the deliberately wrong agent and count episodes that scored 0", false)
-    .option("--constant-answer <text>", "also run an agent that runs nothing and answers this text at once: the split's floor for guessing (families with an answer tool: os, db)")
-    .option("--concurrency <n>", "episodes at once", numberOption("concurrency", { integer: true, minimum: 1 }), 8)
-    .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
+    .option(
+      "--limit <n>",
+      "samples per difficulty (0 = all)",
+      numberOption("limit", { integer: true, minimum: 0 }),
+      20,
+    )
+    .option(
+      "--difficulty <d>",
+      "only this difficulty",
+      numberOption("difficulty", { integer: true, minimum: 0 }),
+    )
+    .option(
+      "--wrong",
+      "also run the deliberately wrong agent and count episodes that scored 0",
+      false,
+    )
+    .option(
+      "--constant-answer <text>",
+      "also run an agent that runs nothing and answers this text at once: the split's floor for guessing (families with an answer tool: os, db)",
+    )
+    .option(
+      "--concurrency <n>",
+      "episodes at once",
+      numberOption("concurrency", { integer: true, minimum: 1 }),
+      8,
+    )
+    .option(
+      "--seed <n>",
+      "seed of generated tasks",
+      numberOption("seed", { integer: true, minimum: 0 }),
+    )
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
-    .addHelpText("after", "\nExamples:\n  agentrl env check --task kg\n  agentrl env check --task alfworld --difficulty 0 --limit 50 --wrong\n  agentrl env check --task db --split train --limit 0 --data ../shared/data/agentbench\n  agentrl env check --task os --difficulty 0 --limit 200 --constant-answer 3")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  agentrl env check --task kg\n  agentrl env check --task alfworld --difficulty 0 --limit 50 --wrong\n  agentrl env check --task db --split train --limit 0 --data ../shared/data/agentbench\n  agentrl env check --task os --difficulty 0 --limit 200 --constant-answer 3",
+    )
     .action(async (options: EnvCheckOptions) => {
       await runEnvCheck(options);
     });
@@ -468,10 +724,21 @@ export function registerEnvCommands(program: Command): void {
     .command("demo")
     .description("play one episode with the expert and print the conversation")
     .requiredOption("--task <name>", "task family")
-    .option("--index <i>", "sample index (default: the first test sample)", numberOption("index", { integer: true, minimum: 0 }))
-    .option("--seed <n>", "seed of generated tasks", numberOption("seed", { integer: true, minimum: 0 }))
+    .option(
+      "--index <i>",
+      "sample index (default: the first test sample)",
+      numberOption("index", { integer: true, minimum: 0 }),
+    )
+    .option(
+      "--seed <n>",
+      "seed of generated tasks",
+      numberOption("seed", { integer: true, minimum: 0 }),
+    )
     .option("--data <dir>", "AgentBench data folder (OS, DB)")
-    .addHelpText("after", "\nExamples:\n  agentrl env demo --task webshop\n  agentrl env demo --task os --index 3")
+    .addHelpText(
+      "after",
+      "\nExamples:\n  agentrl env demo --task webshop\n  agentrl env demo --task os --index 3",
+    )
     .action(async (options: EnvDemoOptions) => {
       await runEnvDemo(options);
     });

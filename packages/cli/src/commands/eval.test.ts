@@ -3,7 +3,16 @@ import assert from "node:assert/strict";
 import type { TaskEvaluation } from "@agentrl/trainer";
 import { formatEvaluation } from "./eval.js";
 
-const result = (task: string, success: number, infrastructureFaults?: number): TaskEvaluation => ({ task, instances: 200, episodes: 200, success, passAtK: success, meanReward: success, meanTurns: 3, infrastructureFaults });
+const result = (task: string, success: number, infrastructureFaults?: number): TaskEvaluation => ({
+  task,
+  instances: 200,
+  episodes: 200,
+  success,
+  passAtK: success,
+  meanReward: success,
+  meanTurns: 3,
+  infrastructureFaults,
+});
 
 test("formatEvaluation: a faults column and a note only when an episode ended by an infrastructure fault", () => {
   const clean = formatEvaluation({ kg: result("kg", 0.7, 0), os: result("os", 0.2) }, 1);
@@ -13,11 +22,20 @@ test("formatEvaluation: a faults column and a note only when an episode ended by
   assert.match(faulted[0], /turns +faults$/);
   assert.match(faulted[2], /^os .* 5\.0% .* +46$/);
   assert.match(faulted[1], /^kg .* +0$/);
-  assert.match(faulted.at(-1)!, /^faults: episodes ended by an infrastructure fault .* counted as failures .*start-dockerd/);
+  assert.match(
+    faulted.at(-1)!,
+    /^faults: episodes ended by an infrastructure fault .* counted as failures .*start-dockerd/,
+  );
 });
 
 test("formatEvaluation: a family that says where its answers came from (OS) gets a line: read successes and how to measure a guess's floor", () => {
-  const lines = formatEvaluation({ kg: result("kg", 0.7, 0), os: { ...result("os", 0.25), successesFromOutput: 14 } }, 1);
-  assert.match(lines.at(-1)!, /^os: 14 of 50 successes answered a line a command printed; the others guessed .*agentrl env check --task os --constant-answer/);
+  const lines = formatEvaluation(
+    { kg: result("kg", 0.7, 0), os: { ...result("os", 0.25), successesFromOutput: 14 } },
+    1,
+  );
+  assert.match(
+    lines.at(-1)!,
+    /^os: 14 of 50 successes answered a line a command printed; the others guessed .*agentrl env check --task os --constant-answer/,
+  );
   assert.equal(lines.filter((line) => line.startsWith("kg:")).length, 0);
 });

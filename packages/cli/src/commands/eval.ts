@@ -8,7 +8,15 @@ import { type Command } from "commander";
 import { listOption, numberOption } from "../options.js";
 import { Policy, initBackend } from "@agentrl/policy";
 import { TASK_NAMES, createTaskFamily } from "@agentrl/envs";
-import { TrainConfigSchema, evaluate, fromOutputNote, openTasks, type FamilyFactory, type Printer, type TaskEvaluation } from "@agentrl/trainer";
+import {
+  TrainConfigSchema,
+  evaluate,
+  fromOutputNote,
+  openTasks,
+  type FamilyFactory,
+  type Printer,
+  type TaskEvaluation,
+} from "@agentrl/trainer";
 import { PhaseProgress } from "../progress.js";
 
 export interface EvalCommandOptions {
@@ -48,7 +56,9 @@ export interface EvalCommandOptions {
 }
 
 /** Evaluates the model on the test split of each task. */
-export async function runEvalCommand(options: EvalCommandOptions): Promise<Record<string, TaskEvaluation>> {
+export async function runEvalCommand(
+  options: EvalCommandOptions,
+): Promise<Record<string, TaskEvaluation>> {
   const print = options.print ?? ((line: string) => console.error(line));
   const limit = options.limit ?? 20;
   const samples = options.samples ?? 1;
@@ -61,7 +71,10 @@ export async function runEvalCommand(options: EvalCommandOptions): Promise<Recor
       ...(options.maxNewTokensPerTurn ? { maxNewTokensPerTurn: options.maxNewTokensPerTurn } : {}),
     },
     evaluation: { concurrency: options.concurrency ?? 40 },
-    environments: { ...(options.controller ? { controller: options.controller } : {}), ...(options.tokenFile ? { tokenFile: options.tokenFile } : {}) },
+    environments: {
+      ...(options.controller ? { controller: options.controller } : {}),
+      ...(options.tokenFile ? { tokenFile: options.tokenFile } : {}),
+    },
     run: { seed: options.seed ?? 0, worldSeed: options.worldSeed ?? 0 },
   });
   await initBackend();
@@ -69,7 +82,10 @@ export async function runEvalCommand(options: EvalCommandOptions): Promise<Recor
   const policy = await Policy.load(options.model, { trainable: false, tokenizer: true });
   const tasks = opened.tasks.map((task) => task.name);
   const transcripts = options.transcripts ? createWriteStream(options.transcripts) : undefined;
-  const progress = new PhaseProgress("eval", tasks.length * limit * samples, "episode", { plain: options.bars === undefined ? undefined : !options.bars, minimumIntervalMs: 10_000 });
+  const progress = new PhaseProgress("eval", tasks.length * limit * samples, "episode", {
+    plain: options.bars === undefined ? undefined : !options.bars,
+    minimumIntervalMs: 10_000,
+  });
   try {
     return await evaluate({
       client: opened.client,
@@ -92,36 +108,67 @@ export async function runEvalCommand(options: EvalCommandOptions): Promise<Recor
       onProgress: (done) => progress.update(done),
       onEpisode: transcripts
         ? (t) => {
-            const record = { task: t.task, index: t.index, sample: t.member, status: t.status, reward: t.environmentReward, turns: t.turns.length, error: t.error, answerFromOutput: t.metrics.answerFromOutput, text: policy.tokenizer!.decode(Array.from(t.tokens)) };
+            const record = {
+              task: t.task,
+              index: t.index,
+              sample: t.member,
+              status: t.status,
+              reward: t.environmentReward,
+              turns: t.turns.length,
+              error: t.error,
+              answerFromOutput: t.metrics.answerFromOutput,
+              text: policy.tokenizer!.decode(Array.from(t.tokens)),
+            };
             transcripts.write(`${JSON.stringify(record)}\n`);
           }
         : undefined,
     });
   } finally {
     progress.stop();
-    if (transcripts) await new Promise<void>((resolve, reject) => transcripts.end((error?: Error | null) => (error ? reject(error) : resolve())));
+    if (transcripts)
+      await new Promise<void>((resolve, reject) =>
+        transcripts.end((error?: Error | null) => (error ? reject(error) : resolve())),
+      );
     policy.dispose();
     await opened.close();
   }
 }
 
 /** The per-task results as aligned text lines. */
-export function formatEvaluation(results: Record<string, TaskEvaluation>, samples: number): string[] {
+export function formatEvaluation(
+  results: Record<string, TaskEvaluation>,
+  samples: number,
+): string[] {
   const rows = Object.values(results);
   // The faults column appears only when an episode ended by an infrastructure fault.
   const faults = rows.some((r) => (r.infrastructureFaults ?? 0) > 0);
   const header = `${"task".padEnd(10)} ${"instances".padStart(9)} ${"success".padStart(8)} ${`pass@${samples}`.padStart(8)} ${"reward".padStart(7)} ${"turns".padStart(6)}${faults ? ` ${"faults".padStart(6)}` : ""}`;
-  const lines = rows.map((r) =>
-    `${r.task.padEnd(10)} ${String(r.instances).padStart(9)} ${(100 * r.success).toFixed(1).padStart(7)}% ${(100 * r.passAtK).toFixed(1).padStart(7)}% ${r.meanReward.toFixed(3).padStart(7)} ${r.meanTurns.toFixed(1).padStart(6)}${faults ? ` ${String(r.infrastructureFaults ?? 0).padStart(6)}` : ""}`,
+  const lines = rows.map(
+    (r) =>
+      `${r.task.padEnd(10)} ${String(r.instances).padStart(9)} ${(100 * r.success).toFixed(1).padStart(7)}% ${(100 * r.passAtK).toFixed(1).padStart(7)}% ${r.meanReward.toFixed(3).padStart(7)} ${r.meanTurns.toFixed(1).padStart(6)}${faults ? ` ${String(r.infrastructureFaults ?? 0).padStart(6)}` : ""}`,
   );
   const mean = rows.length ? rows.reduce((a, r) => a + r.success, 0) / rows.length : 0;
-  const note = faults ? ["faults: episodes ended by an infrastructure fault after their retries, counted as failures (is the Docker engine answering? docker ps; restart: bash scripts/start-dockerd.sh)"] : [];
+  const note = faults
+    ? [
+        "faults: episodes ended by an infrastructure fault after their retries, counted as failures (is the Docker engine answering? docker ps; restart: bash scripts/start-dockerd.sh)",
+      ]
+    : [];
   // Families that report where an answer came from (OS): a right guess is not a read answer.
   const fromOutput = rows.flatMap((r) => {
     const text = fromOutputNote(r);
-    return text ? [`${r.task}: ${text}; the others guessed or composed their answer (a guess's floor: agentrl env check --task ${r.task} --constant-answer <text>)`] : [];
+    return text
+      ? [
+          `${r.task}: ${text}; the others guessed or composed their answer (a guess's floor: agentrl env check --task ${r.task} --constant-answer <text>)`,
+        ]
+      : [];
   });
-  return [header, ...lines, `${"mean".padEnd(10)} ${"".padStart(9)} ${(100 * mean).toFixed(1).padStart(7)}%`, ...note, ...fromOutput];
+  return [
+    header,
+    ...lines,
+    `${"mean".padEnd(10)} ${"".padStart(9)} ${(100 * mean).toFixed(1).padStart(7)}%`,
+    ...note,
+    ...fromOutput,
+  ];
 }
 
 export function registerEvalCommand(program: Command): void {
@@ -129,45 +176,125 @@ export function registerEvalCommand(program: Command): void {
     .command("eval")
     .description("Evaluate a model on the test split: success, pass@k and mean reward per task")
     .requiredOption("-m, --model <dir>", "model folder (Hugging Face layout, with tokenizer.json)")
-    .option("-t, --tasks <names>", `comma-separated task names (default: ${TASK_NAMES.join(",")}; os and db need Docker)`, listOption)
-    .option("--difficulty <levels>", "comma-separated difficulty levels (default 0)", (value: string) => listOption(value).map(numberOption("difficulty", { integer: true, minimum: 0 })))
-    .option("-n, --limit <n>", "test instances per task (default 20)", numberOption("limit", { integer: true, minimum: 1 }))
-    .option("-k, --samples <k>", "samples per instance, for pass@k (default 1)", numberOption("samples", { integer: true, minimum: 1 }))
-    .option("--temperature <t>", "sampling temperature; 0 is greedy (default 0)", numberOption("temperature", { minimum: 0 }))
-    .option("--max-turns <n>", "assistant turns per episode (default 8)", numberOption("max turns", { integer: true, minimum: 1 }))
-    .option("--max-new-tokens <n>", "tokens per turn (default 96)", numberOption("max new tokens", { integer: true, minimum: 1 }))
-    .option("--concurrency <n>", "episodes at once (default 40)", numberOption("concurrency", { integer: true, minimum: 1 }))
-    .option("--decode-threads <n>", "engine threads decoding beside the main thread, each with a copy of the weights (default: one a further core; 0: main thread only)", numberOption("decode threads", { integer: true, minimum: 0 }))
-    .option("--seed <n>", "seed of the sampling (default 0)", numberOption("seed", { integer: true, minimum: 0 }))
-    .option("--world-seed <n>", "seed of the task worlds (default 0, the shipped models' world)", numberOption("world seed", { integer: true, minimum: 0 }))
-    .option("--controller <url>", "play the episodes through this controller (agentrl env serve and its workers) instead of in this process, e.g. http://10.0.0.5:5020")
-    .option("--token-file <path>", "file holding the controller's token (default: env AGENTRL_TOKEN, else ~/.agentrl/controller-token)")
+    .option(
+      "-t, --tasks <names>",
+      `comma-separated task names (default: ${TASK_NAMES.join(",")}; os and db need Docker)`,
+      listOption,
+    )
+    .option(
+      "--difficulty <levels>",
+      "comma-separated difficulty levels (default 0)",
+      (value: string) =>
+        listOption(value).map(numberOption("difficulty", { integer: true, minimum: 0 })),
+    )
+    .option(
+      "-n, --limit <n>",
+      "test instances per task (default 20)",
+      numberOption("limit", { integer: true, minimum: 1 }),
+    )
+    .option(
+      "-k, --samples <k>",
+      "samples per instance, for pass@k (default 1)",
+      numberOption("samples", { integer: true, minimum: 1 }),
+    )
+    .option(
+      "--temperature <t>",
+      "sampling temperature; 0 is greedy (default 0)",
+      numberOption("temperature", { minimum: 0 }),
+    )
+    .option(
+      "--max-turns <n>",
+      "assistant turns per episode (default 8)",
+      numberOption("max turns", { integer: true, minimum: 1 }),
+    )
+    .option(
+      "--max-new-tokens <n>",
+      "tokens per turn (default 96)",
+      numberOption("max new tokens", { integer: true, minimum: 1 }),
+    )
+    .option(
+      "--concurrency <n>",
+      "episodes at once (default 40)",
+      numberOption("concurrency", { integer: true, minimum: 1 }),
+    )
+    .option(
+      "--decode-threads <n>",
+      "engine threads decoding beside the main thread, each with a copy of the weights (default: one a further core; 0: main thread only)",
+      numberOption("decode threads", { integer: true, minimum: 0 }),
+    )
+    .option(
+      "--seed <n>",
+      "seed of the sampling (default 0)",
+      numberOption("seed", { integer: true, minimum: 0 }),
+    )
+    .option(
+      "--world-seed <n>",
+      "seed of the task worlds (default 0, the shipped models' world)",
+      numberOption("world seed", { integer: true, minimum: 0 }),
+    )
+    .option(
+      "--controller <url>",
+      "play the episodes through this controller (agentrl env serve and its workers) instead of in this process, e.g. http://10.0.0.5:5020",
+    )
+    .option(
+      "--token-file <path>",
+      "file holding the controller's token (default: env AGENTRL_TOKEN, else ~/.agentrl/controller-token)",
+    )
     .option("--json", "print the results as JSON on stdout")
-    .option("--transcripts <file>", "write every episode (status, reward, answerFromOutput where the family says, decoded text) to this JSONL file")
+    .option(
+      "--transcripts <file>",
+      "write every episode (status, reward, answerFromOutput where the family says, decoded text) to this JSONL file",
+    )
     .addHelpText(
       "after",
       "\nExamples:\n  agentrl eval --model models/warmstart --tasks kg,webshop,alfworld --limit 200\n  agentrl eval --model runs/default/checkpoints/step-000020/policy --samples 4 --temperature 0.8 --json\n  agentrl eval --model models/warmstart --tasks kg --limit 20 --transcripts /tmp/kg.jsonl\n  agentrl eval --model models/warmstart --tasks os --controller http://127.0.0.1:5020",
     )
-    .action(async (flags: { transcripts?: string; model: string; tasks?: string[]; difficulty?: number[]; limit?: number; samples?: number; temperature?: number; maxTurns?: number; maxNewTokens?: number; concurrency?: number; decodeThreads?: number; seed?: number; worldSeed?: number; controller?: string; tokenFile?: string; json?: boolean }) => {
-      const results = await runEvalCommand({
-        model: flags.model,
-        tasks: flags.tasks,
-        difficulty: flags.difficulty,
-        limit: flags.limit,
-        samples: flags.samples,
-        temperature: flags.temperature,
-        maxTurns: flags.maxTurns,
-        maxNewTokensPerTurn: flags.maxNewTokens,
-        concurrency: flags.concurrency,
-        decodeThreads: flags.decodeThreads,
-        seed: flags.seed,
-        worldSeed: flags.worldSeed,
-        bars: flags.json ? false : undefined,
-        transcripts: flags.transcripts,
-        controller: flags.controller,
-        tokenFile: flags.tokenFile,
-      });
-      if (flags.json) console.log(JSON.stringify({ model: flags.model, samples: flags.samples ?? 1, tasks: results }, null, 2));
-      else for (const line of formatEvaluation(results, flags.samples ?? 1)) console.log(line);
-    });
+    .action(
+      async (flags: {
+        transcripts?: string;
+        model: string;
+        tasks?: string[];
+        difficulty?: number[];
+        limit?: number;
+        samples?: number;
+        temperature?: number;
+        maxTurns?: number;
+        maxNewTokens?: number;
+        concurrency?: number;
+        decodeThreads?: number;
+        seed?: number;
+        worldSeed?: number;
+        controller?: string;
+        tokenFile?: string;
+        json?: boolean;
+      }) => {
+        const results = await runEvalCommand({
+          model: flags.model,
+          tasks: flags.tasks,
+          difficulty: flags.difficulty,
+          limit: flags.limit,
+          samples: flags.samples,
+          temperature: flags.temperature,
+          maxTurns: flags.maxTurns,
+          maxNewTokensPerTurn: flags.maxNewTokens,
+          concurrency: flags.concurrency,
+          decodeThreads: flags.decodeThreads,
+          seed: flags.seed,
+          worldSeed: flags.worldSeed,
+          bars: flags.json ? false : undefined,
+          transcripts: flags.transcripts,
+          controller: flags.controller,
+          tokenFile: flags.tokenFile,
+        });
+        if (flags.json)
+          console.log(
+            JSON.stringify(
+              { model: flags.model, samples: flags.samples ?? 1, tasks: results },
+              null,
+              2,
+            ),
+          );
+        else for (const line of formatEvaluation(results, flags.samples ?? 1)) console.log(line);
+      },
+    );
 }

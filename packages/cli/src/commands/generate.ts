@@ -34,19 +34,28 @@ export interface GenerateCommandResult extends GenerationResult {
 }
 
 /** Loads the model, builds the prompt and generates one completion. */
-export async function generateCompletion(options: GenerateCommandOptions): Promise<GenerateCommandResult> {
+export async function generateCompletion(
+  options: GenerateCommandOptions,
+): Promise<GenerateCommandResult> {
   const policy = await Policy.load(options.model, { tokenizer: true, trainable: false });
   try {
     const tokenizer = policy.tokenizer!;
     const text = options.raw
       ? options.prompt
       : tokenizer.applyChatTemplate(
-          [...(options.system ? [{ role: "system" as const, content: options.system }] : []), { role: "user" as const, content: options.prompt }],
+          [
+            ...(options.system ? [{ role: "system" as const, content: options.system }] : []),
+            { role: "user" as const, content: options.prompt },
+          ],
           { addGenerationPrompt: true },
         );
     const promptIds = tokenizer.encode(text);
     if (promptIds.length === 0) throw new InvalidArgumentError("the prompt is empty");
-    const temperature = options.temperature ?? (typeof policy.generationConfig.temperature === "number" ? policy.generationConfig.temperature : 0.8);
+    const temperature =
+      options.temperature ??
+      (typeof policy.generationConfig.temperature === "number"
+        ? policy.generationConfig.temperature
+        : 0.8);
     const started = performance.now();
     const [result] = policy.generate([promptIds], {
       maxNewTokens: options.maxNewTokens ?? 128,
@@ -75,10 +84,24 @@ export function registerGenerateCommand(program: Command): void {
     .requiredOption("--prompt <text>", "prompt text")
     .option("--raw", "feed the prompt as is, without the chat template", false)
     .option("--system <text>", "system message (chat mode)")
-    .option("--max-new-tokens <n>", "most tokens to generate", numberOption("--max-new-tokens", { integer: true, minimum: 1 }), 128)
-    .option("--temperature <t>", "sampling temperature, 0 = greedy (default: generation_config.json, else 0.8)", numberOption("--temperature", { minimum: 0 }))
+    .option(
+      "--max-new-tokens <n>",
+      "most tokens to generate",
+      numberOption("--max-new-tokens", { integer: true, minimum: 1 }),
+      128,
+    )
+    .option(
+      "--temperature <t>",
+      "sampling temperature, 0 = greedy (default: generation_config.json, else 0.8)",
+      numberOption("--temperature", { minimum: 0 }),
+    )
     .option("--top-p <p>", "nucleus sampling threshold", numberOption("--top-p", { minimum: 0 }), 1)
-    .option("--top-k <k>", "keep the k most likely tokens, 0 = off", numberOption("--top-k", { integer: true, minimum: 0 }), 0)
+    .option(
+      "--top-k <k>",
+      "keep the k most likely tokens, 0 = off",
+      numberOption("--top-k", { integer: true, minimum: 0 }),
+      0,
+    )
     .option("--seed <n>", "sampling seed", numberOption("--seed", { integer: true, minimum: 0 }), 0)
     .option("--verbose", "print token counts, finish reason and speed to stderr", false)
     .addHelpText(
@@ -89,7 +112,9 @@ export function registerGenerateCommand(program: Command): void {
       const result = await generateCompletion(options);
       console.log(result.text);
       if (options.verbose) {
-        console.error(`prompt ${result.promptTokens} tokens, generated ${result.tokens.length} (${result.finishReason}), ${result.tokensPerSecond.toFixed(0)} tokens/s`);
+        console.error(
+          `prompt ${result.promptTokens} tokens, generated ${result.tokens.length} (${result.finishReason}), ${result.tokensPerSecond.toFixed(0)} tokens/s`,
+        );
       }
     });
 }

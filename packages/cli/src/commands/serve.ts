@@ -5,7 +5,12 @@
  */
 import { Option, type Command } from "commander";
 import { numberOption } from "../options.js";
-import { startModelServer, isLoopbackHost, ServeConfigError, type ModelServerOptions } from "@agentrl/rollout";
+import {
+  startModelServer,
+  isLoopbackHost,
+  ServeConfigError,
+  type ModelServerOptions,
+} from "@agentrl/rollout";
 
 export interface ServeCommandOptions {
   /** Model directory. */
@@ -46,7 +51,9 @@ export interface ServeCommandOptions {
 export async function runServe(options: ServeCommandOptions): Promise<void> {
   const apiKey = options.apiKey ?? process.env.AGENTRL_API_KEY;
   if (!isLoopbackHost(options.host) && !apiKey) {
-    throw new ServeConfigError(`binding ${options.host} (reachable from other machines) needs an API key: --api-key KEY or env AGENTRL_API_KEY`);
+    throw new ServeConfigError(
+      `binding ${options.host} (reachable from other machines) needs an API key: --api-key KEY or env AGENTRL_API_KEY`,
+    );
   }
   const serverOptions: ModelServerOptions = {
     model: options.model,
@@ -79,7 +86,9 @@ export async function runServe(options: ServeCommandOptions): Promise<void> {
     const stop = (signal: NodeJS.Signals) => {
       process.off("SIGINT", stop);
       process.off("SIGTERM", stop);
-      console.error(`agentrl serve: ${signal}, finishing ${running.server.activeRequests} request(s) in flight (at most ${options.grace} s)`);
+      console.error(
+        `agentrl serve: ${signal}, finishing ${running.server.activeRequests} request(s) in flight (at most ${options.grace} s)`,
+      );
       void running.close(options.grace * 1000).then(resolve, resolve);
     };
     process.on("SIGINT", stop);
@@ -91,27 +100,85 @@ export async function runServe(options: ServeCommandOptions): Promise<void> {
 export function registerServeCommand(program: Command): void {
   program
     .command("serve")
-    .description("serve a model over an OpenAI-compatible chat-completions API (one engine, continuous batching)")
-    .requiredOption("--model <dir>", "model directory (config.json, safetensors, tokenizer.json with a chat template)")
+    .description(
+      "serve a model over an OpenAI-compatible chat-completions API (one engine, continuous batching)",
+    )
+    .requiredOption(
+      "--model <dir>",
+      "model directory (config.json, safetensors, tokenizer.json with a chat template)",
+    )
     .addOption(
-      new Option("--port <n>", "port to listen on (0 = any free port; env AGENTRL_SERVE_PORT, e.g. one per swarm replica: 800{{.Task.Slot}})")
+      new Option(
+        "--port <n>",
+        "port to listen on (0 = any free port; env AGENTRL_SERVE_PORT, e.g. one per swarm replica: 800{{.Task.Slot}})",
+      )
         .env("AGENTRL_SERVE_PORT")
         .argParser(numberOption("--port", { integer: true, minimum: 0, maximum: 65_535 }))
         .default(8000),
     )
-    .option("--host <address>", "address to bind; anything but loopback needs --api-key", "127.0.0.1")
-    .option("--api-key <key>", "require 'Authorization: Bearer <key>' on /v1/* but the weight routes (env AGENTRL_API_KEY)")
-    .option("--weights-key <key>", "key of GET|POST /v1/weights (env AGENTRL_SERVE_KEY; default: ~/.agentrl/serve-key, generated when missing)")
-    .option("--weights-from <location...>", "folders and URL prefixes (http(s)://host:port/path/) POST /v1/weights may pull weights from (default: none)")
-    .option("--max-batch <n>", "most sequences in one decode step", numberOption("--max-batch", { integer: true, minimum: 1 }), 32)
+    .option(
+      "--host <address>",
+      "address to bind; anything but loopback needs --api-key",
+      "127.0.0.1",
+    )
+    .option(
+      "--api-key <key>",
+      "require 'Authorization: Bearer <key>' on /v1/* but the weight routes (env AGENTRL_API_KEY)",
+    )
+    .option(
+      "--weights-key <key>",
+      "key of GET|POST /v1/weights (env AGENTRL_SERVE_KEY; default: ~/.agentrl/serve-key, generated when missing)",
+    )
+    .option(
+      "--weights-from <location...>",
+      "folders and URL prefixes (http(s)://host:port/path/) POST /v1/weights may pull weights from (default: none)",
+    )
+    .option(
+      "--max-batch <n>",
+      "most sequences in one decode step",
+      numberOption("--max-batch", { integer: true, minimum: 1 }),
+      32,
+    )
     .option("--name <id>", "model id clients send as 'model' (default: the directory's name)")
-    .option("--temperature <t>", "temperature of requests that give none (default: generation_config.json, else 1)", numberOption("--temperature", { minimum: 0, maximum: 2 }))
-    .option("--top-p <p>", "nucleus sampling for every request, server-wide (default: generation_config.json, else 1)", numberOption("--top-p", { minimum: 0, maximum: 1 }))
-    .option("--max-tokens <n>", "max_tokens of requests that give none", numberOption("--max-tokens", { integer: true, minimum: 1 }), 1024)
-    .option("--seed <n>", "seed of the sampler", numberOption("--seed", { integer: true, minimum: 0 }), 0)
-    .option("--stream-chunk <n>", "streamed text reaches the client every n tokens (0 = all at the end)", numberOption("--stream-chunk", { integer: true, minimum: 0 }), 16)
-    .option("--grace <seconds>", "time requests in flight get to finish at shutdown", numberOption("--grace", { minimum: 0 }), 10)
-    .option("--keep-caches-on-update", "KV caches kept between turns survive POST /v1/weights (log-probs stay exact)", false)
+    .option(
+      "--temperature <t>",
+      "temperature of requests that give none (default: generation_config.json, else 1)",
+      numberOption("--temperature", { minimum: 0, maximum: 2 }),
+    )
+    .option(
+      "--top-p <p>",
+      "nucleus sampling for every request, server-wide (default: generation_config.json, else 1)",
+      numberOption("--top-p", { minimum: 0, maximum: 1 }),
+    )
+    .option(
+      "--max-tokens <n>",
+      "max_tokens of requests that give none",
+      numberOption("--max-tokens", { integer: true, minimum: 1 }),
+      1024,
+    )
+    .option(
+      "--seed <n>",
+      "seed of the sampler",
+      numberOption("--seed", { integer: true, minimum: 0 }),
+      0,
+    )
+    .option(
+      "--stream-chunk <n>",
+      "streamed text reaches the client every n tokens (0 = all at the end)",
+      numberOption("--stream-chunk", { integer: true, minimum: 0 }),
+      16,
+    )
+    .option(
+      "--grace <seconds>",
+      "time requests in flight get to finish at shutdown",
+      numberOption("--grace", { minimum: 0 }),
+      10,
+    )
+    .option(
+      "--keep-caches-on-update",
+      "KV caches kept between turns survive POST /v1/weights (log-probs stay exact)",
+      false,
+    )
     .option("--quiet", "no log line per request", false)
     .addHelpText(
       "after",

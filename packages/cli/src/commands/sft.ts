@@ -5,7 +5,13 @@
  */
 import { InvalidArgumentError, type Command } from "commander";
 import { listOption, numberOption } from "../options.js";
-import { WARM_START_RECIPES, WarmStartError, fromStage, runWarmStart, type WarmStartOptions } from "@agentrl/trainer";
+import {
+  WARM_START_RECIPES,
+  WarmStartError,
+  fromStage,
+  runWarmStart,
+  type WarmStartOptions,
+} from "@agentrl/trainer";
 import { progressFactory } from "../progress.js";
 
 export interface SftCommandOptions {
@@ -58,13 +64,20 @@ function taskEntry(flag: string, entry: string, form: string): { task?: string; 
 export function difficultiesOption(value: string): DifficultiesFlag {
   const flag: DifficultiesFlag = { perTask: {} };
   for (const entry of listOption(value)) {
-    const { task, value: levels } = taskEntry("--difficulties", entry, "a level or task:level (task:low-high for a range)");
+    const { task, value: levels } = taskEntry(
+      "--difficulties",
+      entry,
+      "a level or task:level (task:low-high for a range)",
+    );
     if (task === undefined) {
       (flag.levels ??= []).push(difficulty(levels));
       continue;
     }
     const [low, high, ...more] = levels.split("-");
-    if (more.length > 0) throw new InvalidArgumentError(`--difficulties takes task:low-high for a range, got "${entry}"`);
+    if (more.length > 0)
+      throw new InvalidArgumentError(
+        `--difficulties takes task:low-high for a range, got "${entry}"`,
+      );
     const from = difficulty(low);
     const to = high === undefined ? from : difficulty(high);
     if (to < from) throw new InvalidArgumentError(`--difficulties range ${entry} is empty`);
@@ -89,11 +102,17 @@ export function trainingWorldsOption(value: string): TrainingWorldsFlag {
 /** The warm-start options of a command line: the preset's, overridden by the flags given. */
 export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   const preset = WARM_START_RECIPES[flags.preset];
-  if (!preset) throw new WarmStartError(`unknown preset "${flags.preset}" (${Object.keys(WARM_START_RECIPES).join(", ")})`);
+  if (!preset)
+    throw new WarmStartError(
+      `unknown preset "${flags.preset}" (${Object.keys(WARM_START_RECIPES).join(", ")})`,
+    );
   let recipe: Omit<WarmStartOptions, "out"> = preset;
   if (flags.fromStage !== undefined) {
     // Resume a staged recipe: stage k starts from --model (what stage k - 1 made), the later stages follow.
-    if (flags.fromStage > 1 && flags.model === undefined) throw new WarmStartError("--from-stage needs --model: the folder holding what the stage before made");
+    if (flags.fromStage > 1 && flags.model === undefined)
+      throw new WarmStartError(
+        "--from-stage needs --model: the folder holding what the stage before made",
+      );
     recipe = fromStage({ ...preset, out: flags.out }, flags.fromStage, flags.model);
   }
   const options: WarmStartOptions = { ...recipe, out: flags.out, progress: flags.progress };
@@ -113,14 +132,18 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (flags.batchSize !== undefined) options.batchSize = flags.batchSize;
   if (flags.learningRate !== undefined) options.learningRate = flags.learningRate;
   if (flags.promptLossWeight !== undefined) options.promptLossWeight = flags.promptLossWeight;
-  if (flags.difficulties?.levels !== undefined) options.difficulties = options.evalDifficulties = flags.difficulties.levels;
-  if (flags.difficulties && Object.keys(flags.difficulties.perTask).length > 0) options.taskDifficulties = flags.difficulties.perTask;
+  if (flags.difficulties?.levels !== undefined)
+    options.difficulties = options.evalDifficulties = flags.difficulties.levels;
+  if (flags.difficulties && Object.keys(flags.difficulties.perTask).length > 0)
+    options.taskDifficulties = flags.difficulties.perTask;
   if (flags.evalLimit !== undefined) options.evalLimit = flags.evalLimit;
   if (flags.evalEvery !== undefined) options.evalEvery = flags.evalEvery;
   if (flags.seed !== undefined) options.seed = flags.seed;
   if (flags.worldSeed !== undefined) options.worldSeed = flags.worldSeed;
-  if (flags.trainingWorlds?.count !== undefined) options.trainingWorlds = flags.trainingWorlds.count;
-  if (flags.trainingWorlds && Object.keys(flags.trainingWorlds.perTask).length > 0) options.taskTrainingWorlds = flags.trainingWorlds.perTask;
+  if (flags.trainingWorlds?.count !== undefined)
+    options.trainingWorlds = flags.trainingWorlds.count;
+  if (flags.trainingWorlds && Object.keys(flags.trainingWorlds.perTask).length > 0)
+    options.taskTrainingWorlds = flags.trainingWorlds.perTask;
   if (flags.repetitionRows !== undefined) options.repetitionRows = flags.repetitionRows;
   // Steps alone given: the preset's time budget must not cut the run short.
   if (flags.steps !== undefined && flags.minutes === undefined) delete options.minutes;
@@ -132,24 +155,92 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
 export function registerSftCommand(program: Command): void {
   program
     .command("sft")
-    .description("supervised warm start: train a policy on expert episodes of the task families, evaluate greedy success before and after")
-    .requiredOption("--out <dir>", "output directory (model in Hugging Face layout + warmstart.json)")
-    .option("--model <dir>", "model to start from (default: a fresh model of the preset's architecture, tokenizer trained on task text)")
-    .option("--preset <name>", `recipe: ${Object.keys(WARM_START_RECIPES).join(", ")} (flags override its values)`, "default")
-    .option("--tasks <list>", "comma-separated task families, each with an optional integer weight (rows per round-robin turn), e.g. kg,webshop,alfworld,os:3 (default: the preset's)", listOption)
-    .option("--steps <n>", "supervised steps (default: the preset's; given, it is the whole run: a preset's later stages are dropped)", numberOption("--steps", { integer: true, minimum: 1 }))
-    .option("--minutes <m>", "wall-clock training budget; stops at whichever of steps/minutes comes first", numberOption("--minutes", { minimum: 0, exclusiveMinimum: true }))
-    .option("--batch-size <n>", "expert episodes per step", numberOption("--batch-size", { integer: true, minimum: 1 }))
-    .option("--learning-rate <lr>", "peak AdamW learning rate", numberOption("--learning-rate", { minimum: 0, exclusiveMinimum: true }))
-    .option("--prompt-loss-weight <w>", "weight of prompt/observation tokens in the loss relative to the assistant's (0 = assistant only)", numberOption("--prompt-loss-weight", { minimum: 0 }))
-    .option("--difficulties <list>", "comma-separated difficulties to train and evaluate on, for every task and/or per task (a task's own replace the others' for it), e.g. 0,1 or 0,db:0-2", difficultiesOption)
-    .option("--eval-limit <n>", "test instances per task and difficulty in each evaluation (0 = none)", numberOption("--eval-limit", { integer: true, minimum: 0 }))
-    .option("--eval-every <n>", "also evaluate every n steps", numberOption("--eval-every", { integer: true, minimum: 0 }))
-    .option("--seed <n>", "seed of the weights and the episode stream", numberOption("--seed", { integer: true, minimum: 0 }))
-    .option("--world-seed <n>", "seed of the task worlds (catalogue, graph, houses, generated tasks; default 0, the shipped models' world)", numberOption("--world-seed", { integer: true, minimum: 0 }))
-    .option("--training-worlds <list>", "draw expert episodes from n worlds (world-seed, world-seed + 1, …), so that copying from the prompt, not recall, answers; n for every task, or per task: kg:32 (evaluation stays on world-seed; default 1)", trainingWorldsOption)
-    .option("--repetition-rows <n>", "add n rows of pure repetition to every step (a shuffled span of the step's expert tokens, then the span again; the loss on the repeat): teaches copying (default 0)", numberOption("--repetition-rows", { integer: true, minimum: 0 }))
-    .option("--from-stage <k>", "start a staged preset at its stage k (1-based) from --model, e.g. a saved earlier stage; the later stages follow", numberOption("--from-stage", { integer: true, minimum: 1 }))
+    .description(
+      "supervised warm start: train a policy on expert episodes of the task families, evaluate greedy success before and after",
+    )
+    .requiredOption(
+      "--out <dir>",
+      "output directory (model in Hugging Face layout + warmstart.json)",
+    )
+    .option(
+      "--model <dir>",
+      "model to start from (default: a fresh model of the preset's architecture, tokenizer trained on task text)",
+    )
+    .option(
+      "--preset <name>",
+      `recipe: ${Object.keys(WARM_START_RECIPES).join(", ")} (flags override its values)`,
+      "default",
+    )
+    .option(
+      "--tasks <list>",
+      "comma-separated task families, each with an optional integer weight (rows per round-robin turn), e.g. kg,webshop,alfworld,os:3 (default: the preset's)",
+      listOption,
+    )
+    .option(
+      "--steps <n>",
+      "supervised steps (default: the preset's; given, it is the whole run: a preset's later stages are dropped)",
+      numberOption("--steps", { integer: true, minimum: 1 }),
+    )
+    .option(
+      "--minutes <m>",
+      "wall-clock training budget; stops at whichever of steps/minutes comes first",
+      numberOption("--minutes", { minimum: 0, exclusiveMinimum: true }),
+    )
+    .option(
+      "--batch-size <n>",
+      "expert episodes per step",
+      numberOption("--batch-size", { integer: true, minimum: 1 }),
+    )
+    .option(
+      "--learning-rate <lr>",
+      "peak AdamW learning rate",
+      numberOption("--learning-rate", { minimum: 0, exclusiveMinimum: true }),
+    )
+    .option(
+      "--prompt-loss-weight <w>",
+      "weight of prompt/observation tokens in the loss relative to the assistant's (0 = assistant only)",
+      numberOption("--prompt-loss-weight", { minimum: 0 }),
+    )
+    .option(
+      "--difficulties <list>",
+      "comma-separated difficulties to train and evaluate on, for every task and/or per task (a task's own replace the others' for it), e.g. 0,1 or 0,db:0-2",
+      difficultiesOption,
+    )
+    .option(
+      "--eval-limit <n>",
+      "test instances per task and difficulty in each evaluation (0 = none)",
+      numberOption("--eval-limit", { integer: true, minimum: 0 }),
+    )
+    .option(
+      "--eval-every <n>",
+      "also evaluate every n steps",
+      numberOption("--eval-every", { integer: true, minimum: 0 }),
+    )
+    .option(
+      "--seed <n>",
+      "seed of the weights and the episode stream",
+      numberOption("--seed", { integer: true, minimum: 0 }),
+    )
+    .option(
+      "--world-seed <n>",
+      "seed of the task worlds (catalogue, graph, houses, generated tasks; default 0, the shipped models' world)",
+      numberOption("--world-seed", { integer: true, minimum: 0 }),
+    )
+    .option(
+      "--training-worlds <list>",
+      "draw expert episodes from n worlds (world-seed, world-seed + 1, …), so that copying from the prompt, not recall, answers; n for every task, or per task: kg:32 (evaluation stays on world-seed; default 1)",
+      trainingWorldsOption,
+    )
+    .option(
+      "--repetition-rows <n>",
+      "add n rows of pure repetition to every step (a shuffled span of the step's expert tokens, then the span again; the loss on the repeat): teaches copying (default 0)",
+      numberOption("--repetition-rows", { integer: true, minimum: 0 }),
+    )
+    .option(
+      "--from-stage <k>",
+      "start a staged preset at its stage k (1-based) from --model, e.g. a saved earlier stage; the later stages follow",
+      numberOption("--from-stage", { integer: true, minimum: 1 }),
+    )
     .option("--no-progress", "log lines instead of a progress bar")
     .addHelpText(
       "after",

@@ -95,46 +95,144 @@ export const ROOM_RECEPTACLES: Record<RoomKind, RoomReceptacle[]> = {
 };
 
 const FOOD = ["countertop", "diningtable", "fridge", "microwave", "sinkbasin", "garbagecan"];
-const DISHES = ["countertop", "diningtable", "cabinet", "fridge", "microwave", "sinkbasin", "shelf"];
+const DISHES = [
+  "countertop",
+  "diningtable",
+  "cabinet",
+  "fridge",
+  "microwave",
+  "sinkbasin",
+  "shelf",
+];
 const COOKWARE = ["countertop", "diningtable", "stoveburner", "cabinet", "fridge", "sinkbasin"];
 const CUTLERY = ["countertop", "diningtable", "drawer", "sinkbasin"];
-const SMALL_THINGS = ["desk", "sidetable", "dresser", "drawer", "shelf", "safe", "coffeetable", "tvstand", "cabinet"];
+const SMALL_THINGS = [
+  "desk",
+  "sidetable",
+  "dresser",
+  "drawer",
+  "shelf",
+  "safe",
+  "coffeetable",
+  "tvstand",
+  "cabinet",
+];
 const SEATS = ["bed", "sofa", "armchair", "ottoman"];
 
 /** Objects of each room kind. */
 export const ROOM_OBJECTS: Record<RoomKind, ObjectKind[]> = {
   kitchen: [
-    { type: "apple", cleanable: true, heatable: true, coolable: true, sliceable: true, places: FOOD },
-    { type: "tomato", cleanable: true, heatable: true, coolable: true, sliceable: true, places: FOOD },
-    { type: "potato", cleanable: true, heatable: true, coolable: true, sliceable: true, places: FOOD },
-    { type: "lettuce", cleanable: true, coolable: true, sliceable: true, places: FOOD.filter((p) => p !== "microwave") },
-    { type: "bread", heatable: true, coolable: true, sliceable: true, places: ["countertop", "diningtable", "fridge", "microwave", "cabinet"] },
+    {
+      type: "apple",
+      cleanable: true,
+      heatable: true,
+      coolable: true,
+      sliceable: true,
+      places: FOOD,
+    },
+    {
+      type: "tomato",
+      cleanable: true,
+      heatable: true,
+      coolable: true,
+      sliceable: true,
+      places: FOOD,
+    },
+    {
+      type: "potato",
+      cleanable: true,
+      heatable: true,
+      coolable: true,
+      sliceable: true,
+      places: FOOD,
+    },
+    {
+      type: "lettuce",
+      cleanable: true,
+      coolable: true,
+      sliceable: true,
+      places: FOOD.filter((p) => p !== "microwave"),
+    },
+    {
+      type: "bread",
+      heatable: true,
+      coolable: true,
+      sliceable: true,
+      places: ["countertop", "diningtable", "fridge", "microwave", "cabinet"],
+    },
     { type: "egg", cleanable: true, heatable: true, coolable: true, places: FOOD },
-    { type: "mug", cleanable: true, heatable: true, coolable: true, places: [...DISHES, "coffeemachine"] },
+    {
+      type: "mug",
+      cleanable: true,
+      heatable: true,
+      coolable: true,
+      places: [...DISHES, "coffeemachine"],
+    },
     { type: "cup", cleanable: true, heatable: true, coolable: true, places: DISHES },
     { type: "plate", cleanable: true, heatable: true, coolable: true, places: DISHES },
     { type: "bowl", cleanable: true, heatable: true, coolable: true, places: DISHES },
     { type: "pan", cleanable: true, coolable: true, places: COOKWARE },
     { type: "pot", cleanable: true, coolable: true, places: COOKWARE },
-    { type: "kettle", cleanable: true, places: ["countertop", "stoveburner", "cabinet", "sinkbasin"] },
+    {
+      type: "kettle",
+      cleanable: true,
+      places: ["countertop", "stoveburner", "cabinet", "sinkbasin"],
+    },
     { type: "knife", cleanable: true, slices: true, places: CUTLERY },
     { type: "butterknife", cleanable: true, slices: true, places: CUTLERY },
     { type: "fork", cleanable: true, places: CUTLERY },
     { type: "spoon", cleanable: true, places: CUTLERY },
     { type: "spatula", cleanable: true, places: CUTLERY },
     { type: "ladle", cleanable: true, places: CUTLERY },
-    { type: "dishsponge", cleanable: true, places: ["countertop", "cabinet", "drawer", "sinkbasin", "garbagecan"] },
+    {
+      type: "dishsponge",
+      cleanable: true,
+      places: ["countertop", "cabinet", "drawer", "sinkbasin", "garbagecan"],
+    },
     { type: "saltshaker", places: ["countertop", "diningtable", "cabinet", "drawer", "shelf"] },
     { type: "peppershaker", places: ["countertop", "diningtable", "cabinet", "drawer", "shelf"] },
     { type: "soapbottle", places: ["countertop", "cabinet", "shelf", "garbagecan"] },
   ],
   bathroom: [
-    { type: "soapbar", cleanable: true, places: ["countertop", "cabinet", "sinkbasin", "toilet", "bathtubbasin", "garbagecan", "shelf"] },
-    { type: "cloth", cleanable: true, places: ["countertop", "cabinet", "sinkbasin", "toilet", "bathtubbasin", "shelf", "drawer"] },
-    { type: "spraybottle", places: ["countertop", "cabinet", "toilet", "shelf", "garbagecan", "drawer"] },
+    {
+      type: "soapbar",
+      cleanable: true,
+      places: [
+        "countertop",
+        "cabinet",
+        "sinkbasin",
+        "toilet",
+        "bathtubbasin",
+        "garbagecan",
+        "shelf",
+      ],
+    },
+    {
+      type: "cloth",
+      cleanable: true,
+      places: ["countertop", "cabinet", "sinkbasin", "toilet", "bathtubbasin", "shelf", "drawer"],
+    },
+    {
+      type: "spraybottle",
+      places: ["countertop", "cabinet", "toilet", "shelf", "garbagecan", "drawer"],
+    },
     { type: "soapbottle", places: ["countertop", "cabinet", "toilet", "shelf", "garbagecan"] },
-    { type: "toiletpaper", places: ["countertop", "cabinet", "toilet", "toiletpaperhanger", "shelf", "garbagecan", "drawer"] },
-    { type: "candle", places: ["countertop", "cabinet", "toilet", "shelf", "bathtubbasin", "drawer"] },
+    {
+      type: "toiletpaper",
+      places: [
+        "countertop",
+        "cabinet",
+        "toilet",
+        "toiletpaperhanger",
+        "shelf",
+        "garbagecan",
+        "drawer",
+      ],
+    },
+    {
+      type: "candle",
+      places: ["countertop", "cabinet", "toilet", "shelf", "bathtubbasin", "drawer"],
+    },
     { type: "handtowel", places: ["handtowelholder", "countertop", "cabinet"] },
     { type: "towel", places: ["towelholder", "countertop", "cabinet", "bathtubbasin"] },
     { type: "tissuebox", places: ["countertop", "toilet", "shelf", "cabinet"] },
@@ -157,14 +255,26 @@ export const ROOM_OBJECTS: Record<RoomKind, ObjectKind[]> = {
     { type: "desklamp", toggleable: true, places: ["desk", "sidetable", "dresser"] },
   ],
   livingroom: [
-    { type: "remotecontrol", places: ["sofa", "armchair", "coffeetable", "sidetable", "tvstand", "dresser", "drawer"] },
+    {
+      type: "remotecontrol",
+      places: ["sofa", "armchair", "coffeetable", "sidetable", "tvstand", "dresser", "drawer"],
+    },
     { type: "keychain", places: ["sofa", ...SMALL_THINGS] },
     { type: "creditcard", places: ["sofa", "armchair", ...SMALL_THINGS] },
     { type: "cellphone", places: ["sofa", "armchair", ...SMALL_THINGS] },
-    { type: "newspaper", places: ["sofa", "armchair", "coffeetable", "sidetable", "tvstand", "dresser", "ottoman"] },
+    {
+      type: "newspaper",
+      places: ["sofa", "armchair", "coffeetable", "sidetable", "tvstand", "dresser", "ottoman"],
+    },
     { type: "pillow", places: SEATS },
-    { type: "statue", places: ["coffeetable", "sidetable", "tvstand", "dresser", "shelf", "cabinet"] },
-    { type: "vase", places: ["coffeetable", "sidetable", "tvstand", "dresser", "shelf", "cabinet"] },
+    {
+      type: "statue",
+      places: ["coffeetable", "sidetable", "tvstand", "dresser", "shelf", "cabinet"],
+    },
+    {
+      type: "vase",
+      places: ["coffeetable", "sidetable", "tvstand", "dresser", "shelf", "cabinet"],
+    },
     { type: "box", places: ["sofa", "coffeetable", "sidetable", "tvstand", "dresser", "ottoman"] },
     { type: "laptop", places: ["sofa", "coffeetable", "sidetable", "ottoman", "armchair"] },
     { type: "watch", places: ["coffeetable", "sidetable", "dresser", "drawer", "shelf"] },

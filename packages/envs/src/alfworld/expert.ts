@@ -23,7 +23,13 @@ function toolCall(action: string, turn: number): AssistantMessage {
   return {
     role: "assistant",
     content: null,
-    tool_calls: [{ id: `call_${turn}`, type: "function", function: { name: "take_action", arguments: JSON.stringify({ action }) } }],
+    tool_calls: [
+      {
+        id: `call_${turn}`,
+        type: "function",
+        function: { name: "take_action", arguments: JSON.stringify({ action }) },
+      },
+    ],
   };
 }
 
@@ -39,13 +45,15 @@ function lastObservation(history: Message[]): string {
 /** The lowest-numbered receptacle of a type. */
 function firstOfType(instance: Instance, type: string): string {
   const names = instance.world.receptacles.filter((r) => r.type === type).map((r) => r.name);
-  if (names.length === 0) throw new Error(`alfworld expert: no ${type} in instance ${instance.index}`);
+  if (names.length === 0)
+    throw new Error(`alfworld expert: no ${type} in instance ${instance.index}`);
   return names[0];
 }
 
 function locationOf(instance: Instance, object: string): string {
   const state = instance.world.objects.find((o) => o.name === object);
-  if (!state || state.location === null) throw new Error(`alfworld expert: ${object} is not in a receptacle`);
+  if (!state || state.location === null)
+    throw new Error(`alfworld expert: ${object} is not in a receptacle`);
   return state.location;
 }
 
@@ -56,26 +64,47 @@ export function planFor(instance: Instance): PlanStep[] {
   const heldAtStart = instance.world.objects.find((o) => o.location === null)?.name;
   const fetch = (name: string): PlanStep[] => {
     const source = locationOf(instance, name);
-    return [{ kind: "goto", receptacle: source }, { kind: "take", object: name, receptacle: source }];
+    return [
+      { kind: "goto", receptacle: source },
+      { kind: "take", object: name, receptacle: source },
+    ];
   };
   if (goal.type === "look_at_obj_in_light") {
     if (!instance.lamp) throw new Error(`alfworld expert: instance ${instance.index} has no lamp`);
     const lampPlace = locationOf(instance, instance.lamp);
     const steps: PlanStep[] = heldAtStart ? [] : fetch(object);
-    return [...steps, { kind: "goto", receptacle: lampPlace }, { kind: "use", lamp: instance.lamp }];
+    return [
+      ...steps,
+      { kind: "goto", receptacle: lampPlace },
+      { kind: "use", lamp: instance.lamp },
+    ];
   }
   const receptacleType = goal.receptacle as string;
-  const target = instance.world.agentAt && instance.world.receptacles.find((r) => r.name === instance.world.agentAt)?.type === receptacleType
-    ? instance.world.agentAt
-    : firstOfType(instance, receptacleType);
-  const place = (name: string): PlanStep[] => [{ kind: "goto", receptacle: target }, { kind: "put", object: name, receptacle: target }];
-  if (goal.type === "pick_two_obj") return [...fetch(targets[0]), ...place(targets[0]), ...fetch(targets[1]), ...place(targets[1])];
+  const target =
+    instance.world.agentAt &&
+    instance.world.receptacles.find((r) => r.name === instance.world.agentAt)?.type ===
+      receptacleType
+      ? instance.world.agentAt
+      : firstOfType(instance, receptacleType);
+  const place = (name: string): PlanStep[] => [
+    { kind: "goto", receptacle: target },
+    { kind: "put", object: name, receptacle: target },
+  ];
+  if (goal.type === "pick_two_obj")
+    return [...fetch(targets[0]), ...place(targets[0]), ...fetch(targets[1]), ...place(targets[1])];
   const steps: PlanStep[] = heldAtStart ? [] : fetch(object);
-  const appliance = { pick_clean_then_place: ["clean", "sinkbasin"], pick_heat_then_place: ["heat", "microwave"], pick_cool_then_place: ["cool", "fridge"] } as const;
+  const appliance = {
+    pick_clean_then_place: ["clean", "sinkbasin"],
+    pick_heat_then_place: ["heat", "microwave"],
+    pick_cool_then_place: ["cool", "fridge"],
+  } as const;
   if (goal.type in appliance) {
     const [verb, type] = appliance[goal.type as keyof typeof appliance];
     const station = firstOfType(instance, type);
-    steps.push({ kind: "goto", receptacle: station }, { kind: "apply", verb, object, receptacle: station });
+    steps.push(
+      { kind: "goto", receptacle: station },
+      { kind: "apply", verb, object, receptacle: station },
+    );
   }
   return [...steps, ...place(object)];
 }
@@ -177,9 +206,13 @@ export class WrongExpert implements Expert {
 
   constructor(instance: Instance) {
     const avoid = new Set([instance.goal.receptacle, "sinkbasin", "microwave", "fridge"]);
-    const lampPlace = instance.world.objects.find((o) => objectKind(instance.world.room, o.type).toggleable)?.location;
+    const lampPlace = instance.world.objects.find(
+      (o) => objectKind(instance.world.room, o.type).toggleable,
+    )?.location;
     this.route = instance.world.receptacles
-      .filter((r) => !avoid.has(r.type) && r.name !== lampPlace && r.name !== instance.world.agentAt)
+      .filter(
+        (r) => !avoid.has(r.type) && r.name !== lampPlace && r.name !== instance.world.agentAt,
+      )
       .slice(0, 2)
       .map((r) => `go to ${r.name}`);
   }

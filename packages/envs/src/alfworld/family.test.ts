@@ -18,7 +18,17 @@ import { Random } from "../random.js";
 const family = new AlfworldTaskFamily({ seed: 0 });
 
 function call(action: unknown, id = "c"): AssistantMessage {
-  return { role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name: "take_action", arguments: JSON.stringify({ action }) } }] };
+  return {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      {
+        id,
+        type: "function",
+        function: { name: "take_action", arguments: JSON.stringify({ action }) },
+      },
+    ],
+  };
 }
 
 /** Plays a fixed list of assistant messages; returns each interact result. */
@@ -45,7 +55,14 @@ class RandomAgent implements Expert {
     const last = [...history].reverse().find((m) => m.role === "tool" || m.role === "user");
     const text = last && "content" in last && typeof last.content === "string" ? last.content : "";
     const listed = text.split("AVAILABLE ACTIONS:\n")[1]?.split("\n").filter(Boolean) ?? ["look"];
-    if (this.random.chance(0.05)) return { role: "assistant", content: null, tool_calls: [{ id: "x", type: "function", function: { name: "take_action", arguments: "{bad json" } }] };
+    if (this.random.chance(0.05))
+      return {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "x", type: "function", function: { name: "take_action", arguments: "{bad json" } },
+        ],
+      };
     return call(this.random.pick(listed));
   }
 }
@@ -56,11 +73,19 @@ describe("ALFWorld family: curriculum, splits, determinism", () => {
     assert.deepEqual(small.difficulties, [0, 1, 2, 3]);
     assert.equal(small.indices("train").length, 28);
     assert.deepEqual(small.indicesAt("test", 2), [2_500_000, 2_500_001, 2_500_002]);
-    assert.deepEqual(decodeIndex(encodeIndex("test", 3, 42)), { difficulty: 3, split: "test", position: 42 });
+    assert.deepEqual(decodeIndex(encodeIndex("test", 3, 42)), {
+      difficulty: 3,
+      split: "test",
+      position: 42,
+    });
     const train = new Set(family.indices("train"));
     assert.ok(family.indices("test").every((index) => !train.has(index)));
     assert.throws(() => small.instance(2_500_003), /beyond the test split/);
-    assert.deepEqual(small.indicesAt("test", 9), [], "a difficulty the family does not have: no instances (as every family)");
+    assert.deepEqual(
+      small.indicesAt("test", 9),
+      [],
+      "a difficulty the family does not have: no instances (as every family)",
+    );
     assert.throws(() => new AlfworldTaskFamily({ trainSize: -1 }), /invalid options/);
   });
 
@@ -72,12 +97,16 @@ describe("ALFWorld family: curriculum, splits, determinism", () => {
 
   test("same seed, same instance; different seed, different instance", () => {
     for (const index of [0, 1_500_001, 2_000_017, 3_500_009]) {
-      assert.equal(canonicalForm(generateInstance(0, index)), canonicalForm(generateInstance(0, index)));
+      assert.equal(
+        canonicalForm(generateInstance(0, index)),
+        canonicalForm(generateInstance(0, index)),
+      );
     }
     let differ = 0;
     for (let k = 0; k < 50; k++) {
       const index = encodeIndex("train", 1, k);
-      if (canonicalForm(generateInstance(0, index)) !== canonicalForm(generateInstance(1, index))) differ += 1;
+      if (canonicalForm(generateInstance(0, index)) !== canonicalForm(generateInstance(1, index)))
+        differ += 1;
     }
     assert.equal(differ, 50);
   });
@@ -100,37 +129,60 @@ describe("ALFWorld family: experts", () => {
   for (const difficulty of [0, 1, 2, 3]) {
     test(`the expert solves >= 99% of 200 test instances at difficulty ${difficulty}`, async () => {
       const indices = family.indicesAt("test", difficulty);
-      const records = await playEpisodes(family, indices, (index) => family.expert(index), { concurrency: 4 });
+      const records = await playEpisodes(family, indices, (index) => family.expert(index), {
+        concurrency: 4,
+      });
       const solved = records.filter((r) => r.reward === 1 && r.status === "completed").length;
       const turns = records.reduce((sum, r) => sum + r.turns, 0) / records.length;
-      console.log(`alfworld difficulty ${difficulty}: expert solved ${solved}/${records.length}, mean turns ${turns.toFixed(2)}`);
+      console.log(
+        `alfworld difficulty ${difficulty}: expert solved ${solved}/${records.length}, mean turns ${turns.toFixed(2)}`,
+      );
       assert.ok(solved / records.length >= 0.99, `expert solved only ${solved}/${records.length}`);
-      if (difficulty === 0) assert.ok(records.every((r) => r.turns === 1), "difficulty 0 is one action");
+      if (difficulty === 0)
+        assert.ok(
+          records.every((r) => r.turns === 1),
+          "difficulty 0 is one action",
+        );
     });
   }
 
   test("the expert opens what it sees closed and takes what it sees listed", async () => {
-    assert.deepEqual(seenNames("The fridge 1 is open. In it, you see a apple 2, a bread 1, and a egg 1."), ["apple 2", "bread 1", "egg 1"]);
+    assert.deepEqual(
+      seenNames("The fridge 1 is open. In it, you see a apple 2, a bread 1, and a egg 1."),
+      ["apple 2", "bread 1", "egg 1"],
+    );
     assert.deepEqual(seenNames("On the sofa 1, you see nothing."), []);
     const index = family.indicesAt("test", 1).find((i) => {
       const instance = family.instance(i);
-      const source = instance.world.objects.find((o) => o.name === instance.targets[0])?.location ?? "";
+      const source =
+        instance.world.objects.find((o) => o.name === instance.targets[0])?.location ?? "";
       return /^(cabinet|drawer|fridge|microwave|safe) /.test(source);
     });
     assert.ok(index !== undefined, "some instance hides its object in a closed receptacle");
     const record = await playEpisode(family, index, family.expert(index));
     const steps = record.messages.slice(2);
-    const closedAt = steps.findIndex((m) => m.role === "tool" && /^The [a-z]+ \d+ is closed\./.test(m.content));
+    const closedAt = steps.findIndex(
+      (m) => m.role === "tool" && /^The [a-z]+ \d+ is closed\./.test(m.content),
+    );
     const next = steps[closedAt + 1];
-    assert.match(next.role === "assistant" ? next.tool_calls![0].function.arguments : "", /"open [a-z]+ \d+"/);
+    assert.match(
+      next.role === "assistant" ? next.tool_calls![0].function.arguments : "",
+      /"open [a-z]+ \d+"/,
+    );
     assert.equal(record.reward, 1);
   });
 
   test("the wrong expert scores 0 everywhere", async () => {
     const indices = family.difficulties.flatMap((d) => family.indicesAt("test", d).slice(0, 50));
     const records = await playEpisodes(family, indices, (index) => family.wrongExpert(index));
-    assert.ok(records.every((r) => r.reward === 0), "a wrong episode scored");
-    assert.ok(records.every((r) => r.status === "agent invalid action"), "ends by the repeat rule");
+    assert.ok(
+      records.every((r) => r.reward === 0),
+      "a wrong episode scored",
+    );
+    assert.ok(
+      records.every((r) => r.status === "agent invalid action"),
+      "ends by the repeat rule",
+    );
   });
 
   test("a random agent solves few", async () => {
@@ -140,7 +192,9 @@ describe("ALFWorld family: experts", () => {
     let harderTotal = 0;
     for (const difficulty of family.difficulties) {
       const indices = family.indicesAt("test", difficulty).slice(0, 100);
-      const records = await playEpisodes(family, indices, () => new RandomAgent(random), { concurrency: 1 });
+      const records = await playEpisodes(family, indices, () => new RandomAgent(random), {
+        concurrency: 1,
+      });
       const solved = records.filter((r) => r.reward === 1).length;
       rates.push(`d${difficulty} ${solved}/${records.length}`);
       if (difficulty > 0) {
@@ -148,8 +202,13 @@ describe("ALFWorld family: experts", () => {
         harderTotal += records.length;
       }
     }
-    console.log(`alfworld random agent (random available action, 5% malformed): ${rates.join(", ")}`);
-    assert.ok(harderSolved / harderTotal < 0.25, `random agent solved ${harderSolved}/${harderTotal} at difficulties 1-3`);
+    console.log(
+      `alfworld random agent (random available action, 5% malformed): ${rates.join(", ")}`,
+    );
+    assert.ok(
+      harderSolved / harderTotal < 0.25,
+      `random agent solved ${harderSolved}/${harderTotal} at difficulties 1-3`,
+    );
   });
 });
 
@@ -161,21 +220,51 @@ describe("ALFWorld family: episode rules (the original's, its status fault fixed
     const session = await family.startSession(index1);
     const [system, user] = session.start.messages;
     assert.equal(system.role, "system");
-    assert.match(user.role === "user" ? user.content : "", /^Here is your task\. You are in the middle of a room\. Looking quickly around you, you see .*\nYour task is to: put .*\.\nAVAILABLE ACTIONS:\ngo to /s);
-    assert.deepEqual(session.start.tools.map((t) => t.function.name), ["take_action"]);
+    assert.match(
+      user.role === "user" ? user.content : "",
+      /^Here is your task\. You are in the middle of a room\. Looking quickly around you, you see .*\nYour task is to: put .*\.\nAVAILABLE ACTIONS:\ngo to /s,
+    );
+    assert.deepEqual(
+      session.start.tools.map((t) => t.function.name),
+      ["take_action"],
+    );
   });
 
-  const outcomes: { name: string; script: () => Promise<AssistantMessage[]>; index: number; reward: number; status: string; turns: number }[] = [
-    { name: "one winning action", index: index0, script: async () => [await firstExpertMessage(index0)], reward: 1, status: "completed", turns: 1 },
+  const outcomes: {
+    name: string;
+    script: () => Promise<AssistantMessage[]>;
+    index: number;
+    reward: number;
+    status: string;
+    turns: number;
+  }[] = [
+    {
+      name: "one winning action",
+      index: index0,
+      script: async () => [await firstExpertMessage(index0)],
+      reward: 1,
+      status: "completed",
+      turns: 1,
+    },
     {
       name: "a text turn, then a win: completed (the original kept 'agent validation failed')",
       index: index0,
-      script: async () => [{ role: "assistant", content: "I will think first." }, await firstExpertMessage(index0)],
+      script: async () => [
+        { role: "assistant", content: "I will think first." },
+        await firstExpertMessage(index0),
+      ],
       reward: 1,
       status: "completed",
       turns: 2,
     },
-    { name: "three identical actions end it", index: index1, script: async () => [call("look"), call("look"), call("look")], reward: 0, status: "agent invalid action", turns: 3 },
+    {
+      name: "three identical actions end it",
+      index: index1,
+      script: async () => [call("look"), call("look"), call("look")],
+      reward: 0,
+      status: "agent invalid action",
+      turns: 3,
+    },
     {
       name: "twenty steps without the goal",
       index: index1,
@@ -204,13 +293,16 @@ describe("ALFWorld family: episode rules (the original's, its status fault fixed
       [["go to x", "look", "look", "look"], true],
       [["Look", "look", "look"], false],
     ];
-    for (const [actions, expected] of table) assert.equal(repeatedTooOften(actions), expected, actions.join(" | "));
+    for (const [actions, expected] of table)
+      assert.equal(repeatedTooOften(actions), expected, actions.join(" | "));
   });
 
   test("free text is mapped to the closest available action", async () => {
     const session = await family.startSession(index1);
     const user = session.start.messages[1];
-    const firstGoTo = (user.role === "user" ? user.content : "").split("\n").find((line) => line.startsWith("go to ")) as string;
+    const firstGoTo = (user.role === "user" ? user.content : "")
+      .split("\n")
+      .find((line) => line.startsWith("go to ")) as string;
     const reply = await session.interact(call(`Please ${firstGoTo.toUpperCase()} now`));
     const content = reply.messages[0].role === "tool" ? reply.messages[0].content : "";
     assert.doesNotMatch(content, /^Nothing happens\./);
@@ -220,11 +312,47 @@ describe("ALFWorld family: episode rules (the original's, its status fault fixed
   test("malformed calls get an error message and do not crash", async () => {
     const session = await family.startSession(index1);
     const bad: AssistantMessage[] = [
-      { role: "assistant", content: null, tool_calls: [{ id: "a", type: "function", function: { name: "take_action", arguments: "{not json" } }] },
-      { role: "assistant", content: null, tool_calls: [{ id: "b", type: "function", function: { name: "take_action", arguments: JSON.stringify({ action: 5 }) } }] },
-      { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name: "take_action", arguments: "{}" } }] },
-      { role: "assistant", content: null, tool_calls: [{ id: "d", type: "function", function: { name: "fly", arguments: "{}" } }] },
-      { role: "assistant", content: null, tool_calls: [{ id: "e", type: "function", function: { name: "take_action", arguments: JSON.stringify({ verb: "look" }) } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "a", type: "function", function: { name: "take_action", arguments: "{not json" } },
+        ],
+      },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: "b",
+            type: "function",
+            function: { name: "take_action", arguments: JSON.stringify({ action: 5 }) },
+          },
+        ],
+      },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          { id: "c", type: "function", function: { name: "take_action", arguments: "{}" } },
+        ],
+      },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [{ id: "d", type: "function", function: { name: "fly", arguments: "{}" } }],
+      },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: "e",
+            type: "function",
+            function: { name: "take_action", arguments: JSON.stringify({ verb: "look" }) },
+          },
+        ],
+      },
       { role: "assistant", content: "" },
     ];
     for (const message of bad) {
@@ -241,7 +369,11 @@ describe("ALFWorld family: episode rules (the original's, its status fault fixed
 
   test("only the first call of a turn acts", async () => {
     const session = await family.startSession(index1);
-    const message: AssistantMessage = { role: "assistant", content: null, tool_calls: [call("inventory", "a").tool_calls![0], call("look", "b").tool_calls![0]] };
+    const message: AssistantMessage = {
+      role: "assistant",
+      content: null,
+      tool_calls: [call("inventory", "a").tool_calls![0], call("look", "b").tool_calls![0]],
+    };
     const reply = await session.interact(message);
     assert.equal(reply.messages.length, 2);
     assert.match(reply.messages[0].content as string, /^You are not carrying anything\./);

@@ -16,10 +16,27 @@
  * - 3: pick two, in a large room with more receptacles and more objects.
  */
 import { EnvironmentError, type Split } from "../types.js";
-import { isOpenable, ROOM_OBJECTS, ROOM_RECEPTACLES, type ObjectKind, type RoomKind } from "./catalog.js";
+import {
+  isOpenable,
+  ROOM_OBJECTS,
+  ROOM_RECEPTACLES,
+  type ObjectKind,
+  type RoomKind,
+} from "./catalog.js";
 import { hashString, mixSeeds, Random } from "../random.js";
-import { decodeInstanceIndex, encodeInstanceIndex, type InstanceIndexParts } from "../instance-index.js";
-import { World, type Goal, type ObjectState, type ReceptacleState, type TaskType, type WorldState } from "./world.js";
+import {
+  decodeInstanceIndex,
+  encodeInstanceIndex,
+  type InstanceIndexParts,
+} from "../instance-index.js";
+import {
+  World,
+  type Goal,
+  type ObjectState,
+  type ReceptacleState,
+  type TaskType,
+  type WorldState,
+} from "./world.js";
 
 export const DIFFICULTIES = [0, 1, 2, 3] as const;
 export { DIFFICULTY_STRIDE, TEST_OFFSET } from "../instance-index.js";
@@ -29,7 +46,12 @@ const MAX_ATTEMPTS = 256;
 export const TASKS_AT_DIFFICULTY: Record<number, TaskType[]> = {
   0: ["pick_and_place", "look_at_obj_in_light"],
   1: ["pick_and_place"],
-  2: ["pick_clean_then_place", "pick_heat_then_place", "pick_cool_then_place", "look_at_obj_in_light"],
+  2: [
+    "pick_clean_then_place",
+    "pick_heat_then_place",
+    "pick_cool_then_place",
+    "look_at_obj_in_light",
+  ],
   3: ["pick_two_obj"],
 };
 
@@ -70,10 +92,13 @@ export function encodeIndex(split: Split, difficulty: number, position: number):
 
 /** Splits an index into its parts; throws EnvironmentError for an index outside the layout. */
 export function decodeIndex(index: number): DecodedIndex {
-  if (!Number.isSafeInteger(index) || index < 0) throw new EnvironmentError(`alfworld: index ${index} is not a non-negative integer`);
+  if (!Number.isSafeInteger(index) || index < 0)
+    throw new EnvironmentError(`alfworld: index ${index} is not a non-negative integer`);
   const decoded = decodeInstanceIndex(index);
   if (!(DIFFICULTIES as readonly number[]).includes(decoded.difficulty)) {
-    throw new EnvironmentError(`alfworld: index ${index} encodes difficulty ${decoded.difficulty}; known: ${DIFFICULTIES.join(", ")}`);
+    throw new EnvironmentError(
+      `alfworld: index ${index} encodes difficulty ${decoded.difficulty}; known: ${DIFFICULTIES.join(", ")}`,
+    );
   }
   return decoded;
 }
@@ -87,7 +112,9 @@ export function canonicalForm(instance: Pick<Instance, "goal" | "taskText" | "wo
     room: world.room,
     at: world.agentAt,
     receptacles: world.receptacles.map((r) => [r.name, r.opened]),
-    objects: world.objects.map((o) => [o.name, o.location, o.isClean, o.isHot, o.isCool, o.isSliced, o.isOn]).sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
+    objects: world.objects
+      .map((o) => [o.name, o.location, o.isClean, o.isHot, o.isCool, o.isSliced, o.isOn])
+      .sort((a, b) => String(a[0]).localeCompare(String(b[0]))),
   });
 }
 
@@ -109,7 +136,9 @@ export function generateInstance(seed: number, index: number): Instance {
     if (splitOfInstance(draft) !== split) continue;
     return { ...draft, index, seed, split, difficulty, attempt };
   }
-  throw new EnvironmentError(`alfworld: could not generate instance ${index} (seed ${seed}) in ${MAX_ATTEMPTS} attempts`);
+  throw new EnvironmentError(
+    `alfworld: could not generate instance ${index} (seed ${seed}) in ${MAX_ATTEMPTS} attempts`,
+  );
 }
 
 type Draft = Pick<Instance, "goal" | "taskText" | "world" | "targets" | "lamp">;
@@ -120,7 +149,9 @@ function makeReceptacles(random: Random, room: RoomKind, large: boolean): Recept
   for (const { type, count } of ROOM_RECEPTACLES[room]) {
     const [low, high] = count;
     const middle = Math.floor((low + high) / 2);
-    const n = large ? random.integer(Math.ceil((low + high) / 2), high) : random.integer(low, middle);
+    const n = large
+      ? random.integer(Math.ceil((low + high) / 2), high)
+      : random.integer(low, middle);
     for (let i = 1; i <= n; i++) {
       receptacles.push({ name: `${type} ${i}`, type, openable: isOpenable(type), opened: false });
     }
@@ -147,17 +178,41 @@ function excludedTargets(task: TaskType): string[] {
 function taskSentence(random: Random, task: TaskType, object: string, receptacle: string): string {
   const choices: Record<TaskType, string[]> = {
     pick_and_place: [`put a ${object} in ${receptacle}.`, `put some ${object} on ${receptacle}.`],
-    look_at_obj_in_light: [`look at ${object} under the desklamp.`, `examine the ${object} with the desklamp.`],
-    pick_clean_then_place: [`put a clean ${object} in ${receptacle}.`, `clean some ${object} and put it in ${receptacle}.`],
-    pick_heat_then_place: [`put a hot ${object} in ${receptacle}.`, `heat some ${object} and put it in ${receptacle}.`],
-    pick_cool_then_place: [`put a cool ${object} in ${receptacle}.`, `cool some ${object} and put it in ${receptacle}.`],
-    pick_two_obj: [`put two ${object} in ${receptacle}.`, `find two ${object} and put them in ${receptacle}.`],
+    look_at_obj_in_light: [
+      `look at ${object} under the desklamp.`,
+      `examine the ${object} with the desklamp.`,
+    ],
+    pick_clean_then_place: [
+      `put a clean ${object} in ${receptacle}.`,
+      `clean some ${object} and put it in ${receptacle}.`,
+    ],
+    pick_heat_then_place: [
+      `put a hot ${object} in ${receptacle}.`,
+      `heat some ${object} and put it in ${receptacle}.`,
+    ],
+    pick_cool_then_place: [
+      `put a cool ${object} in ${receptacle}.`,
+      `cool some ${object} and put it in ${receptacle}.`,
+    ],
+    pick_two_obj: [
+      `put two ${object} in ${receptacle}.`,
+      `find two ${object} and put them in ${receptacle}.`,
+    ],
   };
   return random.pick(choices[task]);
 }
 
 function newObject(name: string, type: string, location: string | null): ObjectState {
-  return { name, type, location, isClean: false, isHot: false, isCool: false, isSliced: false, isOn: false };
+  return {
+    name,
+    type,
+    location,
+    isClean: false,
+    isHot: false,
+    isCool: false,
+    isSliced: false,
+    isOn: false,
+  };
 }
 
 /** One draw; undefined when the drawn room cannot host the drawn task. */
@@ -171,16 +226,24 @@ function draftInstance(random: Random, difficulty: number): Draft | undefined {
 
   // The goal: an object type and a receptacle type it can be put into, with somewhere
   // else to start from.
-  const candidates = kinds.filter((kind) => fitsTask(kind, task)).flatMap((kind) => {
-    const spots = kind.places.filter((p) => present.has(p));
-    const targets = task === "look_at_obj_in_light" ? [""] : spots.filter((p) => !excludedTargets(task).includes(p));
-    return targets
-      .map((target) => ({ kind, target, sources: spots.filter((p) => p !== target) }))
-      .filter((c) => c.sources.length > 0);
-  });
+  const candidates = kinds
+    .filter((kind) => fitsTask(kind, task))
+    .flatMap((kind) => {
+      const spots = kind.places.filter((p) => present.has(p));
+      const targets =
+        task === "look_at_obj_in_light"
+          ? [""]
+          : spots.filter((p) => !excludedTargets(task).includes(p));
+      return targets
+        .map((target) => ({ kind, target, sources: spots.filter((p) => p !== target) }))
+        .filter((c) => c.sources.length > 0);
+    });
   if (candidates.length === 0) return undefined;
   const { kind, target, sources } = random.pick(candidates);
-  const goal: Goal = task === "look_at_obj_in_light" ? { type: task, object: kind.type } : { type: task, object: kind.type, receptacle: target };
+  const goal: Goal =
+    task === "look_at_obj_in_light"
+      ? { type: task, object: kind.type }
+      : { type: task, object: kind.type, receptacle: target };
   const sourceReceptacles = receptacles.filter((r) => sources.includes(r.type));
 
   const objects: ObjectState[] = [];
@@ -213,7 +276,9 @@ function draftInstance(random: Random, difficulty: number): Draft | undefined {
 
   // Distractors: other object types (never the goal's), about one per receptacle.
   const others = kinds.filter((k) => k.type !== kind.type && !k.toggleable);
-  const distractorCount = Math.round(receptacles.length * (large ? random.integer(8, 14) : random.integer(5, 10)) / 10);
+  const distractorCount = Math.round(
+    (receptacles.length * (large ? random.integer(8, 14) : random.integer(5, 10))) / 10,
+  );
   for (let i = 0; i < distractorCount; i++) {
     const other = random.pick(others);
     const spots = receptacles.filter((r) => other.places.includes(r.type));

@@ -8,9 +8,22 @@
  */
 import { z } from "zod";
 import type { TaskFamilyOptions } from "../types.js";
-import { EnvironmentError, type CurriculumTaskFamily, type Expert, type Split, type TaskSession } from "../types.js";
+import {
+  EnvironmentError,
+  type CurriculumTaskFamily,
+  type Expert,
+  type Split,
+  type TaskSession,
+} from "../types.js";
 import { AlfworldExpert, WrongExpert } from "./expert.js";
-import { DIFFICULTIES, TEST_OFFSET, decodeIndex, encodeIndex, generateInstance, type Instance } from "./generate.js";
+import {
+  DIFFICULTIES,
+  TEST_OFFSET,
+  decodeIndex,
+  encodeIndex,
+  generateInstance,
+  type Instance,
+} from "./generate.js";
 import { AlfworldSession, type AlfworldSessionOptions } from "./session.js";
 
 export { AlfworldExpert, WrongExpert, planFor, seenNames } from "./expert.js";
@@ -38,7 +51,14 @@ export {
   repeatedTooOften,
   type AlfworldSessionOptions,
 } from "./session.js";
-export { NOTHING_HAPPENS, TASK_TYPES, World, type Goal, type TaskType, type WorldState } from "./world.js";
+export {
+  NOTHING_HAPPENS,
+  TASK_TYPES,
+  World,
+  type Goal,
+  type TaskType,
+  type WorldState,
+} from "./world.js";
 
 const optionsSchema = z.object({
   seed: z.number().int().nonnegative().default(0),
@@ -66,7 +86,8 @@ export class AlfworldTaskFamily implements CurriculumTaskFamily {
 
   constructor(options: AlfworldOptions = {}) {
     const parsed = optionsSchema.safeParse(options);
-    if (!parsed.success) throw new EnvironmentError(`alfworld: invalid options: ${parsed.error.message}`);
+    if (!parsed.success)
+      throw new EnvironmentError(`alfworld: invalid options: ${parsed.error.message}`);
     this.settings = parsed.data;
   }
 
@@ -88,14 +109,20 @@ export class AlfworldTaskFamily implements CurriculumTaskFamily {
   instance(index: number): Instance {
     const { position, split } = decodeIndex(index);
     if (position >= this.size(split)) {
-      throw new EnvironmentError(`alfworld: index ${index} is beyond the ${split} split (${this.size(split)} per difficulty)`);
+      throw new EnvironmentError(
+        `alfworld: index ${index} is beyond the ${split} split (${this.size(split)} per difficulty)`,
+      );
     }
     return generateInstance(this.settings.seed, index);
   }
 
   async startSession(index: number): Promise<TaskSession> {
     const { maxSteps, showAvailableActions, maxOutputChars } = this.settings;
-    return new AlfworldSession(this.instance(index), { maxSteps, showAvailableActions, maxOutputChars });
+    return new AlfworldSession(this.instance(index), {
+      maxSteps,
+      showAvailableActions,
+      maxOutputChars,
+    });
   }
 
   expert(index: number): Expert {
@@ -107,6 +134,8 @@ export class AlfworldTaskFamily implements CurriculumTaskFamily {
   }
 }
 
-export async function createTaskFamily(options: TaskFamilyOptions = {}): Promise<CurriculumTaskFamily> {
+export async function createTaskFamily(
+  options: TaskFamilyOptions = {},
+): Promise<CurriculumTaskFamily> {
   return new AlfworldTaskFamily(options as AlfworldOptions);
 }

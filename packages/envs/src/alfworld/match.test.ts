@@ -3,7 +3,8 @@ import assert from "node:assert/strict";
 import { brevityPenalty, matchAction, modifiedPrecision, sentenceBleu } from "./match.js";
 
 /** method4's smoothed precision for the i-th zero (i = 1, 2, ...) of a hypothesis of `length` tokens. */
-const smoothed = (i: number, length: number, denominator = 1) => Math.log(length) / (2 ** i * 5) / denominator;
+const smoothed = (i: number, length: number, denominator = 1) =>
+  Math.log(length) / (2 ** i * 5) / denominator;
 
 describe("sentenceBleu (NLTK sentence_bleu, method4) against hand-computed values", () => {
   const cases: { reference: string; hypothesis: string; expected: number; why: string }[] = [
@@ -35,22 +36,35 @@ describe("sentenceBleu (NLTK sentence_bleu, method4) against hand-computed value
       expected: Math.exp(1 - 4 / 3) * ((2 / 3) * 0.5 * smoothed(1, 3) * smoothed(2, 3)) ** 0.25,
       why: "partial overlap, two smoothed orders",
     },
-    { reference: "go to fridge 1", hypothesis: "hello world", expected: 0, why: "no unigram in common" },
+    {
+      reference: "go to fridge 1",
+      hypothesis: "hello world",
+      expected: 0,
+      why: "no unigram in common",
+    },
     { reference: "go to fridge 1", hypothesis: "", expected: 0, why: "empty hypothesis" },
   ];
   for (const { reference, hypothesis, expected, why } of cases) {
     test(`${why}: "${hypothesis}" vs "${reference}"`, () => {
-      assert.ok(Math.abs(sentenceBleu(reference, hypothesis) - expected) < 1e-12, `${sentenceBleu(reference, hypothesis)} != ${expected}`);
+      assert.ok(
+        Math.abs(sentenceBleu(reference, hypothesis) - expected) < 1e-12,
+        `${sentenceBleu(reference, hypothesis)} != ${expected}`,
+      );
     });
   }
 
   test("a one-word hypothesis: unsmoothed zero precisions are left out, BLEU = BP", () => {
-    assert.ok(Math.abs(sentenceBleu("take apple 1 from countertop 1", "apple") - Math.exp(1 - 6)) < 1e-15);
+    assert.ok(
+      Math.abs(sentenceBleu("take apple 1 from countertop 1", "apple") - Math.exp(1 - 6)) < 1e-15,
+    );
     assert.ok(Math.abs(sentenceBleu("examine fridge 1", "examine") - Math.exp(1 - 3)) < 1e-15);
   });
 
   test("modified precision clips counts by the reference and keeps the raw denominator", () => {
-    assert.deepEqual(modifiedPrecision(["go", "to", "x"], ["go", "go", "go"], 1), { numerator: 1, denominator: 3 });
+    assert.deepEqual(modifiedPrecision(["go", "to", "x"], ["go", "go", "go"], 1), {
+      numerator: 1,
+      denominator: 3,
+    });
     assert.deepEqual(modifiedPrecision(["a"], ["a"], 2), { numerator: 0, denominator: 1 });
   });
 
@@ -62,11 +76,21 @@ describe("sentenceBleu (NLTK sentence_bleu, method4) against hand-computed value
 });
 
 describe("matchAction (the original's process_action)", () => {
-  const choices = ["go to cabinet 1", "go to fridge 1", "inventory", "look", "take apple 1 from countertop 1"];
+  const choices = [
+    "go to cabinet 1",
+    "go to fridge 1",
+    "inventory",
+    "look",
+    "take apple 1 from countertop 1",
+  ];
   const cases: { text: string; expected: string; why: string }[] = [
     { text: "go to fridge 1", expected: "go to fridge 1", why: "exact" },
     { text: "  GO TO Fridge 1  ", expected: "go to fridge 1", why: "trimmed and lower-cased" },
-    { text: "go to fridge 1\nthen take the apple", expected: "go to fridge 1", why: "first line only" },
+    {
+      text: "go to fridge 1\nthen take the apple",
+      expected: "go to fridge 1",
+      why: "first line only",
+    },
     { text: "go to fridge", expected: "go to fridge 1", why: "closest by BLEU" },
     { text: "take apple 1", expected: "take apple 1 from countertop 1", why: "closest by BLEU" },
     { text: "go to", expected: "go to cabinet 1", why: "ties go to the first choice" },
@@ -76,7 +100,9 @@ describe("matchAction (the original's process_action)", () => {
     { text: "", expected: "", why: "empty text kept" },
   ];
   for (const { text, expected, why } of cases) {
-    test(`${why}: ${JSON.stringify(text)}`, () => assert.equal(matchAction(text, choices), expected));
+    test(`${why}: ${JSON.stringify(text)}`, () =>
+      assert.equal(matchAction(text, choices), expected));
   }
-  test("with no choices the cleaned text passes through", () => assert.equal(matchAction(" Look ", []), "look"));
+  test("with no choices the cleaned text passes through", () =>
+    assert.equal(matchAction(" Look ", []), "look"));
 });

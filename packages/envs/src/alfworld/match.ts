@@ -34,7 +34,11 @@ function ngramCounts(tokens: string[], order: number): Map<string, number> {
 }
 
 /** NLTK `modified_precision` as an unreduced fraction (numerator, denominator). */
-export function modifiedPrecision(reference: string[], hypothesis: string[], order: number): { numerator: number; denominator: number } {
+export function modifiedPrecision(
+  reference: string[],
+  hypothesis: string[],
+  order: number,
+): { numerator: number; denominator: number } {
   const counts = ngramCounts(hypothesis, order);
   const referenceCounts = ngramCounts(reference, order);
   let numerator = 0;

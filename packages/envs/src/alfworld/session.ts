@@ -14,11 +14,14 @@ export const TAKE_ACTION_TOOL: ToolSpec = {
   function: {
     name: "take_action",
     description:
-      "Take one action in the household, e.g. \"go to countertop 1\", \"take apple 1 from countertop 1\", \"put apple 1 in/on fridge 1\". Choose it from the AVAILABLE ACTIONS list; other text is mapped to the most similar available action.",
+      'Take one action in the household, e.g. "go to countertop 1", "take apple 1 from countertop 1", "put apple 1 in/on fridge 1". Choose it from the AVAILABLE ACTIONS list; other text is mapped to the most similar available action.',
     parameters: {
       type: "object",
       properties: {
-        action: { type: "string", description: "The action, written exactly as in the AVAILABLE ACTIONS list." },
+        action: {
+          type: "string",
+          description: "The action, written exactly as in the AVAILABLE ACTIONS list.",
+        },
       },
       required: ["action"],
     },
@@ -28,7 +31,7 @@ export const TAKE_ACTION_TOOL: ToolSpec = {
 /** The original FC instruction, with its typos fixed and its filler trimmed. */
 export const INSTRUCTION = [
   "Interact with a household to solve a task. Imagine you are an intelligent agent in a household environment and your target is to perform actions to complete the task goal. At the beginning of your interactions, you will be given the detailed description of the current environment and your goal to accomplish.",
-  "Use the tool take_action to act: put the one action you choose in its \"action\" argument. For each of your turns, you will be given a list of available actions; choose one of them. After each turn, the environment gives you immediate feedback, based on which you plan your next steps. If the environment outputs \"Nothing happens.\", your previous action was invalid and you should try other options.",
+  'Use the tool take_action to act: put the one action you choose in its "action" argument. For each of your turns, you will be given a list of available actions; choose one of them. After each turn, the environment gives you immediate feedback, based on which you plan your next steps. If the environment outputs "Nothing happens.", your previous action was invalid and you should try other options.',
   "Reminder:",
   "1. The action must be chosen from the given available actions. Any other action is illegal.",
   "2. Always call the tool to hand in your next action, and think when necessary.",
@@ -64,7 +67,10 @@ function startPosition(world: World): string {
 }
 
 /** The opening messages: instruction, then room, task and available actions. */
-export function openingMessages(instance: Instance, options: Required<AlfworldSessionOptions>): Message[] {
+export function openingMessages(
+  instance: Instance,
+  options: Required<AlfworldSessionOptions>,
+): Message[] {
   const world = new World(instance.world);
   const lines = [`Here is your task. ${world.describeRoom()}`];
   const position = startPosition(world);
@@ -102,7 +108,10 @@ export class AlfworldSession extends FunctionCallSession {
     this.world = new World(instance.world);
   }
 
-  protected override async callTool(_name: string, args: Record<string, unknown>): Promise<ToolReply> {
+  protected override async callTool(
+    _name: string,
+    args: Record<string, unknown>,
+  ): Promise<ToolReply> {
     // The original acts on the first tool call of a turn only.
     if (this.lastActedTurn === this.turns) return { content: EXTRA_CALL_MESSAGE };
     this.lastActedTurn = this.turns;
@@ -112,12 +121,19 @@ export class AlfworldSession extends FunctionCallSession {
     this.actionTexts.push(text);
     // A win counts even when it is the third repeat (the original checked repeats first).
     if (this.world.goalReached(this.instance.goal)) {
-      return { content: observation, outcome: { reward: 1, status: "completed", metrics: { success: 1 } } };
+      return {
+        content: observation,
+        outcome: { reward: 1, status: "completed", metrics: { success: 1 } },
+      };
     }
     if (repeatedTooOften(this.actionTexts)) {
-      return { content: `${observation}\n${REPEAT_MESSAGE}`, outcome: { reward: 0, status: "agent invalid action", metrics: { success: 0 } } };
+      return {
+        content: `${observation}\n${REPEAT_MESSAGE}`,
+        outcome: { reward: 0, status: "agent invalid action", metrics: { success: 0 } },
+      };
     }
-    if (!this.options.showAvailableActions || this.turns >= this.options.maxSteps) return { content: observation };
+    if (!this.options.showAvailableActions || this.turns >= this.options.maxSteps)
+      return { content: observation };
     return { content: `${observation}\n${availableActionsText(this.world.admissibleCommands())}` };
   }
 }

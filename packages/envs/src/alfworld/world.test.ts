@@ -3,7 +3,16 @@ import assert from "node:assert/strict";
 import { listThings, NOTHING_HAPPENS, World, type ObjectState, type WorldState } from "./world.js";
 
 function object(name: string, location: string | null): ObjectState {
-  return { name, type: name.split(" ")[0], location, isClean: false, isHot: false, isCool: false, isSliced: false, isOn: false };
+  return {
+    name,
+    type: name.split(" ")[0],
+    location,
+    isClean: false,
+    isHot: false,
+    isCool: false,
+    isSliced: false,
+    isOn: false,
+  };
 }
 
 /** A small hand-made kitchen. */
@@ -17,7 +26,12 @@ function kitchen(): WorldState {
       { name: "microwave 1", type: "microwave", openable: true, opened: false },
       { name: "sinkbasin 1", type: "sinkbasin", openable: false, opened: false },
     ],
-    objects: [object("apple 1", "countertop 1"), object("knife 1", "countertop 1"), object("mug 1", "cabinet 1"), object("tomato 1", "countertop 1")],
+    objects: [
+      object("apple 1", "countertop 1"),
+      object("knife 1", "countertop 1"),
+      object("mug 1", "cabinet 1"),
+      object("tomato 1", "countertop 1"),
+    ],
     agentAt: null,
   };
 }
@@ -26,23 +40,48 @@ describe("TextWorld lists", () => {
   test("by type, numbers high to low, Oxford 'and'", () => {
     assert.equal(listThings([]), "nothing");
     assert.equal(listThings(["apple 1"]), "a apple 1");
-    assert.equal(listThings(["cabinet 1", "apple 2", "cabinet 10", "cabinet 2"]), "a apple 2, a cabinet 10, a cabinet 2, and a cabinet 1");
+    assert.equal(
+      listThings(["cabinet 1", "apple 2", "cabinet 10", "cabinet 2"]),
+      "a apple 2, a cabinet 10, a cabinet 2, and a cabinet 1",
+    );
   });
 });
 
 describe("World rules (alfred.pddl)", () => {
   test("the room, arriving, opening, taking and putting", () => {
     const world = new World(kitchen());
-    assert.equal(world.describeRoom(), "You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a countertop 1, a fridge 1, a microwave 1, and a sinkbasin 1.");
+    assert.equal(
+      world.describeRoom(),
+      "You are in the middle of a room. Looking quickly around you, you see a cabinet 1, a countertop 1, a fridge 1, a microwave 1, and a sinkbasin 1.",
+    );
     assert.equal(world.step("go to cabinet 1"), "The cabinet 1 is closed.");
-    assert.equal(world.step("take mug 1 from cabinet 1"), NOTHING_HAPPENS, "closed receptacles hide their contents");
-    assert.equal(world.step("open cabinet 1"), "You open the cabinet 1. The cabinet 1 is open. In it, you see a mug 1.");
-    assert.equal(world.step("take mug 1 from cabinet 1"), "You pick up the mug 1 from the cabinet 1.");
+    assert.equal(
+      world.step("take mug 1 from cabinet 1"),
+      NOTHING_HAPPENS,
+      "closed receptacles hide their contents",
+    );
+    assert.equal(
+      world.step("open cabinet 1"),
+      "You open the cabinet 1. The cabinet 1 is open. In it, you see a mug 1.",
+    );
+    assert.equal(
+      world.step("take mug 1 from cabinet 1"),
+      "You pick up the mug 1 from the cabinet 1.",
+    );
     assert.equal(world.step("inventory"), "You are carrying: a mug 1.");
-    assert.equal(world.step("go to countertop 1"), "On the countertop 1, you see a apple 1, a knife 1, and a tomato 1.");
+    assert.equal(
+      world.step("go to countertop 1"),
+      "On the countertop 1, you see a apple 1, a knife 1, and a tomato 1.",
+    );
     assert.equal(world.step("take apple 1 from countertop 1"), NOTHING_HAPPENS, "hands are full");
-    assert.equal(world.step("put mug 1 in/on countertop 1"), "You put the mug 1 in/on the countertop 1.");
-    assert.equal(world.step("look"), "You are facing the countertop 1. Next to it, you see nothing.");
+    assert.equal(
+      world.step("put mug 1 in/on countertop 1"),
+      "You put the mug 1 in/on the countertop 1.",
+    );
+    assert.equal(
+      world.step("look"),
+      "You are facing the countertop 1. Next to it, you see nothing.",
+    );
     assert.equal(world.step("fly away"), NOTHING_HAPPENS);
   });
 
@@ -60,9 +99,16 @@ describe("World rules (alfred.pddl)", () => {
     const world = new World(kitchen());
     world.step("go to countertop 1");
     world.step("take apple 1 from countertop 1");
-    assert.equal(world.step("heat apple 1 with microwave 1"), NOTHING_HAPPENS, "not at the microwave");
+    assert.equal(
+      world.step("heat apple 1 with microwave 1"),
+      NOTHING_HAPPENS,
+      "not at the microwave",
+    );
     world.step("go to microwave 1");
-    assert.equal(world.step("heat apple 1 with microwave 1"), "You heat the apple 1 using the microwave 1.");
+    assert.equal(
+      world.step("heat apple 1 with microwave 1"),
+      "You heat the apple 1 using the microwave 1.",
+    );
     assert.equal(world.step("examine apple 1"), "This is a hot apple 1.");
     world.step("go to fridge 1");
     world.step("cool apple 1 with fridge 1");
@@ -76,7 +122,10 @@ describe("World rules (alfred.pddl)", () => {
     const world = new World(kitchen());
     world.step("go to countertop 1");
     world.step("take knife 1 from countertop 1");
-    assert.equal(world.step("slice tomato 1 with knife 1"), "You sliced the tomato 1 with the knife 1.");
+    assert.equal(
+      world.step("slice tomato 1 with knife 1"),
+      "You sliced the tomato 1 with the knife 1.",
+    );
     assert.equal(world.state.objects.find((o) => o.name === "tomato 1")?.isSliced, true);
   });
 
@@ -85,7 +134,11 @@ describe("World rules (alfred.pddl)", () => {
     state.objects.push(object("apple 2", "cabinet 1"));
     const world = new World(state);
     const putApple = { type: "pick_and_place", object: "apple", receptacle: "fridge" } as const;
-    const cleanApple = { type: "pick_clean_then_place", object: "apple", receptacle: "fridge" } as const;
+    const cleanApple = {
+      type: "pick_clean_then_place",
+      object: "apple",
+      receptacle: "fridge",
+    } as const;
     const twoApples = { type: "pick_two_obj", object: "apple", receptacle: "fridge" } as const;
     world.step("go to countertop 1");
     world.step("take apple 1 from countertop 1");

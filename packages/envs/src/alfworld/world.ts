@@ -127,7 +127,8 @@ export class World {
   /** The `examineReceptacle` feedback: open / closed / "On the r, you see ...". */
   describeReceptacle(receptacle: ReceptacleState): string {
     const inside = listThings(this.contents(receptacle.name).map((o) => o.name));
-    if (receptacle.openable && receptacle.opened) return `The ${receptacle.name} is open. In it, you see ${inside}.`;
+    if (receptacle.openable && receptacle.opened)
+      return `The ${receptacle.name} is open. In it, you see ${inside}.`;
     if (receptacle.openable) return `The ${receptacle.name} is closed.`;
     return `On the ${receptacle.name}, you see ${inside}.`;
   }
@@ -141,7 +142,8 @@ export class World {
     if (object.isClean && object.isCool) return `This is a cool and clean${sliced} ${name}.`;
     if (object.isClean) return `This is a clean${sliced} ${name}.`;
     if (object.isHot) return `This is a hot${sliced} ${name}.`;
-    if (object.isCool) return object.isSliced ? `This is a cool sliced ${name}.` : `This is a cold ${name}.`;
+    if (object.isCool)
+      return object.isSliced ? `This is a cool sliced ${name}.` : `This is a cold ${name}.`;
     if (kind.toggleable) return `This ${name} is ${object.isOn ? "on" : "off"}.`;
     if (object.isSliced) return `This is a sliced ${name}.`;
     return `There's nothing special about ${name}.`;
@@ -165,7 +167,9 @@ export class World {
         return this.describeReceptacle(receptacle);
       });
     }
-    actions.set("inventory", () => (held ? `You are carrying: a ${held.name}.` : "You are not carrying anything."));
+    actions.set("inventory", () =>
+      held ? `You are carrying: a ${held.name}.` : "You are not carrying anything.",
+    );
     actions.set("look", () => this.look());
     if (held) actions.set(`examine ${held.name}`, () => this.describeObject(held));
     if (!here) return actions;
@@ -202,7 +206,12 @@ export class World {
           return `You pick up the ${object.name} from the ${here.name}.`;
         });
       }
-      if (held && kind.sliceable && !object.isSliced && objectKind(this.state.room, held.type).slices) {
+      if (
+        held &&
+        kind.sliceable &&
+        !object.isSliced &&
+        objectKind(this.state.room, held.type).slices
+      ) {
         actions.set(`slice ${object.name} with ${held.name}`, () => {
           object.isSliced = true;
           return `You sliced the ${object.name} with the ${held.name}.`;
@@ -258,7 +267,9 @@ export class World {
     if (goal.type === "look_at_obj_in_light") {
       const held = this.held();
       if (!held || held.type !== goal.object || this.state.agentAt === null) return false;
-      return this.contents(this.state.agentAt).some((o) => objectKind(this.state.room, o.type).toggleable && o.isOn);
+      return this.contents(this.state.agentAt).some(
+        (o) => objectKind(this.state.room, o.type).toggleable && o.isOn,
+      );
     }
     const placed = ofType.filter((o) => {
       if (o.location === null) return false;
@@ -271,7 +282,8 @@ export class World {
     });
     if (goal.type !== "pick_two_obj") return placed.length > 0;
     const perReceptacle = new Map<string, number>();
-    for (const o of placed) perReceptacle.set(o.location as string, (perReceptacle.get(o.location as string) ?? 0) + 1);
+    for (const o of placed)
+      perReceptacle.set(o.location as string, (perReceptacle.get(o.location as string) ?? 0) + 1);
     return [...perReceptacle.values()].some((count) => count >= 2);
   }
 }

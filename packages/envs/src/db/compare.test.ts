@@ -6,13 +6,24 @@ import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { cleanAnswer, compareDbAnswers, hashFromResult } from "./compare.js";
 import { initStatements, tableHashQuery, dbDifficulty, type DbSample } from "./data.js";
-import { parsePythonList, pythonFloatRepr, pythonRowsRepr, pythonStr, pythonStringRepr } from "./python-format.js";
+import {
+  parsePythonList,
+  pythonFloatRepr,
+  pythonRowsRepr,
+  pythonStr,
+  pythonStringRepr,
+} from "./python-format.js";
 
 describe("Python result format", () => {
   test("str of rows as mysql-connector shows them", () => {
     const text = pythonRowsRepr([
       [{ kind: "str", value: "Women +60kg Bronze" }],
-      [{ kind: "int", value: "36" }, { kind: "float", value: 167 }, { kind: "none" }, { kind: "decimal", value: "1.50" }],
+      [
+        { kind: "int", value: "36" },
+        { kind: "float", value: 167 },
+        { kind: "none" },
+        { kind: "decimal", value: "1.50" },
+      ],
     ]);
     assert.equal(text, "[('Women +60kg Bronze',), (36, 167.0, None, Decimal('1.50'))]");
     assert.equal(pythonRowsRepr([]), "[]");
@@ -45,7 +56,13 @@ describe("Python result format", () => {
 
 describe("dbbench comparison", () => {
   test("cleaning: special values, percent, thousands, quotes", () => {
-    assert.deepEqual(cleanAnswer(["None", "  'x' ", "12%", "1,234", ""]), ["0", "x", "12", "1234", "0"]);
+    assert.deepEqual(cleanAnswer(["None", "  'x' ", "12%", "1,234", ""]), [
+      "0",
+      "x",
+      "12",
+      "1234",
+      "0",
+    ]);
     assert.deepEqual(cleanAnswer("[('a',), ('b',)]"), ["a", "b"]);
     assert.deepEqual(cleanAnswer(null), ["0"]);
   });
@@ -80,7 +97,18 @@ describe("dbbench tables", () => {
     split: "train",
     description: "q",
     type: "INSERT",
-    tables: [{ table_name: "Team `A`", table_info: { columns: [{ name: "Year" }, { name: "Goals %" }], rows: [["2019", 3], ["2020", null]] } }],
+    tables: [
+      {
+        table_name: "Team `A`",
+        table_info: {
+          columns: [{ name: "Year" }, { name: "Goals %" }],
+          rows: [
+            ["2019", 3],
+            ["2020", null],
+          ],
+        },
+      },
+    ],
     addDescription: "",
     evidence: "",
     label: [],
@@ -88,13 +116,19 @@ describe("dbbench tables", () => {
 
   test("tables are built with TEXT columns and Python str() values", () => {
     const [create, insert] = initStatements(sample);
-    assert.equal(create.sql, "CREATE TABLE IF NOT EXISTS `Team ``A``` (`Year` TEXT,`Goals %` TEXT)");
+    assert.equal(
+      create.sql,
+      "CREATE TABLE IF NOT EXISTS `Team ``A``` (`Year` TEXT,`Goals %` TEXT)",
+    );
     assert.equal(insert.sql, "INSERT INTO `Team ``A``` (`Year`,`Goals %`) VALUES (?,?),(?,?)");
     assert.deepEqual(insert.values, ["2019", "3", "2020", "None"]);
   });
 
   test("the hash query is the original's", () => {
-    assert.match(tableHashQuery(sample.tables[0]), /^select md5\(group_concat\(rowhash order by rowhash\)\) as hash from\( SELECT substring\(MD5\(CONCAT_WS\(',', `Year`,`Goals %`\)\), 1, 5\)/);
+    assert.match(
+      tableHashQuery(sample.tables[0]),
+      /^select md5\(group_concat\(rowhash order by rowhash\)\) as hash from\( SELECT substring\(MD5\(CONCAT_WS\(',', `Year`,`Goals %`\)\), 1, 5\)/,
+    );
   });
 
   test("difficulty follows the type", () => {

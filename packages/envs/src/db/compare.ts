@@ -37,7 +37,8 @@ export function normaliseSpecialValue(value: unknown): string {
   if (value === null || value === undefined) return "0";
   let text = stripChars(pythonStr(value), WHITESPACE);
   if (text.endsWith("%")) return stripChars(text.slice(0, -1), WHITESPACE);
-  if (text.includes(",") && !text.startsWith("[") && !text.endsWith("]")) text = text.replaceAll(",", "");
+  if (text.includes(",") && !text.startsWith("[") && !text.endsWith("]"))
+    text = text.replaceAll(",", "");
   return SPECIAL_VALUES[text.toLowerCase()] ?? text;
 }
 
@@ -56,7 +57,10 @@ export function cleanAnswer(answer: unknown): string[] {
       if (parsed) {
         // A MySQL result: one-column tuples give their value, wider tuples are skipped.
         const isRows = parsed.every((item) => Array.isArray(item));
-        if (isRows) return parsed.filter((row) => row.length === 1).map((row) => cleanItem((row as string[])[0]));
+        if (isRows)
+          return parsed
+            .filter((row) => row.length === 1)
+            .map((row) => cleanItem((row as string[])[0]));
         return parsed.map((item) => cleanItem(item));
       }
       return splitListText(text.slice(1, -1));
@@ -75,17 +79,21 @@ function splitListText(body: string): string[] {
   for (const character of body) {
     if (character === '"' || character === "'") inQuotes = !inQuotes;
     else if (character === "," && !inQuotes) {
-      if (current) items.push(normaliseSpecialValue(stripChars(stripChars(current, WHITESPACE), "'\"")));
+      if (current)
+        items.push(normaliseSpecialValue(stripChars(stripChars(current, WHITESPACE), "'\"")));
       current = "";
     } else current += character;
   }
-  if (current) items.push(normaliseSpecialValue(stripChars(stripChars(current, WHITESPACE), "'\"")));
+  if (current)
+    items.push(normaliseSpecialValue(stripChars(stripChars(current, WHITESPACE), "'\"")));
   return items;
 }
 
 /** Python's `float(text)` acceptance. */
 function isFloat(text: string): boolean {
-  return /^\s*[+-]?(\d+\.?\d*(e[+-]?\d+)?|\.\d+(e[+-]?\d+)?|inf(inity)?|nan)\s*$/i.test(text.replaceAll("_", ""));
+  return /^\s*[+-]?(\d+\.?\d*(e[+-]?\d+)?|\.\d+(e[+-]?\d+)?|inf(inity)?|nan)\s*$/i.test(
+    text.replaceAll("_", ""),
+  );
 }
 
 function floatEqual(a: string, b: string, tolerance = 1e-2): boolean {
@@ -93,11 +101,18 @@ function floatEqual(a: string, b: string, tolerance = 1e-2): boolean {
 }
 
 /** Whether an answer matches the ground truth for a query type (`INSERT`, `UPDATE`, `DELETE` or a SELECT kind). */
-export function compareDbAnswers(answer: unknown, groundTruth: unknown, queryType: string): boolean {
+export function compareDbAnswers(
+  answer: unknown,
+  groundTruth: unknown,
+  queryType: string,
+): boolean {
   const given = cleanAnswer(answer);
   const expected = cleanAnswer(groundTruth);
   if (queryType === "INSERT" || queryType === "DELETE" || queryType === "UPDATE") {
-    return given.length === expected.length && given.every((value, position) => value === expected[position]);
+    return (
+      given.length === expected.length &&
+      given.every((value, position) => value === expected[position])
+    );
   }
   if (given.length === 1 && expected.length === 1) {
     const [a, b] = [given[0], expected[0]];
@@ -109,7 +124,9 @@ export function compareDbAnswers(answer: unknown, groundTruth: unknown, queryTyp
     if (given.length !== expected.length) return false;
     const matched = new Array(expected.length).fill(false);
     for (const value of given) {
-      const position = expected.findIndex((candidate, index) => !matched[index] && floatEqual(value, candidate));
+      const position = expected.findIndex(
+        (candidate, index) => !matched[index] && floatEqual(value, candidate),
+      );
       if (position < 0) return false;
       matched[position] = true;
     }
@@ -117,7 +134,9 @@ export function compareDbAnswers(answer: unknown, groundTruth: unknown, queryTyp
   }
   const givenSet = new Set(given);
   const expectedSet = new Set(expected);
-  return givenSet.size === expectedSet.size && [...givenSet].every((value) => expectedSet.has(value));
+  return (
+    givenSet.size === expectedSet.size && [...givenSet].every((value) => expectedSet.has(value))
+  );
 }
 
 /** The table-hash text `[('<md5>',)]` reduced as the original: the md5 alone. */

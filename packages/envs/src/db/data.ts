@@ -72,10 +72,14 @@ function loadFile(path: string, split: Split, offset: number): DbSample[] {
     .filter((line) => line.trim())
     .map((line, position) => {
       const parsed = sampleSchema.safeParse(JSON.parse(line));
-      if (!parsed.success) throw new TaskDataError(`${path} line ${position + 1} is not a dbbench sample: ${parsed.error.message.slice(0, 300)}`);
+      if (!parsed.success)
+        throw new TaskDataError(
+          `${path} line ${position + 1} is not a dbbench sample: ${parsed.error.message.slice(0, 300)}`,
+        );
       const raw = parsed.data;
       const type = raw.type[0];
-      if (isModification(type) && !raw.answer_md5) throw new TaskDataError(`${path} line ${position + 1}: ${type} sample without answer_md5`);
+      if (isModification(type) && !raw.answer_md5)
+        throw new TaskDataError(`${path} line ${position + 1}: ${type} sample without answer_md5`);
       return {
         index: offset + position,
         split,
@@ -94,7 +98,10 @@ function loadFile(path: string, split: Split, offset: number): DbSample[] {
 /** All DB samples (train then test), from `dataDir` (the AgentBench folder) or the default. */
 export function loadDbSamples(dataDir?: string): DbSample[] {
   const folder = resolveAgentBenchDir("dbbench", dataDir);
-  return [...loadFile(join(folder, TRAIN_FILE), "train", 0), ...loadFile(join(folder, TEST_FILE), "test", TEST_OFFSET)];
+  return [
+    ...loadFile(join(folder, TRAIN_FILE), "train", 0),
+    ...loadFile(join(folder, TEST_FILE), "test", TEST_OFFSET),
+  ];
 }
 
 /**
@@ -106,8 +113,10 @@ export function unbuildableReason(sample: DbSample): string | undefined {
   for (const table of sample.tables) {
     const names = table.table_info.columns.map((column) => column.name);
     const bad = [table.table_name, ...names].find((name) => name.trim() === "" || name.length > 64);
-    if (bad !== undefined) return `table ${JSON.stringify(table.table_name)} has a name MySQL refuses (${JSON.stringify(bad)}: empty or over 64 characters)`;
-    if (new Set(names.map((name) => name.toLowerCase())).size !== names.length) return `table ${JSON.stringify(table.table_name)} names a column twice`;
+    if (bad !== undefined)
+      return `table ${JSON.stringify(table.table_name)} has a name MySQL refuses (${JSON.stringify(bad)}: empty or over 64 characters)`;
+    if (new Set(names.map((name) => name.toLowerCase())).size !== names.length)
+      return `table ${JSON.stringify(table.table_name)} names a column twice`;
   }
   return undefined;
 }
@@ -125,7 +134,10 @@ export function initStatements(sample: DbSample): Array<{ sql: string; values: s
   const statements: Array<{ sql: string; values: string[] }> = [];
   for (const table of sample.tables) {
     const columns = table.table_info.columns.map((column) => quoteIdentifier(column.name));
-    statements.push({ sql: `CREATE TABLE IF NOT EXISTS ${quoteIdentifier(table.table_name)} (${columns.map((column) => `${column} TEXT`).join(",")})`, values: [] });
+    statements.push({
+      sql: `CREATE TABLE IF NOT EXISTS ${quoteIdentifier(table.table_name)} (${columns.map((column) => `${column} TEXT`).join(",")})`,
+      values: [],
+    });
     const rows = table.table_info.rows;
     if (rows.length === 0) continue;
     const placeholders = rows.map((row) => `(${row.map(() => "?").join(",")})`).join(",");

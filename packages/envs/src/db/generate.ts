@@ -52,58 +52,224 @@ interface Domain {
   columns: readonly ColumnSpec[];
 }
 
-const FIRST = ["Amir", "Bea", "Carlos", "Dana", "Elif", "Femi", "Greta", "Hiro", "Ines", "Jonas", "Kira", "Luca", "Maya", "Nils", "Omar", "Priya", "Quinn", "Rosa", "Sven", "Tara", "Umar", "Vera", "Wen", "Yusuf", "Zoe"];
-const LAST = ["Novak", "Okafor", "Lindqvist", "Moreau", "Tanaka", "Haddad", "Kowalski", "Silva", "Brennan", "Ivanova", "Mensah", "Castillo", "Fischer", "Duarte", "Nakamura", "Osei", "Petrov", "Quintero", "Rahman", "Sato"];
-const PLACES = ["Ashford", "Brookvale", "Cedar Falls", "Dunmore", "Eastwick", "Fairhaven", "Glenrock", "Harborview", "Ironbridge", "Juniper Bay", "Kingsport", "Lakemont", "Millbrook", "Northgate", "Oakridge", "Pinecrest", "Redwater", "Stonehill", "Thornbury", "Westfield"];
-const COUNTRIES = ["Norway", "Chile", "Kenya", "Japan", "Canada", "Portugal", "India", "Poland", "Ghana", "Peru"];
-const DEPARTMENTS = ["Sales", "Engineering", "Finance", "Marketing", "Support", "Legal", "Research"];
+const FIRST = [
+  "Amir",
+  "Bea",
+  "Carlos",
+  "Dana",
+  "Elif",
+  "Femi",
+  "Greta",
+  "Hiro",
+  "Ines",
+  "Jonas",
+  "Kira",
+  "Luca",
+  "Maya",
+  "Nils",
+  "Omar",
+  "Priya",
+  "Quinn",
+  "Rosa",
+  "Sven",
+  "Tara",
+  "Umar",
+  "Vera",
+  "Wen",
+  "Yusuf",
+  "Zoe",
+];
+const LAST = [
+  "Novak",
+  "Okafor",
+  "Lindqvist",
+  "Moreau",
+  "Tanaka",
+  "Haddad",
+  "Kowalski",
+  "Silva",
+  "Brennan",
+  "Ivanova",
+  "Mensah",
+  "Castillo",
+  "Fischer",
+  "Duarte",
+  "Nakamura",
+  "Osei",
+  "Petrov",
+  "Quintero",
+  "Rahman",
+  "Sato",
+];
+const PLACES = [
+  "Ashford",
+  "Brookvale",
+  "Cedar Falls",
+  "Dunmore",
+  "Eastwick",
+  "Fairhaven",
+  "Glenrock",
+  "Harborview",
+  "Ironbridge",
+  "Juniper Bay",
+  "Kingsport",
+  "Lakemont",
+  "Millbrook",
+  "Northgate",
+  "Oakridge",
+  "Pinecrest",
+  "Redwater",
+  "Stonehill",
+  "Thornbury",
+  "Westfield",
+];
+const COUNTRIES = [
+  "Norway",
+  "Chile",
+  "Kenya",
+  "Japan",
+  "Canada",
+  "Portugal",
+  "India",
+  "Poland",
+  "Ghana",
+  "Peru",
+];
+const DEPARTMENTS = [
+  "Sales",
+  "Engineering",
+  "Finance",
+  "Marketing",
+  "Support",
+  "Legal",
+  "Research",
+];
 const CATEGORIES = ["Kitchen", "Garden", "Toys", "Office", "Sports", "Audio", "Lighting"];
 const BRANDS = ["Acme", "Borealis", "Corvid", "Dynamo", "Everline", "Fjord", "Gale"];
 const GENRES = ["Mystery", "Fantasy", "History", "Poetry", "Science", "Romance", "Travel"];
-const TITLE_WORDS = ["Silent", "River", "Crimson", "Garden", "Northern", "Light", "Hidden", "Harbor", "Paper", "Moon", "Glass", "Forest", "Winter", "Salt", "Iron", "Echo", "Copper", "Lantern"];
+const TITLE_WORDS = [
+  "Silent",
+  "River",
+  "Crimson",
+  "Garden",
+  "Northern",
+  "Light",
+  "Hidden",
+  "Harbor",
+  "Paper",
+  "Moon",
+  "Glass",
+  "Forest",
+  "Winter",
+  "Salt",
+  "Iron",
+  "Echo",
+  "Copper",
+  "Lantern",
+];
 const MASCOTS = ["Hawks", "Otters", "Comets", "Rangers", "Wolves", "Pilots", "Foxes", "Giants"];
 const LETTERS = "ABCDEFGHJKLMNPRSTUVWXZ";
 
 const person = (random: Random) => `${random.pick(FIRST)} ${random.pick(LAST)}`;
-const code = (prefix: (random: Random) => string, digits: number) => (random: Random) => `${prefix(random)}-${String(random.integer(10 ** (digits - 1), 10 ** digits - 1))}`;
-const letters = (count: number) => (random: Random) => Array.from({ length: count }, () => random.pick([...LETTERS])).join("");
-const integer = (low: number, high: number, step = 1) => (random: Random) => String(low + step * random.integer(0, Math.floor((high - low) / step)));
+const code = (prefix: (random: Random) => string, digits: number) => (random: Random) =>
+  `${prefix(random)}-${String(random.integer(10 ** (digits - 1), 10 ** digits - 1))}`;
+const letters = (count: number) => (random: Random) =>
+  Array.from({ length: count }, () => random.pick([...LETTERS])).join("");
+const integer =
+  (low: number, high: number, step = 1) =>
+  (random: Random) =>
+    String(low + step * random.integer(0, Math.floor((high - low) / step)));
 const one = (items: readonly string[]) => (random: Random) => random.pick(items);
 
 const DOMAINS: readonly Domain[] = [
   {
-    nouns: ["Employees", "Staff Directory", "Company Staff", "Personnel", "Payroll", "Team Members", "Workforce"], entity: "employee", entities: "employees",
+    nouns: [
+      "Employees",
+      "Staff Directory",
+      "Company Staff",
+      "Personnel",
+      "Payroll",
+      "Team Members",
+      "Workforce",
+    ],
+    entity: "employee",
+    entities: "employees",
     key: { names: ["Name", "Employee", "Full Name", "Employee Name"], value: person },
     columns: [
       { names: ["Department", "Dept", "Division", "Unit"], value: one(DEPARTMENTS) },
       { names: ["City", "Office", "Location", "Based In"], value: one(PLACES) },
-      { names: ["Salary", "Annual Salary", "Pay", "Salary (USD)"], value: integer(30000, 120000, 500), numeric: true },
+      {
+        names: ["Salary", "Annual Salary", "Pay", "Salary (USD)"],
+        value: integer(30000, 120000, 500),
+        numeric: true,
+      },
       { names: ["Age", "Age (years)", "Years Old"], value: integer(21, 64), numeric: true },
     ],
   },
   {
-    nouns: ["Products", "Inventory", "Store Catalog", "Stock List", "Product Range", "Warehouse Items"], entity: "product", entities: "products",
+    nouns: [
+      "Products",
+      "Inventory",
+      "Store Catalog",
+      "Stock List",
+      "Product Range",
+      "Warehouse Items",
+    ],
+    entity: "product",
+    entities: "products",
     key: { names: ["Product Code", "SKU", "Item No.", "Code"], value: code(letters(2), 4) },
     columns: [
       { names: ["Category", "Type", "Product Type", "Section"], value: one(CATEGORIES) },
       { names: ["Brand", "Maker", "Manufacturer", "Label"], value: one(BRANDS) },
-      { names: ["Price", "Unit Price", "Price ($)", "Cost"], value: integer(5, 900), numeric: true },
+      {
+        names: ["Price", "Unit Price", "Price ($)", "Cost"],
+        value: integer(5, 900),
+        numeric: true,
+      },
       { names: ["Stock", "Units", "In Stock", "Quantity"], value: integer(0, 500), numeric: true },
     ],
   },
   {
-    nouns: ["Books", "Library Catalog", "Reading List", "Book Collection", "Bestsellers", "Publications"], entity: "book", entities: "books",
-    key: { names: ["Title", "Book", "Book Title", "Work"], value: (random) => `The ${random.pick(TITLE_WORDS)} ${random.pick(TITLE_WORDS)}` },
+    nouns: [
+      "Books",
+      "Library Catalog",
+      "Reading List",
+      "Book Collection",
+      "Bestsellers",
+      "Publications",
+    ],
+    entity: "book",
+    entities: "books",
+    key: {
+      names: ["Title", "Book", "Book Title", "Work"],
+      value: (random) => `The ${random.pick(TITLE_WORDS)} ${random.pick(TITLE_WORDS)}`,
+    },
     columns: [
       { names: ["Author", "Writer", "Written By"], value: person },
       { names: ["Genre", "Category", "Subject"], value: one(GENRES) },
-      { names: ["Year", "Published", "Year Published", "Release Year"], value: integer(1950, 2023), numeric: true },
+      {
+        names: ["Year", "Published", "Year Published", "Release Year"],
+        value: integer(1950, 2023),
+        numeric: true,
+      },
       { names: ["Pages", "Page Count", "Length (pages)"], value: integer(80, 900), numeric: true },
     ],
   },
   {
-    nouns: ["Teams", "League Table", "Club Standings", "Season Results", "Division Standings", "Tournament Teams"], entity: "team", entities: "teams",
-    key: { names: ["Team", "Club", "Team Name", "Side"], value: (random) => `${random.pick(PLACES)} ${random.pick(MASCOTS)}` },
+    nouns: [
+      "Teams",
+      "League Table",
+      "Club Standings",
+      "Season Results",
+      "Division Standings",
+      "Tournament Teams",
+    ],
+    entity: "team",
+    entities: "teams",
+    key: {
+      names: ["Team", "Club", "Team Name", "Side"],
+      value: (random) => `${random.pick(PLACES)} ${random.pick(MASCOTS)}`,
+    },
     columns: [
       { names: ["Coach", "Head Coach", "Manager"], value: person },
       { names: ["Home City", "Home", "Base", "Hometown"], value: one(PLACES) },
@@ -112,23 +278,57 @@ const DOMAINS: readonly Domain[] = [
     ],
   },
   {
-    nouns: ["Cities", "Town Statistics", "Municipalities", "Urban Areas", "City Data", "Settlements"], entity: "city", entities: "cities",
-    key: { names: ["City", "Town", "Name", "Municipality"], value: (random) => `${random.pick(PLACES)} ${random.pick(["North", "South", "Upper", "Lower", "Old", "New"])}` },
+    nouns: [
+      "Cities",
+      "Town Statistics",
+      "Municipalities",
+      "Urban Areas",
+      "City Data",
+      "Settlements",
+    ],
+    entity: "city",
+    entities: "cities",
+    key: {
+      names: ["City", "Town", "Name", "Municipality"],
+      value: (random) =>
+        `${random.pick(PLACES)} ${random.pick(["North", "South", "Upper", "Lower", "Old", "New"])}`,
+    },
     columns: [
       { names: ["Country", "Nation", "State"], value: one(COUNTRIES) },
       { names: ["Mayor", "Leader", "Head of Council"], value: person },
-      { names: ["Population", "Residents", "Inhabitants", "Pop."], value: integer(1000, 900000), numeric: true },
-      { names: ["Area", "Area (km2)", "Size", "Land Area"], value: integer(10, 900), numeric: true },
+      {
+        names: ["Population", "Residents", "Inhabitants", "Pop."],
+        value: integer(1000, 900000),
+        numeric: true,
+      },
+      {
+        names: ["Area", "Area (km2)", "Size", "Land Area"],
+        value: integer(10, 900),
+        numeric: true,
+      },
     ],
   },
   {
-    nouns: ["Courses", "Class Schedule", "Course Catalog", "Course Offerings", "Timetable", "Modules"], entity: "course", entities: "courses",
+    nouns: [
+      "Courses",
+      "Class Schedule",
+      "Course Catalog",
+      "Course Offerings",
+      "Timetable",
+      "Modules",
+    ],
+    entity: "course",
+    entities: "courses",
     key: { names: ["Course Code", "Code", "Course", "Course No."], value: code(letters(3), 3) },
     columns: [
       { names: ["Instructor", "Teacher", "Lecturer", "Taught By"], value: person },
       { names: ["Room", "Classroom", "Venue", "Hall"], value: code(letters(1), 2) },
       { names: ["Credits", "Credit Hours", "ECTS", "Units"], value: integer(1, 6), numeric: true },
-      { names: ["Enrolled", "Students", "Enrollment", "Class Size"], value: integer(5, 300), numeric: true },
+      {
+        names: ["Enrolled", "Students", "Enrollment", "Class Size"],
+        value: integer(5, 300),
+        numeric: true,
+      },
     ],
   },
 ];
@@ -154,7 +354,20 @@ function tableName(domain: Domain, random: Random): string {
 }
 
 /** Task kinds and their weights: about dbbench's mix (a third INSERT, a third UPDATE/DELETE, a third SELECT kinds). */
-const KINDS = ["INSERT", "UPDATE", "DELETE", "other", "list", "counting", "ranking", "comparison", "aggregation-SUM", "aggregation-AVG", "aggregation-MAX", "aggregation-MIN"] as const;
+const KINDS = [
+  "INSERT",
+  "UPDATE",
+  "DELETE",
+  "other",
+  "list",
+  "counting",
+  "ranking",
+  "comparison",
+  "aggregation-SUM",
+  "aggregation-AVG",
+  "aggregation-MAX",
+  "aggregation-MIN",
+] as const;
 type Kind = (typeof KINDS)[number];
 const KIND_WEIGHTS = [8, 6, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1];
 
@@ -168,7 +381,9 @@ interface Table {
 
 /** `a, b, and c` (`a and b`, `a`). */
 function andList(items: readonly string[]): string {
-  return items.length < 3 ? items.join(" and ") : `${items.slice(0, -1).join(", ")}, and ${items[items.length - 1]}`;
+  return items.length < 3
+    ? items.join(" and ")
+    : `${items.slice(0, -1).join(", ")}, and ${items[items.length - 1]}`;
 }
 
 /** `text` as a SQL string literal. */
@@ -191,9 +406,83 @@ export function generatedTableHash(rows: readonly (readonly string[])[]): string
 // words come out in many tokenizer pieces: a copy learnt on a few hundred pieces (the first
 // inventory, 21 onsets × 10 vowels × 10 codas) garbled AgentBench's names of other pieces
 // (docs/warmstart.md, session 20). Single letters are the most common, as in English.
-const SINGLE_ONSETS = ["", "b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "qu", "r", "s", "t", "v", "w", "x", "y", "z"];
-const CLUSTER_ONSETS = ["bl", "br", "ch", "cl", "cr", "dr", "fl", "fr", "gl", "gr", "kn", "ph", "pl", "pr", "sc", "sh", "sk", "sl", "sm", "sn", "sp", "st", "sw", "th", "tr", "tw", "wh", "wr"];
-const VOWELS = ["a", "e", "i", "o", "u", "y", "a", "e", "i", "o", "ai", "au", "ea", "ee", "ei", "ie", "io", "oa", "oo", "ou", "ue"];
+const SINGLE_ONSETS = [
+  "",
+  "b",
+  "c",
+  "d",
+  "f",
+  "g",
+  "h",
+  "j",
+  "k",
+  "l",
+  "m",
+  "n",
+  "p",
+  "qu",
+  "r",
+  "s",
+  "t",
+  "v",
+  "w",
+  "x",
+  "y",
+  "z",
+];
+const CLUSTER_ONSETS = [
+  "bl",
+  "br",
+  "ch",
+  "cl",
+  "cr",
+  "dr",
+  "fl",
+  "fr",
+  "gl",
+  "gr",
+  "kn",
+  "ph",
+  "pl",
+  "pr",
+  "sc",
+  "sh",
+  "sk",
+  "sl",
+  "sm",
+  "sn",
+  "sp",
+  "st",
+  "sw",
+  "th",
+  "tr",
+  "tw",
+  "wh",
+  "wr",
+];
+const VOWELS = [
+  "a",
+  "e",
+  "i",
+  "o",
+  "u",
+  "y",
+  "a",
+  "e",
+  "i",
+  "o",
+  "ai",
+  "au",
+  "ea",
+  "ee",
+  "ei",
+  "ie",
+  "io",
+  "oa",
+  "oo",
+  "ou",
+  "ue",
+];
 const SINGLE_CODAS = ["b", "d", "f", "g", "l", "m", "n", "p", "r", "s", "t", "x", "z"];
 const CLUSTER_CODAS = ["ck", "ll", "nd", "ng", "nk", "nt", "rd", "rk", "rn", "ss", "st", "th"];
 
@@ -229,7 +518,8 @@ function renaming(random: Random): (text: string) => string {
     }
     return word[0] === word[0].toUpperCase() ? made[0].toUpperCase() + made.slice(1) : made;
   };
-  return (text) => text.replace(/[A-Za-z]{3,}/g, (word) => (KEEP.has(word.toLowerCase()) ? word : rename(word)));
+  return (text) =>
+    text.replace(/[A-Za-z]{3,}/g, (word) => (KEEP.has(word.toLowerCase()) ? word : rename(word)));
 }
 
 /** Share of generated tables whose words are made up (`renaming`). */
@@ -242,7 +532,11 @@ const OPEN_VOCABULARY_SHARE = 0.5;
 function makeTable(random: Random, words: Random): Table {
   const domain = random.pick(DOMAINS);
   const rename = words.chance(OPEN_VOCABULARY_SHARE) ? renaming(words) : (text: string) => text;
-  const columns = [domain.key, ...domain.columns].map((spec) => ({ ...spec, name: rename(random.pick(spec.names)), value: (r: Random) => rename(spec.value(r)) }));
+  const columns = [domain.key, ...domain.columns].map((spec) => ({
+    ...spec,
+    name: rename(random.pick(spec.names)),
+    value: (r: Random) => rename(spec.value(r)),
+  }));
   const count = random.integer(6, 14);
   const keys = new Set<string>();
   const rows: string[][] = [];
@@ -260,7 +554,8 @@ function newRow(table: Table, random: Random): string[] {
   const keys = new Set(table.rows.map((row) => row[0].toLowerCase()));
   for (;;) {
     const key = table.columns[0].value(random);
-    if (!keys.has(key.toLowerCase())) return [key, ...table.columns.slice(1).map((column) => column.value(random))];
+    if (!keys.has(key.toLowerCase()))
+      return [key, ...table.columns.slice(1).map((column) => column.value(random))];
   }
 }
 
@@ -321,7 +616,11 @@ function makeQuestion(kind: Kind, table: Table, random: Random): Generated | und
         `Alter the '${column.name}' value to '${value}' for the entry with '${key.name}' equal to '${row[0]}' in the '${table.name}' table.`,
         `Update the ${column.name.toLowerCase()} of ${row[0]} to ${column.numeric ? value : `'${value}'`} in the ${table.name} table.`,
       ]);
-      return { description, sql, after: rows.map((r) => (r === row ? r.map((v, i) => (i === at(column) ? value : v)) : r)) };
+      return {
+        description,
+        sql,
+        after: rows.map((r) => (r === row ? r.map((v, i) => (i === at(column) ? value : v)) : r)),
+      };
     }
     case "DELETE": {
       if (random.chance(0.7)) {
@@ -337,39 +636,65 @@ function makeQuestion(kind: Kind, table: Table, random: Random): Generated | und
       const sql = `DELETE FROM ${T} WHERE ${quoteIdentifier(column.name)} = ${literal(value)}`;
       const after = rows.filter((r) => r[at(column)] !== value);
       if (after.length === 0) return undefined; // the hash of an empty table is NULL
-      return { description: `Delete every ${domain.entity} whose ${column.name} is '${value}' from the ${table.name} table.`, sql, after };
+      return {
+        description: `Delete every ${domain.entity} whose ${column.name} is '${value}' from the ${table.name} table.`,
+        sql,
+        after,
+      };
     }
     case "other": {
       const column = random.pick(columns.slice(1));
       const sql = `SELECT ${quoteIdentifier(column.name)} FROM ${T} WHERE ${K} = ${literal(row[0])}`;
-      const description = random.pick([`What is the ${column.name} of the ${domain.entity} '${row[0]}'?`, `Which ${column.name} does ${row[0]} have?`, `what is the ${column.name.toLowerCase()} of ${row[0]}?`]);
+      const description = random.pick([
+        `What is the ${column.name} of the ${domain.entity} '${row[0]}'?`,
+        `Which ${column.name} does ${row[0]} have?`,
+        `what is the ${column.name.toLowerCase()} of ${row[0]}?`,
+      ]);
       return { description, sql, answers: [row[at(column)]] };
     }
     case "list": {
       const column = random.pick(categorical);
       const value = row[at(column)];
       const sql = `SELECT ${K} FROM ${T} WHERE ${quoteIdentifier(column.name)} = ${literal(value)}`;
-      return { description: `List the ${key.name} of every ${domain.entity} whose ${column.name} is '${value}'.`, sql, answers: rows.filter((r) => r[at(column)] === value).map((r) => r[0]) };
+      return {
+        description: `List the ${key.name} of every ${domain.entity} whose ${column.name} is '${value}'.`,
+        sql,
+        answers: rows.filter((r) => r[at(column)] === value).map((r) => r[0]),
+      };
     }
     case "counting": {
       if (random.chance(0.5)) {
         const column = random.pick(categorical);
         const value = row[at(column)];
         const sql = `SELECT COUNT(*) FROM ${T} WHERE ${quoteIdentifier(column.name)} = ${literal(value)}`;
-        return { description: `How many ${domain.entities} have the ${column.name} '${value}'?`, sql, answers: [String(rows.filter((r) => r[at(column)] === value).length)] };
+        return {
+          description: `How many ${domain.entities} have the ${column.name} '${value}'?`,
+          sql,
+          answers: [String(rows.filter((r) => r[at(column)] === value).length)],
+        };
       }
       const column = random.pick(numeric);
       const threshold = number(row[at(column)]);
       const sql = `SELECT COUNT(*) FROM ${T} WHERE ${quoteIdentifier(column.name)} > ${threshold}`;
-      return { description: `How many ${domain.entities} have a ${column.name} greater than ${threshold}?`, sql, answers: [String(rows.filter((r) => number(r[at(column)]) > threshold).length)] };
+      return {
+        description: `How many ${domain.entities} have a ${column.name} greater than ${threshold}?`,
+        sql,
+        answers: [String(rows.filter((r) => number(r[at(column)]) > threshold).length)],
+      };
     }
     case "ranking": {
       const column = random.pick(numeric);
       const highest = random.chance(0.5);
-      const sorted = [...rows].sort((a, b) => (highest ? -1 : 1) * (number(a[at(column)]) - number(b[at(column)])));
+      const sorted = [...rows].sort(
+        (a, b) => (highest ? -1 : 1) * (number(a[at(column)]) - number(b[at(column)])),
+      );
       if (sorted[0][at(column)] === sorted[1][at(column)]) return undefined;
       const sql = `SELECT ${K} FROM ${T} ORDER BY CAST(${quoteIdentifier(column.name)} AS SIGNED) ${highest ? "DESC" : "ASC"} LIMIT 1`;
-      return { description: `Which ${domain.entity} has the ${highest ? "highest" : "lowest"} ${column.name}?`, sql, answers: [sorted[0][0]] };
+      return {
+        description: `Which ${domain.entity} has the ${highest ? "highest" : "lowest"} ${column.name}?`,
+        sql,
+        answers: [sorted[0][0]],
+      };
     }
     case "comparison": {
       const column = random.pick(numeric);
@@ -377,7 +702,11 @@ function makeQuestion(kind: Kind, table: Table, random: Random): Generated | und
       if (!other) return undefined;
       const winner = number(row[at(column)]) > number(other[at(column)]) ? row : other;
       const sql = `SELECT ${K} FROM ${T} WHERE ${K} IN (${literal(row[0])}, ${literal(other[0])}) ORDER BY CAST(${quoteIdentifier(column.name)} AS SIGNED) DESC LIMIT 1`;
-      return { description: `Which has the higher ${column.name}, ${row[0]} or ${other[0]}?`, sql, answers: [winner[0]] };
+      return {
+        description: `Which has the higher ${column.name}, ${row[0]} or ${other[0]}?`,
+        sql,
+        answers: [winner[0]],
+      };
     }
     default: {
       const operation = kind.slice("aggregation-".length) as "SUM" | "AVG" | "MAX" | "MIN";
@@ -386,11 +715,23 @@ function makeQuestion(kind: Kind, table: Table, random: Random): Generated | und
       const value = row[at(filter)];
       const values = rows.filter((r) => r[at(filter)] === value).map((r) => number(r[at(column)]));
       const total = values.reduce((a, b) => a + b, 0);
-      const result = { SUM: total, AVG: total / values.length, MAX: Math.max(...values), MIN: Math.min(...values) }[operation];
-      const target = operation === "MAX" || operation === "MIN" ? `CAST(${quoteIdentifier(column.name)} AS SIGNED)` : quoteIdentifier(column.name);
+      const result = {
+        SUM: total,
+        AVG: total / values.length,
+        MAX: Math.max(...values),
+        MIN: Math.min(...values),
+      }[operation];
+      const target =
+        operation === "MAX" || operation === "MIN"
+          ? `CAST(${quoteIdentifier(column.name)} AS SIGNED)`
+          : quoteIdentifier(column.name);
       const sql = `SELECT ${operation}(${target}) FROM ${T} WHERE ${quoteIdentifier(filter.name)} = ${literal(value)}`;
       const word = { SUM: "total", AVG: "average", MAX: "highest", MIN: "lowest" }[operation];
-      return { description: `What is the ${word} ${column.name} of the ${domain.entities} whose ${filter.name} is '${value}'?`, sql, answers: [decimal(result)] };
+      return {
+        description: `What is the ${word} ${column.name} of the ${domain.entities} whose ${filter.name} is '${value}'?`,
+        sql,
+        answers: [decimal(result)],
+      };
     }
   }
 }
@@ -404,7 +745,13 @@ export function generateDbSample(k: number, seed = 0): DbSample {
     const kind = random.weighted(KINDS, KIND_WEIGHTS);
     const question = makeQuestion(kind, table, random);
     if (!question) continue;
-    const dbTable: DbTable = { table_name: table.name, table_info: { columns: table.columns.map((column) => ({ name: column.name, type: "TEXT" })), rows: table.rows } };
+    const dbTable: DbTable = {
+      table_name: table.name,
+      table_info: {
+        columns: table.columns.map((column) => ({ name: column.name, type: "TEXT" })),
+        rows: table.rows,
+      },
+    };
     const modification = question.after !== undefined;
     return {
       index: GENERATED_OFFSET + k,

@@ -14,19 +14,43 @@ import { randomBytes } from "node:crypto";
 import type { Connection, FieldPacket } from "mysql2/promise";
 import type { TaskFamilyOptions } from "../types.js";
 import { FunctionCallSession, type ToolReply } from "../session.js";
-import type { AssistantMessage, CurriculumTaskFamily, Expert, Message, Split, StartResult, ToolSpec } from "../types.js";
+import type {
+  AssistantMessage,
+  CurriculumTaskFamily,
+  Expert,
+  Message,
+  Split,
+  StartResult,
+  ToolSpec,
+} from "../types.js";
 import { EnvironmentError } from "../types.js";
 import { DockerRuntime } from "../docker/runtime.js";
 import { Slots } from "../docker/slots.js";
 import { FailedSession } from "../docker/failed-session.js";
 import { compareDbAnswers, cleanAnswer, hashFromResult } from "./compare.js";
-import { dbDifficulty, initStatements, isModification, loadDbSamples, quoteIdentifier, tableHashQuery, unbuildableReason, type DbSample } from "./data.js";
+import {
+  dbDifficulty,
+  initStatements,
+  isModification,
+  loadDbSamples,
+  quoteIdentifier,
+  tableHashQuery,
+  unbuildableReason,
+  type DbSample,
+} from "./data.js";
 import { parsePythonList, pythonRowsRepr, type PythonValue } from "./python-format.js";
 import { MariaDbServer, type MariaDbServerOptions, type SessionLogin } from "./server.js";
 import { DEFAULT_GENERATED_COUNT, GENERATED_OFFSET, generateDbSamples } from "./generate.js";
 
 export { compareDbAnswers, cleanAnswer } from "./compare.js";
-export { loadDbSamples, dbDifficulty, initStatements, tableHashQuery, unbuildableReason, type DbSample } from "./data.js";
+export {
+  loadDbSamples,
+  dbDifficulty,
+  initStatements,
+  tableHashQuery,
+  unbuildableReason,
+  type DbSample,
+} from "./data.js";
 export { MariaDbServer } from "./server.js";
 export { generateDbSample, generateDbSamples, GENERATED_OFFSET } from "./generate.js";
 
@@ -53,17 +77,28 @@ export const DB_TOOLS: ToolSpec[] = [
     function: {
       name: "execute_sql",
       description: "Execute one SQL statement on the MySQL database and return the raw result.",
-      parameters: { type: "object", properties: { query: { type: "string", description: "One SQL statement, on one line." } }, required: ["query"] },
+      parameters: {
+        type: "object",
+        properties: { query: { type: "string", description: "One SQL statement, on one line." } },
+        required: ["query"],
+      },
     },
   },
   {
     type: "function",
     function: {
       name: "commit_final_answer",
-      description: "Commit the final answer (the values that answer the question); this ends the task. For a question that modifies the database, the answers can be anything.",
+      description:
+        "Commit the final answer (the values that answer the question); this ends the task. For a question that modifies the database, the answers can be anything.",
       parameters: {
         type: "object",
-        properties: { answers: { type: "array", description: "The answer values, e.g. [\"36\"] or [\"a\", \"b\"].", items: { type: "string" } } },
+        properties: {
+          answers: {
+            type: "array",
+            description: 'The answer values, e.g. ["36"] or ["a", "b"].',
+            items: { type: "string" },
+          },
+        },
         required: ["answers"],
       },
     },
@@ -103,7 +138,12 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   /** The families on other worlds that use this one's server (`atWorld`). */
   private readonly worlds = new Set<DbTaskFamily>();
 
-  constructor(runtime: DockerRuntime, options: DbFamilyOptions = {}, ownsRuntime = false, host?: DbTaskFamily) {
+  constructor(
+    runtime: DockerRuntime,
+    options: DbFamilyOptions = {},
+    ownsRuntime = false,
+    host?: DbTaskFamily,
+  ) {
     this.runtime = runtime;
     this.ownsRuntime = ownsRuntime;
     this.host = host;
@@ -123,7 +163,15 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     const host = this.host ?? this;
     const agentBench = host.samples.filter((sample) => sample.index < GENERATED_OFFSET);
     const generated = host.samples.length - agentBench.length;
-    const world = new DbTaskFamily(host.runtime, { samples: [...agentBench, ...generateDbSamples(generated, seed)], statementSeconds: host.statementSeconds }, false, host);
+    const world = new DbTaskFamily(
+      host.runtime,
+      {
+        samples: [...agentBench, ...generateDbSamples(generated, seed)],
+        statementSeconds: host.statementSeconds,
+      },
+      false,
+      host,
+    );
     host.worlds.add(world);
     return world;
   }
@@ -138,7 +186,9 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   }
 
   indicesAt(split: Split, difficulty: number): number[] {
-    return this.playable.filter((sample) => sample.split === split && dbDifficulty(sample) === difficulty).map((sample) => sample.index);
+    return this.playable
+      .filter((sample) => sample.split === split && dbDifficulty(sample) === difficulty)
+      .map((sample) => sample.index);
   }
 
   sample(index: number): DbSample {
@@ -152,11 +202,15 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     if (this.host) return this.host.sharedServer();
     if (!this.server) {
       // Assigned before any await, so sessions starting together share one server.
-      const starting = this.runtime.reaped.then(() => MariaDbServer.start(this.runtime, this.serverOptions));
+      const starting = this.runtime.reaped.then(() =>
+        MariaDbServer.start(this.runtime, this.serverOptions),
+      );
       this.server = starting;
       starting.then(
         (server) => this.runtime.onDeath(server.containerId, () => this.serverDied(starting)),
-        () => { if (this.server === starting) this.server = undefined; },
+        () => {
+          if (this.server === starting) this.server = undefined;
+        },
       );
     }
     return this.server;
@@ -165,7 +219,8 @@ export class DbTaskFamily implements CurriculumTaskFamily {
   private serverDied(which: Promise<MariaDbServer>): void {
     if (this.server === which) this.server = undefined;
     void which.then((server) => server.dispose());
-    for (const family of [this, ...this.worlds]) for (const session of family.sessions) void session.fail("the MariaDB container stopped");
+    for (const family of [this, ...this.worlds])
+      for (const session of family.sessions) void session.fail("the MariaDB container stopped");
   }
 
   /**
@@ -181,7 +236,9 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     const database = `dbbench_${randomBytes(6).toString("hex")}`;
     try {
       const server = await this.sharedServer();
-      login = await this.withAdmin((admin) => MariaDbServer.createSessionUser(admin, database, this.statementSeconds));
+      login = await this.withAdmin((admin) =>
+        MariaDbServer.createSessionUser(admin, database, this.statementSeconds),
+      );
       connection = await server.connectAs(login);
       for (const statement of initStatements(sample)) {
         try {
@@ -191,7 +248,10 @@ export class DbTaskFamily implements CurriculumTaskFamily {
           if (!failure.errno || failure.fatal) throw error;
           await this.dropSession(connection, login);
           releaseSlot();
-          return FailedSession.create(openingOf(sample), `the table of db sample ${index} cannot be built: ${failure.message}`);
+          return FailedSession.create(
+            openingOf(sample),
+            `the table of db sample ${index} cannot be built: ${failure.message}`,
+          );
         }
       }
       const session = new DbSession(this, sample, connection, login, releaseSlot);
@@ -285,15 +345,31 @@ export class DbSession extends FunctionCallSession {
   /** Runs one statement and formats the result as the original. */
   async execute(sql: string): Promise<string> {
     try {
-      const [rows, fields] = await this.connection.query({ sql, rowsAsArray: true, timeout: (this.family.statementSeconds + 5) * 1000 });
+      const [rows, fields] = await this.connection.query({
+        sql,
+        rowsAsArray: true,
+        timeout: (this.family.statementSeconds + 5) * 1000,
+      });
       if (!Array.isArray(rows)) return "[]";
-      const table = (rows as unknown[][]).map((row) => row.map((value, column) => toPythonValue(value, fields?.[column])));
+      const table = (rows as unknown[][]).map((row) =>
+        row.map((value, column) => toPythonValue(value, fields?.[column])),
+      );
       return pythonRowsRepr(table);
     } catch (error) {
-      const failure = error as { errno?: number; sqlState?: string; sqlMessage?: string; message: string; code?: string; fatal?: boolean };
-      if (failure.fatal) throw new EnvironmentError(`the database connection failed: ${failure.message}`);
+      const failure = error as {
+        errno?: number;
+        sqlState?: string;
+        sqlMessage?: string;
+        message: string;
+        code?: string;
+        fatal?: boolean;
+      };
+      if (failure.fatal)
+        throw new EnvironmentError(`the database connection failed: ${failure.message}`);
       if (failure.code === "PROTOCOL_SEQUENCE_TIMEOUT") return "Error: SQL execution timed out.";
-      return failure.errno ? `${failure.errno} (${failure.sqlState}): ${failure.sqlMessage}` : failure.message;
+      return failure.errno
+        ? `${failure.errno} (${failure.sqlState}): ${failure.sqlMessage}`
+        : failure.message;
     }
   }
 
@@ -306,12 +382,20 @@ export class DbSession extends FunctionCallSession {
     let correct: boolean;
     if (isModification(this.sample.type)) {
       const hashes: string[] = [];
-      for (const table of this.sample.tables) hashes.push(hashFromResult(await this.execute(tableHashQuery(table))));
+      for (const table of this.sample.tables)
+        hashes.push(hashFromResult(await this.execute(tableHashQuery(table))));
       correct = compareDbAnswers(hashes.sort().join("_"), this.sample.answerMd5, this.sample.type);
     } else {
       correct = compareDbAnswers(answers, this.sample.label, this.sample.type);
     }
-    return { content: "Your answer has been committed.", outcome: { reward: correct ? 1 : 0, status: "completed", metrics: { score: correct ? 1 : 0 } } };
+    return {
+      content: "Your answer has been committed.",
+      outcome: {
+        reward: correct ? 1 : 0,
+        status: "completed",
+        metrics: { score: correct ? 1 : 0 },
+      },
+    };
   }
 
   protected override async release(): Promise<void> {
@@ -327,7 +411,8 @@ export class DbSession extends FunctionCallSession {
 function openingOf(sample: DbSample): StartResult {
   let prompt = "";
   if (sample.evidence) prompt += `Evidence about the question: ${sample.evidence}\n`;
-  if (sample.addDescription) prompt += `Additional table information about the question: ${sample.addDescription}\n`;
+  if (sample.addDescription)
+    prompt += `Additional table information about the question: ${sample.addDescription}\n`;
   prompt += `Question: ${sample.description}\n`;
   const messages: Message[] = [
     { role: "system", content: DB_SYSTEM_PROMPT },
@@ -337,7 +422,13 @@ function openingOf(sample: DbSample): StartResult {
 }
 
 function toolCall(name: string, args: Record<string, unknown>, turn: number): AssistantMessage {
-  return { role: "assistant", content: null, tool_calls: [{ id: `call_${turn}`, type: "function", function: { name, arguments: JSON.stringify(args) } }] };
+  return {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      { id: `call_${turn}`, type: "function", function: { name, arguments: JSON.stringify(args) } },
+    ],
+  };
 }
 
 function assistantTurns(history: Message[]): number {
@@ -356,7 +447,7 @@ function lastToolOutput(history: Message[]): string {
 export function resultValues(output: string): string[] | undefined {
   const rows = parsePythonList(output.trim());
   if (!rows) return undefined;
-  return rows.map((row) => (Array.isArray(row) ? row[0] ?? "" : row));
+  return rows.map((row) => (Array.isArray(row) ? (row[0] ?? "") : row));
 }
 
 /**
@@ -371,7 +462,9 @@ export class DbExpert implements Expert {
     const turn = assistantTurns(history);
     const { sample } = this;
     if (turn === 0) {
-      const statement = isModification(sample.type) ? String(sample.label[0] ?? "") : sample.sql ?? `SELECT COUNT(*) FROM ${quoteIdentifier(sample.tables[0].table_name)}`;
+      const statement = isModification(sample.type)
+        ? String(sample.label[0] ?? "")
+        : (sample.sql ?? `SELECT COUNT(*) FROM ${quoteIdentifier(sample.tables[0].table_name)}`);
       return toolCall("execute_sql", { query: statement }, turn);
     }
     if (isModification(sample.type)) return toolCall("commit_final_answer", { answers: [] }, turn);
@@ -388,15 +481,21 @@ export class DbWrongExpert implements Expert {
 
   act(history: Message[]): AssistantMessage {
     const turn = assistantTurns(history);
-    if (isModification(this.sample.type)) return toolCall("commit_final_answer", { answers: [] }, turn);
-    const wrong = cleanAnswer(this.sample.label).includes("-424242.5") ? "agentrl-wrong" : "-424242.5";
+    if (isModification(this.sample.type))
+      return toolCall("commit_final_answer", { answers: [] }, turn);
+    const wrong = cleanAnswer(this.sample.label).includes("-424242.5")
+      ? "agentrl-wrong"
+      : "-424242.5";
     return toolCall("commit_final_answer", { answers: [wrong] }, turn);
   }
 }
 
 /** The DB task family on the local Docker engine. */
 export async function createTaskFamily(options: DbFamilyOptions = {}): Promise<DbTaskFamily> {
-  const samples = options.samples ?? [...loadDbSamples(options.dataDir), ...generateDbSamples(options.generatedSize ?? DEFAULT_GENERATED_COUNT, options.seed ?? 0)];
+  const samples = options.samples ?? [
+    ...loadDbSamples(options.dataDir),
+    ...generateDbSamples(options.generatedSize ?? DEFAULT_GENERATED_COUNT, options.seed ?? 0),
+  ];
   const runtime = options.runtime ?? (await DockerRuntime.connect());
   return new DbTaskFamily(runtime, { ...options, samples }, options.runtime === undefined);
 }

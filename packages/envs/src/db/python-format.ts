@@ -48,12 +48,18 @@ export function pythonFloatRepr(value: number): string {
 
 export function pythonValueRepr(cell: PythonValue): string {
   switch (cell.kind) {
-    case "str": return pythonStringRepr(cell.value);
-    case "int": return cell.value;
-    case "float": return pythonFloatRepr(cell.value);
-    case "decimal": return `Decimal('${cell.value}')`;
-    case "none": return "None";
-    case "bytes": return `b${pythonStringRepr(cell.value.toString("latin1"))}`;
+    case "str":
+      return pythonStringRepr(cell.value);
+    case "int":
+      return cell.value;
+    case "float":
+      return pythonFloatRepr(cell.value);
+    case "decimal":
+      return `Decimal('${cell.value}')`;
+    case "none":
+      return "None";
+    case "bytes":
+      return `b${pythonStringRepr(cell.value.toString("latin1"))}`;
   }
 }
 
@@ -67,8 +73,10 @@ export function pythonStr(value: unknown): string {
   if (value === null || value === undefined) return "None";
   if (typeof value === "string") return value;
   if (typeof value === "boolean") return value ? "True" : "False";
-  if (typeof value === "number") return Number.isInteger(value) ? String(value) : pythonFloatRepr(value);
-  if (Array.isArray(value)) return `[${value.map((item) => (typeof item === "string" ? pythonStringRepr(item) : pythonStr(item))).join(", ")}]`;
+  if (typeof value === "number")
+    return Number.isInteger(value) ? String(value) : pythonFloatRepr(value);
+  if (Array.isArray(value))
+    return `[${value.map((item) => (typeof item === "string" ? pythonStringRepr(item) : pythonStr(item))).join(", ")}]`;
   return JSON.stringify(value);
 }
 
@@ -79,7 +87,9 @@ export function pythonStr(value: unknown): string {
  */
 export function parsePythonList(text: string): Array<string[] | string> | undefined {
   let position = 0;
-  const skip = () => { while (position < text.length && /\s/.test(text[position])) position += 1; };
+  const skip = () => {
+    while (position < text.length && /\s/.test(text[position])) position += 1;
+  };
   const scalar = (): string | undefined => {
     skip();
     const character = text[position];
@@ -89,7 +99,14 @@ export function parsePythonList(text: string): Array<string[] | string> | undefi
       while (position < text.length && text[position] !== character) {
         if (text[position] === "\\") {
           const next = text[position + 1];
-          const escapes: Record<string, string> = { n: "\n", r: "\r", t: "\t", "\\": "\\", "'": "'", '"': '"' };
+          const escapes: Record<string, string> = {
+            n: "\n",
+            r: "\r",
+            t: "\t",
+            "\\": "\\",
+            "'": "'",
+            '"': '"',
+          };
           if (next === "x") {
             value += String.fromCharCode(parseInt(text.slice(position + 2, position + 4), 16));
             position += 4;
@@ -111,7 +128,10 @@ export function parsePythonList(text: string): Array<string[] | string> | undefi
       position += decimal[0].length;
       return decimal[2];
     }
-    const word = /^(None|True|False|-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|inf|nan))/.exec(text.slice(position));
+    const word =
+      /^(None|True|False|-?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|inf|nan))/.exec(
+        text.slice(position),
+      );
     if (!word) return undefined;
     position += word[0].length;
     return word[0];
@@ -122,13 +142,19 @@ export function parsePythonList(text: string): Array<string[] | string> | undefi
   const items: Array<string[] | string> = [];
   for (;;) {
     skip();
-    if (text[position] === "]") { position += 1; break; }
+    if (text[position] === "]") {
+      position += 1;
+      break;
+    }
     if (text[position] === "(") {
       position += 1;
       const tuple: string[] = [];
       for (;;) {
         skip();
-        if (text[position] === ")") { position += 1; break; }
+        if (text[position] === ")") {
+          position += 1;
+          break;
+        }
         const value = scalar();
         if (value === undefined) return undefined;
         tuple.push(value);

@@ -15,14 +15,23 @@ import { createTaskFamily, type DbSession, type DbTaskFamily } from "./index.js"
 const docker = new Docker();
 const engine = await isDockerAvailable(docker);
 const image = engine ? await imageHash(docker, IMAGES.db.tag) : undefined;
-const skip = !engine ? "no Docker engine answers (bash scripts/start-dockerd.sh)" : image === undefined ? "image agentrl/db missing (agentrl env build)" : false;
+const skip = !engine
+  ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
+  : image === undefined
+    ? "image agentrl/db missing (agentrl env build)"
+    : false;
 
 const SAMPLE: DbSample = {
   index: 0,
   split: "train",
   description: "How many secrets are there?",
   type: "counting",
-  tables: [{ table_name: "secrets", table_info: { columns: [{ name: "value", type: "TEXT" }], rows: [["alpha"], ["beta"]] } }],
+  tables: [
+    {
+      table_name: "secrets",
+      table_info: { columns: [{ name: "value", type: "TEXT" }], rows: [["alpha"], ["beta"]] },
+    },
+  ],
   addDescription: "",
   evidence: "",
   label: ["2"],
@@ -47,10 +56,22 @@ describe("DB sandbox probes", { skip }, () => {
     assert.ok(!databases.includes(other), databases);
     assert.ok(databases.includes(attacker.database), databases);
     assert.match(await attacker.execute(`SELECT * FROM \`${other}\`.secrets`), /^1142 |^1044 /);
-    assert.match(await attacker.execute(`INSERT INTO \`${other}\`.secrets VALUES ('x')`), /^1142 |^1044 /);
+    assert.match(
+      await attacker.execute(`INSERT INTO \`${other}\`.secrets VALUES ('x')`),
+      /^1142 |^1044 /,
+    );
     assert.match(await attacker.execute(`DROP DATABASE \`${other}\``), /^1044 /);
-    assert.match(await attacker.execute("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '" + other + "'"), /\[\(0,\)\]/);
-    assert.equal(await victim.execute("SELECT COUNT(*) FROM secrets"), "[(2,)]", "the victim's table is whole");
+    assert.match(
+      await attacker.execute(
+        "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '" + other + "'",
+      ),
+      /\[\(0,\)\]/,
+    );
+    assert.equal(
+      await victim.execute("SELECT COUNT(*) FROM secrets"),
+      "[(2,)]",
+      "the victim's table is whole",
+    );
   });
 
   test("no server administration: shutdown, grant, users, global settings, other connections", async () => {
@@ -65,15 +86,31 @@ describe("DB sandbox probes", { skip }, () => {
       assert.match(result, /^(1227|1044|1045|1094|1095) \(/, `${statement}: ${result}`);
     }
     const processes = await attacker.execute("SHOW PROCESSLIST");
-    assert.ok(!processes.includes(victim.database), `sees no other session's connections: ${processes}`);
-    assert.equal(await victim.execute("SELECT 1"), "[(1,)]", "the server still serves the other session");
+    assert.ok(
+      !processes.includes(victim.database),
+      `sees no other session's connections: ${processes}`,
+    );
+    assert.equal(
+      await victim.execute("SELECT 1"),
+      "[(1,)]",
+      "the server still serves the other session",
+    );
   });
 
   test("no file reads or writes", async () => {
-    assert.match(await attacker.execute("SELECT 'x' INTO OUTFILE '/tmp/agentrl-owned'"), /^1045 |^1227 |^1290 /);
-    assert.match(await attacker.execute("SELECT * FROM secrets INTO DUMPFILE '/run/agentrl/x'"), /^1045 |^1227 |^1290 /);
+    assert.match(
+      await attacker.execute("SELECT 'x' INTO OUTFILE '/tmp/agentrl-owned'"),
+      /^1045 |^1227 |^1290 /,
+    );
+    assert.match(
+      await attacker.execute("SELECT * FROM secrets INTO DUMPFILE '/run/agentrl/x'"),
+      /^1045 |^1227 |^1290 /,
+    );
     assert.equal(await attacker.execute("SELECT LOAD_FILE('/etc/passwd')"), "[(None,)]");
-    assert.match(await attacker.execute("LOAD DATA INFILE '/etc/passwd' INTO TABLE secrets"), /^1045 |^1227 |^1290 /);
+    assert.match(
+      await attacker.execute("LOAD DATA INFILE '/etc/passwd' INTO TABLE secrets"),
+      /^1045 |^1227 |^1290 /,
+    );
   });
 
   test("a slow statement is stopped by the server and the session goes on", async () => {
@@ -91,8 +128,14 @@ describe("DB sandbox probes", { skip }, () => {
     try {
       const [databases] = await admin.query("SHOW DATABASES LIKE ?", [database]);
       assert.deepEqual(databases, []);
-      const [users] = await admin.query("SELECT COUNT(*) AS n FROM mysql.user WHERE User LIKE 's\\_%'");
-      assert.equal(Number((users as Array<{ n: number }>)[0].n), 2, "only the two live sessions' users remain");
+      const [users] = await admin.query(
+        "SELECT COUNT(*) AS n FROM mysql.user WHERE User LIKE 's\\_%'",
+      );
+      assert.equal(
+        Number((users as Array<{ n: number }>)[0].n),
+        2,
+        "only the two live sessions' users remain",
+      );
     } finally {
       admin.destroy();
     }

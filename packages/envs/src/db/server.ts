@@ -57,7 +57,10 @@ export class MariaDbServer {
   }
 
   /** Starts the container and waits until the server accepts connections. */
-  static async start(runtime: DockerRuntime, options: MariaDbServerOptions = {}): Promise<MariaDbServer> {
+  static async start(
+    runtime: DockerRuntime,
+    options: MariaDbServerOptions = {},
+  ): Promise<MariaDbServer> {
     const image = options.image ?? IMAGES.db.tag;
     const socketDir = mkdtempSync(join(tmpdir(), "agentrl-mariadb-"));
     const owner = await runtime.imageUser(image, "mysql");
@@ -67,7 +70,10 @@ export class MariaDbServer {
     const containerId = await runtime.start({
       image,
       user: "mysql",
-      env: { AGENTRL_DB_PASSWORD: password, AGENTRL_DB_STATEMENT_SECONDS: String(options.statementSeconds ?? 60) },
+      env: {
+        AGENTRL_DB_PASSWORD: password,
+        AGENTRL_DB_STATEMENT_SECONDS: String(options.statementSeconds ?? 60),
+      },
       memoryBytes: options.memoryBytes ?? 2 * 1024 ** 3,
       cpus: options.cpus ?? 2,
       pidsLimit: 512,
@@ -112,11 +118,18 @@ export class MariaDbServer {
    * else (no FILE, SUPER, SHUTDOWN, PROCESS, GRANT OPTION), `statementSeconds` per
    * statement and `maxConnections` at once. `admin` is an admin connection.
    */
-  static async createSessionUser(admin: mysql.Connection, database: string, statementSeconds: number, maxConnections = 2): Promise<SessionLogin> {
+  static async createSessionUser(
+    admin: mysql.Connection,
+    database: string,
+    statementSeconds: number,
+    maxConnections = 2,
+  ): Promise<SessionLogin> {
     const user = `s_${randomBytes(6).toString("hex")}`;
     const password = randomBytes(12).toString("hex");
     await admin.query(`CREATE DATABASE \`${database}\` CHARACTER SET utf8mb4`);
-    await admin.query(`CREATE USER '${user}'@'localhost' IDENTIFIED BY '${password}' WITH MAX_USER_CONNECTIONS ${maxConnections} MAX_STATEMENT_TIME ${statementSeconds}`);
+    await admin.query(
+      `CREATE USER '${user}'@'localhost' IDENTIFIED BY '${password}' WITH MAX_USER_CONNECTIONS ${maxConnections} MAX_STATEMENT_TIME ${statementSeconds}`,
+    );
     await admin.query(`GRANT ALL PRIVILEGES ON \`${database}\`.* TO '${user}'@'localhost'`);
     return { user, password, database };
   }
@@ -124,8 +137,12 @@ export class MariaDbServer {
   /** Stops a session's running statements, then drops its user and database (never throws). */
   static async dropSessionUser(admin: mysql.Connection, login: SessionLogin): Promise<void> {
     try {
-      const [rows] = await admin.query("SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?", [login.user]);
-      for (const row of rows as Array<{ ID: number }>) await admin.query(`KILL ${Number(row.ID)}`).catch(() => {});
+      const [rows] = await admin.query(
+        "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = ?",
+        [login.user],
+      );
+      for (const row of rows as Array<{ ID: number }>)
+        await admin.query(`KILL ${Number(row.ID)}`).catch(() => {});
       await admin.query(`DROP USER IF EXISTS '${login.user}'@'localhost'`);
       await admin.query(`DROP DATABASE IF EXISTS \`${login.database}\``);
     } catch {

@@ -16,7 +16,10 @@ const WHERE_FROM =
 
 /** Candidate default folders: relative to the working directory and to the repository root. */
 function defaultCandidates(): string[] {
-  const candidates = [resolve(process.cwd(), "../shared/data/agentbench"), resolve(process.cwd(), "shared/data/agentbench")];
+  const candidates = [
+    resolve(process.cwd(), "../shared/data/agentbench"),
+    resolve(process.cwd(), "shared/data/agentbench"),
+  ];
   let folder = dirname(fileURLToPath(import.meta.url));
   for (let depth = 0; depth < 6; depth += 1) {
     if (existsSync(join(folder, "packages")) && existsSync(join(folder, "package.json"))) {

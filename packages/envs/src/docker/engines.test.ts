@@ -37,7 +37,10 @@ function fakeDocker(): Docker & { up: boolean; images: Set<string> } {
       return [];
     },
     getContainer() {
-      return { remove: async () => undefined, inspect: async () => ({ State: { Running: false } }) };
+      return {
+        remove: async () => undefined,
+        inspect: async () => ({ State: { Running: false } }),
+      };
     },
   };
   return fake as unknown as Docker & { up: boolean; images: Set<string> };
@@ -47,8 +50,18 @@ function fakeDocker(): Docker & { up: boolean; images: Set<string> } {
 class EchoSession extends FunctionCallSession {
   static gates: Array<() => void> = [];
   constructor() {
-    const tool = (name: string) => ({ type: "function" as const, function: { name, description: name, parameters: { type: "object" as const, properties: {} } } });
-    super({ messages: [{ role: "user", content: "echo" }], tools: [tool("echo"), tool("wait")] }, { maxTurns: 100 });
+    const tool = (name: string) => ({
+      type: "function" as const,
+      function: {
+        name,
+        description: name,
+        parameters: { type: "object" as const, properties: {} },
+      },
+    });
+    super(
+      { messages: [{ role: "user", content: "echo" }], tools: [tool("echo"), tool("wait")] },
+      { maxTurns: 100 },
+    );
   }
   protected async callTool(name: string): Promise<ToolReply> {
     if (name === "wait") await new Promise<void>((resolve) => EchoSession.gates.push(resolve));
@@ -59,7 +72,10 @@ class EchoSession extends FunctionCallSession {
 /** A family factory that records the runtimes it was given. */
 function fakeFactory() {
   const runtimes: DockerRuntime[] = [];
-  const create = async (name: string, options: TaskFamilyOptions): Promise<CurriculumTaskFamily> => {
+  const create = async (
+    name: string,
+    options: TaskFamilyOptions,
+  ): Promise<CurriculumTaskFamily> => {
     runtimes.push(options.runtime as DockerRuntime);
     return {
       name,
@@ -74,14 +90,24 @@ function fakeFactory() {
 }
 
 function call(name: string): AssistantMessage {
-  return { role: "assistant", content: null, tool_calls: [{ id: "c", type: "function", function: { name, arguments: "{}" } }] };
+  return {
+    role: "assistant",
+    content: null,
+    tool_calls: [{ id: "c", type: "function", function: { name, arguments: "{}" } }],
+  };
 }
 
 function spec(label: string, slots?: number): DockerHostSpec {
   return { label, options: {}, local: true, slots, cliEnv: {} };
 }
 
-const fast = { probeIntervalMs: 20, probeTimeoutMs: 200, failuresBeforeDown: 1, initialBackoffMs: 20, maxBackoffMs: 40 };
+const fast = {
+  probeIntervalMs: 20,
+  probeTimeoutMs: 200,
+  failuresBeforeDown: 1,
+  initialBackoffMs: 20,
+  maxBackoffMs: 40,
+};
 
 async function until(condition: () => boolean, what: string, ms = 5000): Promise<void> {
   const deadline = Date.now() + ms;
@@ -101,16 +127,27 @@ test("parseDockerHost: unix, tcp with and without TLS, ssh, slots, and clear err
   const plain = parseDockerHost("tcp://127.0.0.1:2375");
   assert.equal(plain.options.protocol, "http");
   assert.equal(plain.local, false);
-  assert.throws(() => parseDockerHost("tcp://10.0.0.5:2376", { certPath: undefined }), DockerHostError);
+  assert.throws(
+    () => parseDockerHost("tcp://10.0.0.5:2376", { certPath: undefined }),
+    DockerHostError,
+  );
 
   const certs = mkdtempSync(join(tmpdir(), "agentrl-certs-"));
-  for (const name of ["ca.pem", "cert.pem", "key.pem"]) writeFileSync(join(certs, name), `${name}\n`);
+  for (const name of ["ca.pem", "cert.pem", "key.pem"])
+    writeFileSync(join(certs, name), `${name}\n`);
   const tls = parseDockerHost("tcp://10.0.0.5:2376", { certPath: certs });
   assert.equal(tls.options.protocol, "https");
   assert.equal(String(tls.options.key), "key.pem\n");
-  assert.deepEqual(tls.cliEnv, { DOCKER_HOST: "tcp://10.0.0.5:2376", DOCKER_TLS_VERIFY: "1", DOCKER_CERT_PATH: certs });
+  assert.deepEqual(tls.cliEnv, {
+    DOCKER_HOST: "tcp://10.0.0.5:2376",
+    DOCKER_TLS_VERIFY: "1",
+    DOCKER_CERT_PATH: certs,
+  });
   assert.equal(parseDockerHost(`tcp://10.0.0.6:2376?cert-path=${certs}&slots=8`).slots, 8);
-  assert.throws(() => parseDockerHost("tcp://10.0.0.5:2376", { certPath: join(certs, "missing") }), /cannot be read/);
+  assert.throws(
+    () => parseDockerHost("tcp://10.0.0.5:2376", { certPath: join(certs, "missing") }),
+    /cannot be read/,
+  );
 
   const ssh = parseDockerHost("ssh://agent@worker-3:2222");
   assert.equal(ssh.options.protocol, "ssh");
@@ -128,14 +165,19 @@ test("sessions spread by free slots; a dead engine fails only its sessions, in-f
   const clients = [fakeDocker(), fakeDocker()];
   const factory = fakeFactory();
   const lines: string[] = [];
-  const engines = new DockerEngineSet([spec("engine-a", 3), spec("engine-b", 1)], { ...fast, clients, log: (line) => lines.push(line) });
+  const engines = new DockerEngineSet([spec("engine-a", 3), spec("engine-b", 1)], {
+    ...fast,
+    clients,
+    log: (line) => lines.push(line),
+  });
   const family = await MultiEngineTaskFamily.create("os", {}, engines, factory.create);
   try {
     assert.equal(factory.runtimes.length, 2, "one family per engine");
     assert.deepEqual(family.indices("train"), [0, 1, 2]);
     const [a, b] = engines.engines;
     const sessions = await Promise.all([0, 1, 2, 0].map((index) => family.startSession(index)));
-    const on = (engine: typeof a) => sessions.filter((session) => family.engineOf(session) === engine);
+    const on = (engine: typeof a) =>
+      sessions.filter((session) => family.engineOf(session) === engine);
     // Slots 3 and 1: a (3 free), a (2 vs 1), a (1 vs 1: the first wins a tie), then b (0 vs 1).
     assert.equal(on(a).length, 3);
     assert.equal(on(b).length, 1);
@@ -155,7 +197,8 @@ test("sessions spread by free slots; a dead engine fails only its sessions, in-f
     assert.equal(b.state, "down");
     assert.equal(b.active, 0);
     // Engine a's sessions go on.
-    for (const session of on(a)) assert.equal((await session.interact(call("echo"))).status, "running");
+    for (const session of on(a))
+      assert.equal((await session.interact(call("echo"))).status, "running");
     // New sessions go to the engine that is up.
     const extra = await family.startSession(1);
     assert.equal(family.engineOf(extra), a);
@@ -167,7 +210,11 @@ test("sessions spread by free slots; a dead engine fails only its sessions, in-f
     assert.notEqual(factory.runtimes[2], factory.runtimes[1]);
     const again = await family.startSession(2);
     assert.equal(family.engineOf(again), b, "b has the most free slots again");
-    assert.ok(lines.some((line) => /engine-b is down/.test(line)) && lines.some((line) => /engine-b is back up/.test(line)), lines.join("\n"));
+    assert.ok(
+      lines.some((line) => /engine-b is down/.test(line)) &&
+        lines.some((line) => /engine-b is back up/.test(line)),
+      lines.join("\n"),
+    );
     EchoSession.gates.splice(0).forEach((release) => release());
   } finally {
     await family.close();
@@ -177,10 +224,23 @@ test("sessions spread by free slots; a dead engine fails only its sessions, in-f
 test("no engine answers: a clear error; all engines down later: startSession throws, nothing hangs", async () => {
   const dead = fakeDocker();
   dead.up = false;
-  await assert.rejects(MultiEngineTaskFamily.create("os", {}, new DockerEngineSet([spec("gone")], { ...fast, clients: [dead] }), fakeFactory().create), DockerUnavailableError);
+  await assert.rejects(
+    MultiEngineTaskFamily.create(
+      "os",
+      {},
+      new DockerEngineSet([spec("gone")], { ...fast, clients: [dead] }),
+      fakeFactory().create,
+    ),
+    DockerUnavailableError,
+  );
 
   const client = fakeDocker();
-  const family = await MultiEngineTaskFamily.create("os", {}, new DockerEngineSet([spec("only")], { ...fast, clients: [client] }), fakeFactory().create);
+  const family = await MultiEngineTaskFamily.create(
+    "os",
+    {},
+    new DockerEngineSet([spec("only")], { ...fast, clients: [client] }),
+    fakeFactory().create,
+  );
   try {
     client.up = false;
     await until(() => family.engines.upCount === 0, "the engine to be marked down");
@@ -194,11 +254,19 @@ test("an engine without the task's image is down until the image is there", asyn
   const clients = [fakeDocker(), fakeDocker()];
   clients[1].images.clear();
   const factory = fakeFactory();
-  const family = await MultiEngineTaskFamily.create("os", {}, new DockerEngineSet([spec("has-image"), spec("no-image")], { ...fast, clients }), factory.create);
+  const family = await MultiEngineTaskFamily.create(
+    "os",
+    {},
+    new DockerEngineSet([spec("has-image"), spec("no-image")], { ...fast, clients }),
+    factory.create,
+  );
   try {
     const [, bare] = family.engines.engines;
     assert.equal(bare.state, "down");
-    assert.match(bare.reason ?? "", /image agentrl\/os:latest is missing: run agentrl env build --docker-host no-image/);
+    assert.match(
+      bare.reason ?? "",
+      /image agentrl\/os:latest is missing: run agentrl env build --docker-host no-image/,
+    );
     assert.equal(factory.runtimes.length, 1);
     clients[1].images.add("agentrl/os:latest");
     await until(() => bare.state === "up", "the engine to come up once it has the image");
@@ -208,13 +276,29 @@ test("an engine without the task's image is down until the image is there", asyn
   }
   const without = fakeDocker();
   without.images.clear();
-  await assert.rejects(MultiEngineTaskFamily.create("os", {}, new DockerEngineSet([spec("bare")], { ...fast, clients: [without] }), fakeFactory().create), /cannot run on any Docker engine: bare: image agentrl\/os:latest is missing/);
+  await assert.rejects(
+    MultiEngineTaskFamily.create(
+      "os",
+      {},
+      new DockerEngineSet([spec("bare")], { ...fast, clients: [without] }),
+      fakeFactory().create,
+    ),
+    /cannot run on any Docker engine: bare: image agentrl\/os:latest is missing/,
+  );
 });
 
 test("createTaskFamilyOnEngines: plain families ignore the hosts; db refuses remote engines", async () => {
   const factory = fakeFactory();
-  const kg = await createTaskFamilyOnEngines("kg", {}, { hosts: ["tcp://10.0.0.9:2375"] }, factory.create);
+  const kg = await createTaskFamilyOnEngines(
+    "kg",
+    {},
+    { hosts: ["tcp://10.0.0.9:2375"] },
+    factory.create,
+  );
   assert.equal(kg.name, "kg");
   assert.equal(factory.runtimes[0], undefined, "no runtime for a family without containers");
-  await assert.rejects(createTaskFamilyOnEngines("db", {}, { hosts: ["tcp://10.0.0.9:2375"] }, factory.create), /db needs engines on this machine/);
+  await assert.rejects(
+    createTaskFamilyOnEngines("db", {}, { hosts: ["tcp://10.0.0.9:2375"] }, factory.create),
+    /db needs engines on this machine/,
+  );
 });

@@ -14,7 +14,16 @@
  */
 import Docker from "dockerode";
 import type { TaskFamilyOptions } from "../types.js";
-import type { AssistantMessage, CurriculumTaskFamily, Difficulty, Expert, InteractResult, Split, StartResult, TaskSession } from "../types.js";
+import type {
+  AssistantMessage,
+  CurriculumTaskFamily,
+  Difficulty,
+  Expert,
+  InteractResult,
+  Split,
+  StartResult,
+  TaskSession,
+} from "../types.js";
 import { EnvironmentError } from "../types.js";
 import { DockerRuntime, DockerUnavailableError } from "./runtime.js";
 import { IMAGES, imageHash } from "./images.js";
@@ -80,7 +89,8 @@ type EngineListener = (engine: DockerEngine) => void | Promise<void>;
 /** Docker engines with slots and health probes; `pick` gives the up engine with the most free slots. */
 export class DockerEngineSet {
   readonly engines: DockerEngine[];
-  private readonly options: Required<Omit<DockerEngineSetOptions, "log" | "clients">> & Pick<DockerEngineSetOptions, "log">;
+  private readonly options: Required<Omit<DockerEngineSetOptions, "log" | "clients">> &
+    Pick<DockerEngineSetOptions, "log">;
   private readonly downListeners: EngineListener[] = [];
   private readonly upListeners: EngineListener[] = [];
   private closed = false;
@@ -98,10 +108,19 @@ export class DockerEngineSet {
     };
     const labels = new Set<string>();
     for (const spec of specs) {
-      if (labels.has(spec.label)) throw new DockerHostError(`Docker host ${spec.label} is given twice`);
+      if (labels.has(spec.label))
+        throw new DockerHostError(`Docker host ${spec.label} is given twice`);
       labels.add(spec.label);
     }
-    this.engines = specs.map((spec, i) => new DockerEngine(spec, spec.slots ?? this.options.slotsPerEngine, this.options.initialBackoffMs, options.clients?.[i]));
+    this.engines = specs.map(
+      (spec, i) =>
+        new DockerEngine(
+          spec,
+          spec.slots ?? this.options.slotsPerEngine,
+          this.options.initialBackoffMs,
+          options.clients?.[i],
+        ),
+    );
   }
 
   /** Calls `listener` whenever an engine is marked down (its sessions must end). */
@@ -152,7 +171,9 @@ export class DockerEngineSet {
     engine.state = "down";
     engine.reason = reason;
     engine.backoffMs = this.options.initialBackoffMs;
-    this.options.log?.(`[engines] Docker engine ${engine.label} is down: ${reason}; retrying in ${engine.backoffMs / 1000} s`);
+    this.options.log?.(
+      `[engines] Docker engine ${engine.label} is down: ${reason}; retrying in ${engine.backoffMs / 1000} s`,
+    );
     this.schedule(engine, engine.backoffMs);
     await Promise.all(this.downListeners.map(async (listener) => listener(engine)));
   }
@@ -193,7 +214,9 @@ export class DockerEngineSet {
     } catch (error) {
       // Could not get it ready (e.g. its family failed to start): stay down, try again later.
       engine.backoffMs = Math.min(this.options.maxBackoffMs, engine.backoffMs * 2);
-      this.options.log?.(`[engines] Docker engine ${engine.label} answers but is not usable: ${(error as Error).message}`);
+      this.options.log?.(
+        `[engines] Docker engine ${engine.label} answers but is not usable: ${(error as Error).message}`,
+      );
       this.schedule(engine, engine.backoffMs);
       return;
     }
@@ -223,7 +246,10 @@ export class DockerEngineSet {
 }
 
 /** Creates a task family by name with options (the registry's `createTaskFamily`). */
-export type EngineFamilyFactory = (name: string, options: TaskFamilyOptions) => Promise<CurriculumTaskFamily>;
+export type EngineFamilyFactory = (
+  name: string,
+  options: TaskFamilyOptions,
+) => Promise<CurriculumTaskFamily>;
 
 /** One engine's share of a multi-engine family: its runtime and the family on it. */
 interface Lane {
@@ -245,10 +271,20 @@ export interface EngineHostsOptions extends DockerEngineSetOptions {
  * Family `name` over the engines of `engines.hosts` when it runs in containers (os, db), else
  * the plain family (the hosts do not concern it).
  */
-export async function createTaskFamilyOnEngines(name: string, options: TaskFamilyOptions, engines: EngineHostsOptions, createFamily: EngineFamilyFactory): Promise<CurriculumTaskFamily> {
+export async function createTaskFamilyOnEngines(
+  name: string,
+  options: TaskFamilyOptions,
+  engines: EngineHostsOptions,
+  createFamily: EngineFamilyFactory,
+): Promise<CurriculumTaskFamily> {
   if (!DOCKER_TASKS.has(name) || engines.hosts.length === 0) return createFamily(name, options);
   const specs = engines.hosts.map((host) => parseDockerHost(host, { certPath: engines.certPath }));
-  return MultiEngineTaskFamily.create(name, options, new DockerEngineSet(specs, engines), createFamily);
+  return MultiEngineTaskFamily.create(
+    name,
+    options,
+    new DockerEngineSet(specs, engines),
+    createFamily,
+  );
 }
 
 /**
@@ -278,10 +314,18 @@ export class MultiEngineTaskFamily implements CurriculumTaskFamily {
    * Family `name` on every engine of `engines` that answers (at least one must); the others
    * join when their probe succeeds. The set is started and, on `close`, stopped.
    */
-  static async create(name: string, options: TaskFamilyOptions, engines: DockerEngineSet, createFamily: EngineFamilyFactory): Promise<MultiEngineTaskFamily> {
+  static async create(
+    name: string,
+    options: TaskFamilyOptions,
+    engines: DockerEngineSet,
+    createFamily: EngineFamilyFactory,
+  ): Promise<MultiEngineTaskFamily> {
     if (name === "db") {
       const remote = engines.engines.filter((engine) => !engine.spec.local);
-      if (remote.length) throw new DockerHostError(`task db needs engines on this machine (unix sockets): its MariaDB talks over a bind-mounted unix socket; not ${remote.map((e) => e.label).join(", ")}`);
+      if (remote.length)
+        throw new DockerHostError(
+          `task db needs engines on this machine (unix sockets): its MariaDB talks over a bind-mounted unix socket; not ${remote.map((e) => e.label).join(", ")}`,
+        );
     }
     const family = new MultiEngineTaskFamily(name, engines, options, createFamily);
     engines.onDown((engine) => family.engineDown(engine));
@@ -290,7 +334,9 @@ export class MultiEngineTaskFamily implements CurriculumTaskFamily {
     const up = engines.engines.filter((engine) => engine.state === "up");
     if (up.length === 0) {
       engines.close();
-      throw new DockerUnavailableError(`no Docker engine answers: ${engines.engines.map((e) => e.label).join(", ")}`);
+      throw new DockerUnavailableError(
+        `no Docker engine answers: ${engines.engines.map((e) => e.label).join(", ")}`,
+      );
     }
     // An engine the family cannot use yet (e.g. without the image) is down until a probe finds it usable.
     for (const engine of up) {
@@ -325,7 +371,8 @@ export class MultiEngineTaskFamily implements CurriculumTaskFamily {
   }
 
   wrongExpert(index: number): Expert {
-    if (!this.reference.wrongExpert) throw new EnvironmentError(`task ${this.name} has no wrong expert`);
+    if (!this.reference.wrongExpert)
+      throw new EnvironmentError(`task ${this.name} has no wrong expert`);
     return this.reference.wrongExpert(index);
   }
 
@@ -340,7 +387,9 @@ export class MultiEngineTaskFamily implements CurriculumTaskFamily {
     const engine = this.engines.pick();
     const lane = engine && this.lanes.get(engine);
     if (!engine || !lane) {
-      const states = this.engines.engines.map((e) => `${e.label} (${e.state}${e.reason ? `: ${e.reason}` : ""})`).join(", ");
+      const states = this.engines.engines
+        .map((e) => `${e.label} (${e.state}${e.reason ? `: ${e.reason}` : ""})`)
+        .join(", ");
       throw new EnvironmentError(`task ${this.name}: no Docker engine is up: ${states}`);
     }
     engine.active += 1;
@@ -355,7 +404,9 @@ export class MultiEngineTaskFamily implements CurriculumTaskFamily {
     if (engine.state === "down" || this.lanes.get(engine) !== lane) {
       engine.active -= 1;
       void inner.cancel().catch(() => undefined);
-      throw new EnvironmentError(`task ${this.name}: Docker engine ${engine.label} went down while the session started`);
+      throw new EnvironmentError(
+        `task ${this.name}: Docker engine ${engine.label} went down while the session started`,
+      );
     }
     const sessions = this.sessions.get(engine) ?? new Set();
     this.sessions.set(engine, sessions);
@@ -370,15 +421,21 @@ export class MultiEngineTaskFamily implements CurriculumTaskFamily {
   async close(): Promise<void> {
     this.closed = true;
     this.engines.close();
-    for (const sessions of this.sessions.values()) await Promise.all([...sessions].map((session) => session.cancel()));
+    for (const sessions of this.sessions.values())
+      await Promise.all([...sessions].map((session) => session.cancel()));
     await Promise.all([...this.lanes.values()].map((lane) => closeLane(lane)));
     this.lanes.clear();
   }
 
   private async openLane(engine: DockerEngine): Promise<void> {
-    const image = typeof this.options.image === "string" ? this.options.image : IMAGES[this.name as keyof typeof IMAGES]?.tag;
+    const image =
+      typeof this.options.image === "string"
+        ? this.options.image
+        : IMAGES[this.name as keyof typeof IMAGES]?.tag;
     if (image && (await imageHash(engine.docker, image)) === undefined) {
-      throw new EnvironmentError(`image ${image} is missing: run agentrl env build --docker-host ${engine.label}`);
+      throw new EnvironmentError(
+        `image ${image} is missing: run agentrl env build --docker-host ${engine.label}`,
+      );
     }
     const runtime = new DockerRuntime({ docker: engine.docker, cliEnv: engine.spec.cliEnv });
     try {
@@ -387,7 +444,9 @@ export class MultiEngineTaskFamily implements CurriculumTaskFamily {
       this.lanes.set(engine, { runtime, family });
     } catch (error) {
       await runtime.close();
-      throw new EnvironmentError(`task ${this.name} could not start on Docker engine ${engine.label}: ${(error as Error).message}`);
+      throw new EnvironmentError(
+        `task ${this.name} could not start on Docker engine ${engine.label}: ${(error as Error).message}`,
+      );
     }
   }
 
@@ -427,7 +486,9 @@ class EngineSession implements TaskSession {
     private readonly onEnd: () => void,
   ) {
     this.start = inner.start;
-    this.failedOnce = new Promise((resolve) => { this.failed = resolve; });
+    this.failedOnce = new Promise((resolve) => {
+      this.failed = resolve;
+    });
   }
 
   async interact(message: AssistantMessage): Promise<InteractResult> {
@@ -456,7 +517,13 @@ class EngineSession implements TaskSession {
   /** The engine went down: this session's turn (now or next) answers `task error`. */
   engineFailed(reason: string): void {
     if (this.failure) return;
-    this.failure = { finish: true, reward: 0, status: "task error", messages: [{ role: "user", content: `The environment failed: ${reason}` }], metrics: {} };
+    this.failure = {
+      finish: true,
+      reward: 0,
+      status: "task error",
+      messages: [{ role: "user", content: `The environment failed: ${reason}` }],
+      metrics: {},
+    };
     this.failed?.(this.failure);
     this.end();
     // Frees the family's slot; the containers go when the engine is back (its lane is closed then).

@@ -7,7 +7,14 @@ import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { buildImages, debianMirror, defaultEnvironmentsDir, hashFolder, imagesUpToDate, readPackageList } from "./images.js";
+import {
+  buildImages,
+  debianMirror,
+  defaultEnvironmentsDir,
+  hashFolder,
+  imagesUpToDate,
+  readPackageList,
+} from "./images.js";
 import { isDockerAvailable } from "./runtime.js";
 
 describe("image specs", () => {
@@ -24,7 +31,10 @@ describe("image specs", () => {
 
   test("the project's images are described in environments/", () => {
     const folder = defaultEnvironmentsDir();
-    assert.ok(readPackageList(join(folder, "os", "packages.txt")).includes("python3"), "the OS check scripts need python3");
+    assert.ok(
+      readPackageList(join(folder, "os", "packages.txt")).includes("python3"),
+      "the OS check scripts need python3",
+    );
     assert.ok(readPackageList(join(folder, "db", "packages.txt")).includes("mariadb-server"));
     assert.match(debianMirror(), /^https?:\/\/.+\/debian$/);
   });
@@ -33,11 +43,21 @@ describe("image specs", () => {
 const engine = await isDockerAvailable();
 const built = engine && (await imagesUpToDate().catch(() => false));
 
-describe("buildImages on Docker", { skip: !engine ? "no Docker engine answers" : !built ? "images not built yet (agentrl env build)" : false }, () => {
-  test("a second build skips every image in a moment", async () => {
-    const started = Date.now();
-    const results = await buildImages();
-    assert.ok(results.every((result) => result.skipped));
-    assert.ok(Date.now() - started < 5000, "idempotent and quick");
-  });
-});
+describe(
+  "buildImages on Docker",
+  {
+    skip: !engine
+      ? "no Docker engine answers"
+      : !built
+        ? "images not built yet (agentrl env build)"
+        : false,
+  },
+  () => {
+    test("a second build skips every image in a moment", async () => {
+      const started = Date.now();
+      const results = await buildImages();
+      assert.ok(results.every((result) => result.skipped));
+      assert.ok(Date.now() - started < 5000, "idempotent and quick");
+    });
+  },
+);

@@ -107,7 +107,8 @@ export function readPackageList(path: string): string[] {
 export function debianMirror(): string {
   const files = ["/etc/apt/sources.list"];
   if (existsSync("/etc/apt/sources.list.d")) {
-    for (const name of readdirSync("/etc/apt/sources.list.d")) files.push(join("/etc/apt/sources.list.d", name));
+    for (const name of readdirSync("/etc/apt/sources.list.d"))
+      files.push(join("/etc/apt/sources.list.d", name));
   }
   for (const file of files) {
     if (!existsSync(file)) continue;
@@ -131,11 +132,16 @@ export async function imageHash(docker: Docker, tag: string): Promise<string | u
 }
 
 /** Whether every named image exists with its current content hash. */
-export async function imagesUpToDate(docker: Docker = new Docker(), names: string[] = Object.keys(IMAGES), environmentsDir = defaultEnvironmentsDir()): Promise<boolean> {
+export async function imagesUpToDate(
+  docker: Docker = new Docker(),
+  names: string[] = Object.keys(IMAGES),
+  environmentsDir = defaultEnvironmentsDir(),
+): Promise<boolean> {
   for (const name of names) {
     const spec = IMAGES[name as keyof typeof IMAGES];
     if (!spec) return false;
-    if ((await imageHash(docker, spec.tag)) !== hashFolder(join(environmentsDir, name))) return false;
+    if ((await imageHash(docker, spec.tag)) !== hashFolder(join(environmentsDir, name)))
+      return false;
   }
   return true;
 }
@@ -147,38 +153,63 @@ export async function buildImages(options: BuildImagesOptions = {}): Promise<Bui
   const results: BuildResult[] = [];
   for (const name of names) {
     const spec = IMAGES[name as keyof typeof IMAGES];
-    if (!spec) throw new ImageBuildError(`unknown image "${name}"; known: ${Object.keys(IMAGES).join(", ")}`);
+    if (!spec)
+      throw new ImageBuildError(
+        `unknown image "${name}"; known: ${Object.keys(IMAGES).join(", ")}`,
+      );
     results.push(await buildImage(docker, spec, options));
   }
   return results;
 }
 
-async function buildImage(docker: Docker, spec: ImageSpec, options: BuildImagesOptions): Promise<BuildResult> {
+async function buildImage(
+  docker: Docker,
+  spec: ImageSpec,
+  options: BuildImagesOptions,
+): Promise<BuildResult> {
   const started = Date.now();
-  const report = (step: string, message: string) => options.onProgress?.({ image: spec.name, step, message });
+  const report = (step: string, message: string) =>
+    options.onProgress?.({ image: spec.name, step, message });
   const folder = join(options.environmentsDir ?? defaultEnvironmentsDir(), spec.name);
-  if (!existsSync(join(folder, "Dockerfile"))) throw new ImageBuildError(`no Dockerfile in ${folder}`);
+  if (!existsSync(join(folder, "Dockerfile")))
+    throw new ImageBuildError(`no Dockerfile in ${folder}`);
   const hash = hashFolder(folder);
   report("check", `content hash ${hash.slice(0, 12)}`);
   if (!options.force && (await imageHash(docker, spec.tag)) === hash) {
     report("skipped", `${spec.tag} is up to date`);
-    return { image: spec.name, tag: spec.tag, hash, skipped: true, seconds: (Date.now() - started) / 1000 };
+    return {
+      image: spec.name,
+      tag: spec.tag,
+      hash,
+      skipped: true,
+      seconds: (Date.now() - started) / 1000,
+    };
   }
   const rootfsTag = await ensureRootfs(docker, spec, folder, options, report);
   report("build", `docker build ${spec.tag} FROM ${rootfsTag}`);
   const context = readdirSync(folder).filter((name) => statSync(join(folder, name)).isFile());
-  const stream = await docker.buildImage({ context: folder, src: context }, {
-    t: spec.tag,
-    buildargs: { ROOTFS: rootfsTag },
-    labels: { [HASH_LABEL]: hash, agentrl: "1" },
-    rm: true,
-    forcerm: true,
-    networkmode: "none",
-  });
+  const stream = await docker.buildImage(
+    { context: folder, src: context },
+    {
+      t: spec.tag,
+      buildargs: { ROOTFS: rootfsTag },
+      labels: { [HASH_LABEL]: hash, agentrl: "1" },
+      rm: true,
+      forcerm: true,
+      networkmode: "none",
+    },
+  );
   await followDockerStream(docker, stream, (line) => report("build", line));
-  if ((await imageHash(docker, spec.tag)) !== hash) throw new ImageBuildError(`docker build of ${spec.tag} finished but the image is missing`);
+  if ((await imageHash(docker, spec.tag)) !== hash)
+    throw new ImageBuildError(`docker build of ${spec.tag} finished but the image is missing`);
   report("done", `${spec.tag} built`);
-  return { image: spec.name, tag: spec.tag, hash, skipped: false, seconds: (Date.now() - started) / 1000 };
+  return {
+    image: spec.name,
+    tag: spec.tag,
+    hash,
+    skipped: false,
+    seconds: (Date.now() - started) / 1000,
+  };
 }
 
 /** Makes (or reuses) the imported debootstrap rootfs of an image; returns its tag. */
@@ -190,35 +221,62 @@ export async function ensureRootfs(
   report: (step: string, message: string) => void,
 ): Promise<string> {
   const packages = readPackageList(join(folder, "packages.txt"));
-  const packagesHash = createHash("sha256").update(`${DEBIAN_SUITE}\n${packages.join("\n")}`).digest("hex").slice(0, 16);
+  const packagesHash = createHash("sha256")
+    .update(`${DEBIAN_SUITE}\n${packages.join("\n")}`)
+    .digest("hex")
+    .slice(0, 16);
   const rootfsTag = `agentrl/${spec.name}-rootfs:${packagesHash}`;
   if ((await imageHash(docker, rootfsTag)) !== undefined) {
     report("debootstrap", `reusing ${rootfsTag}`);
     return rootfsTag;
   }
-  if (process.getuid?.() !== 0) throw new ImageBuildError("building a rootfs with debootstrap needs root (sudo agentrl env build)");
+  if (process.getuid?.() !== 0)
+    throw new ImageBuildError(
+      "building a rootfs with debootstrap needs root (sudo agentrl env build)",
+    );
   const work = mkdtempSync(join(tmpdir(), `agentrl-rootfs-${spec.name}-`));
   const target = join(work, "rootfs");
   try {
     const cacheDir = options.debCacheDir ?? "/var/cache/agentrl/debs";
     await run("mkdir", ["-p", cacheDir], () => {});
     const mirror = options.mirror ?? debianMirror();
-    report("debootstrap", `debootstrap ${DEBIAN_SUITE} from ${mirror} with ${packages.length} packages`);
+    report(
+      "debootstrap",
+      `debootstrap ${DEBIAN_SUITE} from ${mirror} with ${packages.length} packages`,
+    );
     await run(
       "debootstrap",
-      ["--variant=minbase", `--cache-dir=${cacheDir}`, `--include=${packages.join(",")}`, DEBIAN_SUITE, target, mirror],
+      [
+        "--variant=minbase",
+        `--cache-dir=${cacheDir}`,
+        `--include=${packages.join(",")}`,
+        DEBIAN_SUITE,
+        target,
+        mirror,
+      ],
       (line) => report("debootstrap", line),
     );
     // Smaller image: no package lists, no downloaded archives, no docs.
-    for (const path of ["var/lib/apt/lists", "var/cache/apt/archives", "usr/share/doc", "usr/share/man"]) {
+    for (const path of [
+      "var/lib/apt/lists",
+      "var/cache/apt/archives",
+      "usr/share/doc",
+      "usr/share/man",
+    ]) {
       rmSync(join(target, path), { recursive: true, force: true });
     }
     report("import", `docker import → ${rootfsTag}`);
-    const tar = spawn("tar", ["--numeric-owner", "-C", target, "-c", "."], { stdio: ["ignore", "pipe", "pipe"] });
+    const tar = spawn("tar", ["--numeric-owner", "-C", target, "-c", "."], {
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     const [repo, tag] = rootfsTag.split(":");
-    const imported = await docker.importImage(tar.stdout as unknown as string, { repo, tag, changes: [`LABEL ${HASH_LABEL}=${packagesHash}`] } as object);
+    const imported = await docker.importImage(
+      tar.stdout as unknown as string,
+      { repo, tag, changes: [`LABEL ${HASH_LABEL}=${packagesHash}`] } as object,
+    );
     await followDockerStream(docker, imported as NodeJS.ReadableStream, () => {});
-    if ((await imageHash(docker, rootfsTag)) === undefined) throw new ImageBuildError(`docker import of ${rootfsTag} failed`);
+    if ((await imageHash(docker, rootfsTag)) === undefined)
+      throw new ImageBuildError(`docker import of ${rootfsTag} failed`);
     return rootfsTag;
   } finally {
     rmSync(work, { recursive: true, force: true });
@@ -237,7 +295,13 @@ function run(command: string, args: string[], onLine: (line: string) => void): P
     };
     child.stdout.on("data", forward);
     child.stderr.on("data", forward);
-    child.on("error", (error) => reject(new ImageBuildError(`${command} could not start: ${error.message} (apt-get install ${command})`)));
+    child.on("error", (error) =>
+      reject(
+        new ImageBuildError(
+          `${command} could not start: ${error.message} (apt-get install ${command})`,
+        ),
+      ),
+    );
     child.on("close", (code) => {
       if (code === 0) resolvePromise();
       else reject(new ImageBuildError(`${command} exited with ${code}:\n${tail}`));
@@ -246,7 +310,11 @@ function run(command: string, args: string[], onLine: (line: string) => void): P
 }
 
 /** Waits for a Docker JSON progress stream to end; rejects on an error entry. */
-export function followDockerStream(docker: Docker, stream: NodeJS.ReadableStream, onLine: (line: string) => void): Promise<void> {
+export function followDockerStream(
+  docker: Docker,
+  stream: NodeJS.ReadableStream,
+  onLine: (line: string) => void,
+): Promise<void> {
   return new Promise((resolvePromise, reject) => {
     docker.modem.followProgress(
       stream,

@@ -92,7 +92,11 @@ export class WarmPool {
   async release(containerId: string, options: { healthy?: boolean } = {}): Promise<void> {
     const uses = (this.uses.get(containerId) ?? 0) + 1;
     this.uses.delete(containerId);
-    const reusable = !this.closed && options.healthy !== false && uses < this.maxUses && this.idle.length < this.size;
+    const reusable =
+      !this.closed &&
+      options.healthy !== false &&
+      uses < this.maxUses &&
+      this.idle.length < this.size;
     if (reusable) {
       try {
         await this.options.reset?.(containerId);

@@ -31,12 +31,17 @@ function readProgress(history: Message[]): Progress {
   for (const message of history.slice(start)) {
     if (message.role === "assistant") {
       for (const call of message.tool_calls ?? []) {
-        if (call.id.startsWith(CALL_ID_PREFIX)) sent = Math.max(sent, Number(call.id.slice(CALL_ID_PREFIX.length)) + 1);
+        if (call.id.startsWith(CALL_ID_PREFIX))
+          sent = Math.max(sent, Number(call.id.slice(CALL_ID_PREFIX.length)) + 1);
       }
     }
     if (message.role === "tool" && message.tool_call_id.startsWith(CALL_ID_PREFIX)) {
       const match = VARIABLE_IN_OBSERVATION.exec(message.content);
-      if (match) variableOfStep.set(Number(message.tool_call_id.slice(CALL_ID_PREFIX.length)), Number(match[1]));
+      if (match)
+        variableOfStep.set(
+          Number(message.tool_call_id.slice(CALL_ID_PREFIX.length)),
+          Number(match[1]),
+        );
     }
   }
   return { sent, variableOfStep };
@@ -49,11 +54,19 @@ function argumentText(argument: PlanArgument, progress: Progress): string {
 }
 
 function callMessage(step: PlanStep, index: number, progress: Progress): AssistantMessage {
-  const args = Object.fromEntries(Object.entries(step.arguments).map(([key, value]) => [key, argumentText(value, progress)]));
+  const args = Object.fromEntries(
+    Object.entries(step.arguments).map(([key, value]) => [key, argumentText(value, progress)]),
+  );
   return {
     role: "assistant",
     content: null,
-    tool_calls: [{ id: `${CALL_ID_PREFIX}${index}`, type: "function", function: { name: step.tool, arguments: JSON.stringify(args) } }],
+    tool_calls: [
+      {
+        id: `${CALL_ID_PREFIX}${index}`,
+        type: "function",
+        function: { name: step.tool, arguments: JSON.stringify(args) },
+      },
+    ],
   };
 }
 
@@ -74,7 +87,8 @@ export function planExpert(plan: PlanStep[]): Expert {
   return {
     act(history: Message[]): AssistantMessage {
       const progress = readProgress(history);
-      if (progress.sent < plan.length) return callMessage(plan[progress.sent], progress.sent, progress);
+      if (progress.sent < plan.length)
+        return callMessage(plan[progress.sent], progress.sent, progress);
       return answerMessage(lastVariable(plan, progress));
     },
   };
@@ -89,14 +103,24 @@ export function wrongPlanExpert(plan: PlanStep[]): Expert {
   const endsWithCount = plan.length > 0 && plan[plan.length - 1].tool === "count";
   const fullPlan: PlanStep[] = endsWithCount
     ? plan
-    : [...plan, { tool: "count", arguments: { variable: { step: lastCreatingStep(plan) } }, createsVariable: true }];
+    : [
+        ...plan,
+        {
+          tool: "count",
+          arguments: { variable: { step: lastCreatingStep(plan) } },
+          createsVariable: true,
+        },
+      ];
   return {
     act(history: Message[]): AssistantMessage {
       const progress = readProgress(history);
-      if (progress.sent < fullPlan.length) return callMessage(fullPlan[progress.sent], progress.sent, progress);
+      if (progress.sent < fullPlan.length)
+        return callMessage(fullPlan[progress.sent], progress.sent, progress);
       if (endsWithCount) {
         const counted = fullPlan[fullPlan.length - 1].arguments.variable;
-        return answerMessage("step" in counted ? progress.variableOfStep.get(counted.step) ?? 0 : 0);
+        return answerMessage(
+          "step" in counted ? (progress.variableOfStep.get(counted.step) ?? 0) : 0,
+        );
       }
       return answerMessage(lastVariable(fullPlan, progress));
     },

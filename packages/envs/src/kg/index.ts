@@ -7,17 +7,53 @@
  */
 import { z } from "zod";
 import type { TaskFamilyOptions } from "../types.js";
-import { EnvironmentError, type CurriculumTaskFamily, type Expert, type Message, type Split, type TaskSession } from "../types.js";
+import {
+  EnvironmentError,
+  type CurriculumTaskFamily,
+  type Expert,
+  type Message,
+  type Split,
+  type TaskSession,
+} from "../types.js";
 import { planExpert, wrongPlanExpert } from "./expert.js";
-import { DIFFICULTIES, decodeIndex, encodeIndex, generateInstance, planFor, TEST_OFFSET, type KgInstance } from "./instances.js";
+import {
+  DIFFICULTIES,
+  decodeIndex,
+  encodeIndex,
+  generateInstance,
+  planFor,
+  TEST_OFFSET,
+  type KgInstance,
+} from "./instances.js";
 import { KgSession } from "./session.js";
 import { DEFAULT_WORLD_SIZES, generateWorld, type KnowledgeGraph } from "./world.js";
 
 export { KgSession, KgToolError } from "./session.js";
 export { exactMatch, f1Score } from "./reward.js";
-export { generateWorld, KnowledgeGraph, DEFAULT_WORLD_SIZES, type Entity, type WorldSizes } from "./world.js";
-export { generateInstance, planFor, encodeIndex, decodeIndex, splitOfProgram, DIFFICULTIES, type KgInstance, type PlanStep } from "./instances.js";
-export { execute, questionText, toSExpression, type LogicalForm, type Denotation } from "./logical-form.js";
+export {
+  generateWorld,
+  KnowledgeGraph,
+  DEFAULT_WORLD_SIZES,
+  type Entity,
+  type WorldSizes,
+} from "./world.js";
+export {
+  generateInstance,
+  planFor,
+  encodeIndex,
+  decodeIndex,
+  splitOfProgram,
+  DIFFICULTIES,
+  type KgInstance,
+  type PlanStep,
+} from "./instances.js";
+export {
+  execute,
+  questionText,
+  toSExpression,
+  type LogicalForm,
+  type Denotation,
+} from "./logical-form.js";
 export { KG_TOOLS, instructions, questionMessage } from "./prompt.js";
 export { planExpert, wrongPlanExpert } from "./expert.js";
 
@@ -72,7 +108,9 @@ export class KgTaskFamily implements CurriculumTaskFamily {
     }
     const size = decoded.split === "train" ? this.options.trainSize : this.options.testSize;
     if (!this.difficulties.includes(decoded.difficulty) || decoded.k >= size) {
-      throw new EnvironmentError(`kg has no sample ${index} (difficulties ${this.difficulties.join(", ")}; ${this.options.trainSize} train and ${this.options.testSize} test per difficulty)`);
+      throw new EnvironmentError(
+        `kg has no sample ${index} (difficulties ${this.difficulties.join(", ")}; ${this.options.trainSize} train and ${this.options.testSize} test per difficulty)`,
+      );
     }
     const instance = generateInstance(this.world, this.options.seed, index);
     if (this.cache.size >= 50_000) this.cache.clear();
@@ -111,16 +149,22 @@ export class KgTaskFamily implements CurriculumTaskFamily {
   }
 
   expert(index: number): Expert {
-    return planExpert(planFor(this.instance(index).logicalForm, this.world, this.options.expertExplores));
+    return planExpert(
+      planFor(this.instance(index).logicalForm, this.world, this.options.expertExplores),
+    );
   }
 
   wrongExpert(index: number): Expert {
-    return wrongPlanExpert(planFor(this.instance(index).logicalForm, this.world, this.options.expertExplores));
+    return wrongPlanExpert(
+      planFor(this.instance(index).logicalForm, this.world, this.options.expertExplores),
+    );
   }
 }
 
 /** Builds the KG family (the world is generated once, instances on demand). */
-export async function createTaskFamily(options: TaskFamilyOptions = {}): Promise<CurriculumTaskFamily> {
+export async function createTaskFamily(
+  options: TaskFamilyOptions = {},
+): Promise<CurriculumTaskFamily> {
   const parsed = optionsSchema.safeParse(options);
   if (!parsed.success) throw new EnvironmentError(`invalid kg options: ${parsed.error.message}`);
   return new KgTaskFamily(parsed.data);

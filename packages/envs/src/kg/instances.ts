@@ -58,11 +58,13 @@ export interface KgInstance {
 export class InstanceIndexError extends AgentRLError {}
 
 /** Index of the k-th instance of a split at a difficulty (the layout of ../instance-index.ts). */
-export const encodeIndex: (difficulty: number, split: Split, k: number) => number = encodeInstanceIndex;
+export const encodeIndex: (difficulty: number, split: Split, k: number) => number =
+  encodeInstanceIndex;
 
 /** Splits an index into its parts; throws `InstanceIndexError` for a negative or fractional index. */
 export function decodeIndex(index: number): { difficulty: number; split: Split; k: number } {
-  if (!Number.isInteger(index) || index < 0) throw new InstanceIndexError(`invalid KG index ${index}`);
+  if (!Number.isInteger(index) || index < 0)
+    throw new InstanceIndexError(`invalid KG index ${index}`);
   const { difficulty, split, position } = decodeInstanceIndex(index);
   return { difficulty, split, k: position };
 }
@@ -75,7 +77,8 @@ export function splitOfProgram(program: string, seed: number): Split {
 /** Generates instance `index` of the world. Deterministic in (world seed, index). */
 export function generateInstance(world: KnowledgeGraph, seed: number, index: number): KgInstance {
   const { difficulty, split } = decodeIndex(index);
-  if (!(DIFFICULTIES as readonly number[]).includes(difficulty)) throw new InstanceIndexError(`KG index ${index} has unknown difficulty ${difficulty}`);
+  if (!(DIFFICULTIES as readonly number[]).includes(difficulty))
+    throw new InstanceIndexError(`KG index ${index} has unknown difficulty ${difficulty}`);
   const random = new Random(mixSeeds(seed, index));
   for (let attempt = 0; attempt < 5000; attempt++) {
     const form = sampleForm(world, random, difficulty);
@@ -88,7 +91,11 @@ export function generateInstance(world: KnowledgeGraph, seed: number, index: num
       split,
       difficulty,
       question: questionText(form, world),
-      entities: topicEntities(form).map((entity) => ({ name: world.entities[entity].name, id: world.entities[entity].id, entity })),
+      entities: topicEntities(form).map((entity) => ({
+        name: world.entities[entity].name,
+        id: world.entities[entity].id,
+        entity,
+      })),
       logicalForm: form,
       program,
       answer: answerStrings(denotation, world).sort(),
@@ -99,11 +106,18 @@ export function generateInstance(world: KnowledgeGraph, seed: number, index: num
 }
 
 /** One candidate logical form of `difficulty`, or undefined when the draw was rejected. */
-function sampleForm(world: KnowledgeGraph, random: Random, difficulty: number): LogicalForm | undefined {
+function sampleForm(
+  world: KnowledgeGraph,
+  random: Random,
+  difficulty: number,
+): LogicalForm | undefined {
   switch (difficulty) {
-    case 0: return sampleChain(world, random, 1);
-    case 1: return sampleChain(world, random, 2);
-    case 2: return random.chance(0.5) ? sampleIntersection(world, random) : sampleCount(world, random);
+    case 0:
+      return sampleChain(world, random, 1);
+    case 1:
+      return sampleChain(world, random, 2);
+    case 2:
+      return random.chance(0.5) ? sampleIntersection(world, random) : sampleCount(world, random);
     default: {
       const draw = random.next();
       if (draw < 0.6) return sampleSuperlative(world, random);
@@ -126,7 +140,12 @@ function randomTopic(world: KnowledgeGraph, random: Random): number {
  * A chain of `hops` JOINs from a random topic entity, never stepping straight back along
  * the relation it came by; undefined when sets get empty or too big.
  */
-function sampleChain(world: KnowledgeGraph, random: Random, hops: number, maxFinal = MAX_ANSWER_SIZE): LogicalForm | undefined {
+function sampleChain(
+  world: KnowledgeGraph,
+  random: Random,
+  hops: number,
+  maxFinal = MAX_ANSWER_SIZE,
+): LogicalForm | undefined {
   const topic = randomTopic(world, random);
   let form: LogicalForm = { kind: "entity", entity: topic };
   let members = [topic];
@@ -152,17 +171,31 @@ function sampleIntersection(world: KnowledgeGraph, random: Random): LogicalForm 
   const branches: Array<{ relation: string; entity: number }> = [];
   for (const relation of world.relationsOf([target])) {
     const reverse = RELATIONS.get(relation)!.reverse;
-    for (const entity of world.objects(target, relation)) branches.push({ relation: reverse, entity });
+    for (const entity of world.objects(target, relation))
+      branches.push({ relation: reverse, entity });
   }
   if (branches.length < 2) return undefined;
   const [first, second] = random.sample(branches, 2);
   if (first.entity === second.entity) return undefined;
-  const left: LogicalForm = { kind: "join", relation: first.relation, from: { kind: "entity", entity: first.entity } };
-  const right: LogicalForm = { kind: "join", relation: second.relation, from: { kind: "entity", entity: second.entity } };
+  const left: LogicalForm = {
+    kind: "join",
+    relation: first.relation,
+    from: { kind: "entity", entity: first.entity },
+  };
+  const right: LogicalForm = {
+    kind: "join",
+    relation: second.relation,
+    from: { kind: "entity", entity: second.entity },
+  };
   const leftMembers = world.neighbors([first.entity], first.relation);
   const rightMembers = new Set(world.neighbors([second.entity], second.relation));
   const both = leftMembers.filter((entity) => rightMembers.has(entity));
-  if (both.length > MAX_ANSWER_SIZE || both.length >= leftMembers.length || both.length >= rightMembers.size) return undefined;
+  if (
+    both.length > MAX_ANSWER_SIZE ||
+    both.length >= leftMembers.length ||
+    both.length >= rightMembers.size
+  )
+    return undefined;
   return { kind: "and", left, right };
 }
 
@@ -188,7 +221,8 @@ function sampleSuperlative(world: KnowledgeGraph, random: Random): LogicalForm |
   const valued = members.members.filter((entity) => world.value(entity, attribute) !== undefined);
   if (valued.length < 2) return undefined;
   const kind = random.chance(0.5) ? "argmax" : "argmin";
-  if (world.extreme(valued, attribute, kind === "argmax" ? "max" : "min").length !== 1) return undefined;
+  if (world.extreme(valued, attribute, kind === "argmax" ? "max" : "min").length !== 1)
+    return undefined;
   return { kind, of: chain, attribute };
 }
 
@@ -199,7 +233,14 @@ function sampleSuperlative(world: KnowledgeGraph, random: Random): LogicalForm |
 export type PlanArgument = { entity: string } | { step: number } | { text: string };
 
 export interface PlanStep {
-  tool: "get_relations" | "get_neighbors" | "intersection" | "get_attributes" | "argmax" | "argmin" | "count";
+  tool:
+    | "get_relations"
+    | "get_neighbors"
+    | "intersection"
+    | "get_attributes"
+    | "argmax"
+    | "argmin"
+    | "count";
   arguments: Record<string, PlanArgument>;
   /** True when the call creates a new variable. */
   createsVariable: boolean;
@@ -218,14 +259,27 @@ export function planFor(form: LogicalForm, world: KnowledgeGraph, explore = fals
         return { entity: world.entities[node.entity].name };
       case "join": {
         const from = emit(node.from);
-        if (explore) steps.push({ tool: "get_relations", arguments: { variable: from }, createsVariable: false });
-        steps.push({ tool: "get_neighbors", arguments: { variable: from, relation: { text: node.relation } }, createsVariable: true });
+        if (explore)
+          steps.push({
+            tool: "get_relations",
+            arguments: { variable: from },
+            createsVariable: false,
+          });
+        steps.push({
+          tool: "get_neighbors",
+          arguments: { variable: from, relation: { text: node.relation } },
+          createsVariable: true,
+        });
         return { step: steps.length - 1 };
       }
       case "and": {
         const left = emit(node.left);
         const right = emit(node.right);
-        steps.push({ tool: "intersection", arguments: { variable1: left, variable2: right }, createsVariable: true });
+        steps.push({
+          tool: "intersection",
+          arguments: { variable1: left, variable2: right },
+          createsVariable: true,
+        });
         return { step: steps.length - 1 };
       }
       case "count": {
@@ -236,8 +290,17 @@ export function planFor(form: LogicalForm, world: KnowledgeGraph, explore = fals
       case "argmax":
       case "argmin": {
         const of = emit(node.of);
-        if (explore) steps.push({ tool: "get_attributes", arguments: { variable: of }, createsVariable: false });
-        steps.push({ tool: node.kind, arguments: { variable: of, attribute: { text: node.attribute } }, createsVariable: true });
+        if (explore)
+          steps.push({
+            tool: "get_attributes",
+            arguments: { variable: of },
+            createsVariable: false,
+          });
+        steps.push({
+          tool: node.kind,
+          arguments: { variable: of, attribute: { text: node.attribute } },
+          createsVariable: true,
+        });
         return { step: steps.length - 1 };
       }
     }

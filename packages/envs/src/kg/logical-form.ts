@@ -29,12 +29,17 @@ export class LogicalFormError extends AgentRLError {}
 /** The type of what `form` denotes (`type.int` for counts). */
 export function typeOf(form: LogicalForm, world: KnowledgeGraph): string {
   switch (form.kind) {
-    case "entity": return world.entities[form.entity].type;
-    case "join": return relationSpec(form.relation).range;
-    case "and": return typeOf(form.left, world);
-    case "count": return NUMBER_TYPE;
+    case "entity":
+      return world.entities[form.entity].type;
+    case "join":
+      return relationSpec(form.relation).range;
+    case "and":
+      return typeOf(form.left, world);
+    case "count":
+      return NUMBER_TYPE;
     case "argmax":
-    case "argmin": return typeOf(form.of, world);
+    case "argmin":
+      return typeOf(form.of, world);
   }
 }
 
@@ -44,10 +49,18 @@ export function execute(form: LogicalForm, world: KnowledgeGraph): Denotation {
     case "entity":
       return { kind: "entities", type: world.entities[form.entity].type, members: [form.entity] };
     case "join":
-      return { kind: "entities", type: relationSpec(form.relation).range, members: world.neighbors(entitiesOf(form.from, world), form.relation) };
+      return {
+        kind: "entities",
+        type: relationSpec(form.relation).range,
+        members: world.neighbors(entitiesOf(form.from, world), form.relation),
+      };
     case "and": {
       const right = new Set(entitiesOf(form.right, world));
-      return { kind: "entities", type: typeOf(form, world), members: entitiesOf(form.left, world).filter((entity) => right.has(entity)) };
+      return {
+        kind: "entities",
+        type: typeOf(form, world),
+        members: entitiesOf(form.left, world).filter((entity) => right.has(entity)),
+      };
     }
     case "count":
       return { kind: "number", type: NUMBER_TYPE, value: entitiesOf(form.of, world).length };
@@ -56,14 +69,19 @@ export function execute(form: LogicalForm, world: KnowledgeGraph): Denotation {
       return {
         kind: "entities",
         type: typeOf(form, world),
-        members: world.extreme(entitiesOf(form.of, world), form.attribute, form.kind === "argmax" ? "max" : "min"),
+        members: world.extreme(
+          entitiesOf(form.of, world),
+          form.attribute,
+          form.kind === "argmax" ? "max" : "min",
+        ),
       };
   }
 }
 
 function entitiesOf(form: LogicalForm, world: KnowledgeGraph): number[] {
   const denotation = execute(form, world);
-  if (denotation.kind !== "entities") throw new LogicalFormError("a count cannot be used as a set of entities");
+  if (denotation.kind !== "entities")
+    throw new LogicalFormError("a count cannot be used as a set of entities");
   return denotation.members;
 }
 
@@ -76,12 +94,18 @@ export function answerStrings(denotation: Denotation, world: KnowledgeGraph): st
 /** S-expression text of `form` (entities by id). */
 export function toSExpression(form: LogicalForm, world: KnowledgeGraph): string {
   switch (form.kind) {
-    case "entity": return world.entities[form.entity].id;
-    case "join": return `(JOIN (R ${form.relation}) ${toSExpression(form.from, world)})`;
-    case "and": return `(AND ${toSExpression(form.left, world)} ${toSExpression(form.right, world)})`;
-    case "count": return `(COUNT ${toSExpression(form.of, world)})`;
-    case "argmax": return `(ARGMAX ${toSExpression(form.of, world)} ${form.attribute})`;
-    case "argmin": return `(ARGMIN ${toSExpression(form.of, world)} ${form.attribute})`;
+    case "entity":
+      return world.entities[form.entity].id;
+    case "join":
+      return `(JOIN (R ${form.relation}) ${toSExpression(form.from, world)})`;
+    case "and":
+      return `(AND ${toSExpression(form.left, world)} ${toSExpression(form.right, world)})`;
+    case "count":
+      return `(COUNT ${toSExpression(form.of, world)})`;
+    case "argmax":
+      return `(ARGMAX ${toSExpression(form.of, world)} ${form.attribute})`;
+    case "argmin":
+      return `(ARGMIN ${toSExpression(form.of, world)} ${form.attribute})`;
   }
 }
 
@@ -90,10 +114,18 @@ export function topicEntities(form: LogicalForm): number[] {
   const found: number[] = [];
   const visit = (node: LogicalForm): void => {
     switch (node.kind) {
-      case "entity": if (!found.includes(node.entity)) found.push(node.entity); return;
-      case "join": visit(node.from); return;
-      case "and": visit(node.left); visit(node.right); return;
-      default: visit(node.of);
+      case "entity":
+        if (!found.includes(node.entity)) found.push(node.entity);
+        return;
+      case "join":
+        visit(node.from);
+        return;
+      case "and":
+        visit(node.left);
+        visit(node.right);
+        return;
+      default:
+        visit(node.of);
     }
   };
   visit(form);
@@ -103,10 +135,14 @@ export function topicEntities(form: LogicalForm): number[] {
 /** Number of JOINs on the longest path from a topic entity to the answer. */
 export function hopCount(form: LogicalForm): number {
   switch (form.kind) {
-    case "entity": return 0;
-    case "join": return 1 + hopCount(form.from);
-    case "and": return Math.max(hopCount(form.left), hopCount(form.right));
-    default: return hopCount(form.of);
+    case "entity":
+      return 0;
+    case "join":
+      return 1 + hopCount(form.from);
+    case "and":
+      return Math.max(hopCount(form.left), hopCount(form.right));
+    default:
+      return hopCount(form.of);
   }
 }
 
@@ -122,7 +158,14 @@ export function questionText(form: LogicalForm, world: KnowledgeGraph): string {
     case "argmin": {
       const info = ATTRIBUTE_INFO.get(form.attribute);
       if (!info) throw new LogicalFormError(`unknown attribute ${form.attribute}`);
-      const word = info.kind === "date" ? (form.kind === "argmax" ? "latest" : "earliest") : form.kind === "argmax" ? "largest" : "smallest";
+      const word =
+        info.kind === "date"
+          ? form.kind === "argmax"
+            ? "latest"
+            : "earliest"
+          : form.kind === "argmax"
+            ? "largest"
+            : "smallest";
       return `which of the ${nounPhrase(form.of, world)} has the ${word} ${info.label}?`;
     }
     case "entity":
@@ -135,17 +178,24 @@ export function questionText(form: LogicalForm, world: KnowledgeGraph): string {
 /** A plural noun phrase for a set: "films directed by X and starring Y". */
 function nounPhrase(form: LogicalForm, world: KnowledgeGraph): string {
   switch (form.kind) {
-    case "entity": return world.entities[form.entity].name;
-    case "join": return `${TYPE_NOUNS[relationSpec(form.relation).range]} ${filterPhrase(form, world)}`;
-    case "and": return `${TYPE_NOUNS[typeOf(form, world) as EntityType]} ${filterPhrase(form.left, world)} and ${filterPhrase(form.right, world)}`;
-    default: throw new LogicalFormError(`no noun phrase for ${form.kind}`);
+    case "entity":
+      return world.entities[form.entity].name;
+    case "join":
+      return `${TYPE_NOUNS[relationSpec(form.relation).range]} ${filterPhrase(form, world)}`;
+    case "and":
+      return `${TYPE_NOUNS[typeOf(form, world) as EntityType]} ${filterPhrase(form.left, world)} and ${filterPhrase(form.right, world)}`;
+    default:
+      throw new LogicalFormError(`no noun phrase for ${form.kind}`);
   }
 }
 
 /** The part after the noun: "directed by X". */
 function filterPhrase(form: LogicalForm, world: KnowledgeGraph): string {
   if (form.kind !== "join") throw new LogicalFormError(`no filter phrase for ${form.kind}`);
-  const subject = form.from.kind === "entity" ? world.entities[form.from.entity].name : `the ${nounPhrase(form.from, world)}`;
+  const subject =
+    form.from.kind === "entity"
+      ? world.entities[form.from.entity].name
+      : `the ${nounPhrase(form.from, world)}`;
   return relationSpec(form.relation).phrase.replace("{X}", subject);
 }
 

@@ -1,7 +1,14 @@
 import { describe, test } from "node:test";
 import assert from "node:assert/strict";
 import type { AssistantMessage, InteractResult } from "../types.js";
-import { answerStrings, execute, questionText, toSExpression, topicEntities, type LogicalForm } from "./logical-form.js";
+import {
+  answerStrings,
+  execute,
+  questionText,
+  toSExpression,
+  topicEntities,
+  type LogicalForm,
+} from "./logical-form.js";
 import type { KgInstance } from "./instances.js";
 import { NO_VALID_CALL_MESSAGE } from "./prompt.js";
 import { KgSession } from "./session.js";
@@ -47,7 +54,11 @@ function tinyInstance(world: KnowledgeGraph, a: number, y: number): KgInstance {
     split: "test",
     difficulty: 2,
     question: questionText(form, world),
-    entities: topicEntities(form).map((entity) => ({ name: world.entities[entity].name, id: world.entities[entity].id, entity })),
+    entities: topicEntities(form).map((entity) => ({
+      name: world.entities[entity].name,
+      id: world.entities[entity].id,
+      entity,
+    })),
     logicalForm: form,
     program: toSExpression(form, world),
     answer: answerStrings(denotation, world).sort(),
@@ -59,7 +70,11 @@ let callNumber = 0;
 function call(name: string, args: Record<string, unknown> | string): AssistantMessage {
   callNumber += 1;
   const text = typeof args === "string" ? args : JSON.stringify(args);
-  return { role: "assistant", content: null, tool_calls: [{ id: `c${callNumber}`, type: "function", function: { name, arguments: text } }] };
+  return {
+    role: "assistant",
+    content: null,
+    tool_calls: [{ id: `c${callNumber}`, type: "function", function: { name, arguments: text } }],
+  };
 }
 function say(content: string): AssistantMessage {
   return { role: "assistant", content };
@@ -71,7 +86,10 @@ function observation(result: InteractResult): string {
 
 function newSession(maxTurns = 40) {
   const tiny = tinyWorld();
-  return { ...tiny, session: new KgSession(tinyInstance(tiny.world, tiny.a, tiny.y), tiny.world, { maxTurns }) };
+  return {
+    ...tiny,
+    session: new KgSession(tinyInstance(tiny.world, tiny.a, tiny.y), tiny.world, { maxTurns }),
+  };
 }
 
 describe("kg session", () => {
@@ -80,23 +98,79 @@ describe("kg session", () => {
     const [system, user] = session.start.messages;
     assert.equal(system.role, "system");
     assert.match(system.content as string, /Final Answer: #/);
-    assert.equal(user.content, "what are the films directed by Director A and starring Actor Y?\nEntities: [Director A, Actor Y]");
-    assert.deepEqual(session.start.tools.map((tool) => tool.function.name), ["get_relations", "get_neighbors", "intersection", "get_attributes", "argmax", "argmin", "count"]);
+    assert.equal(
+      user.content,
+      "what are the films directed by Director A and starring Actor Y?\nEntities: [Director A, Actor Y]",
+    );
+    assert.deepEqual(
+      session.start.tools.map((tool) => tool.function.name),
+      [
+        "get_relations",
+        "get_neighbors",
+        "intersection",
+        "get_attributes",
+        "argmax",
+        "argmin",
+        "count",
+      ],
+    );
   });
 
   test("tools create numbered variables with the original's observations; the right answer scores 1", async () => {
     const { session } = newSession();
-    assert.equal(observation(await session.interact(call("get_relations", { variable: "Director A" }))), "Observation: [film.director.film]");
-    assert.equal(observation(await session.interact(call("get_neighbors", { variable: "Director A", relation: "film.director.film" }))), "Observation: variable #0, which are instances of film.film");
-    assert.equal(observation(await session.interact(call("get_neighbors", { variable: "Actor Y", relation: "film.actor.film" }))), "Observation: variable #1, which are instances of film.film");
-    assert.equal(observation(await session.interact(call("intersection", { variable1: "#0", variable2: "#1" }))), "Observation: variable #2, which are instances of film.film");
-    assert.equal(observation(await session.interact(call("get_relations", { variable: "#2" }))), "Observation: [film.film.directed_by, film.film.starring]");
-    assert.equal(observation(await session.interact(call("get_attributes", { variable: "#0" }))), "Observation: [film.film.initial_release_date, film.film.runtime]");
-    assert.equal(observation(await session.interact(call("argmax", { variable: "#0", attribute: "film.film.runtime" }))), "Observation: variable #3, which are instances of film.film");
-    assert.equal(observation(await session.interact(call("count", { variable: "#0" }))), "Observation: variable #4, which is a number");
-    assert.deepEqual(session.variables[3], { kind: "entities", type: "film.film", members: [5] }, "argmax of runtime over {F1, F2} is F2");
+    assert.equal(
+      observation(await session.interact(call("get_relations", { variable: "Director A" }))),
+      "Observation: [film.director.film]",
+    );
+    assert.equal(
+      observation(
+        await session.interact(
+          call("get_neighbors", { variable: "Director A", relation: "film.director.film" }),
+        ),
+      ),
+      "Observation: variable #0, which are instances of film.film",
+    );
+    assert.equal(
+      observation(
+        await session.interact(
+          call("get_neighbors", { variable: "Actor Y", relation: "film.actor.film" }),
+        ),
+      ),
+      "Observation: variable #1, which are instances of film.film",
+    );
+    assert.equal(
+      observation(
+        await session.interact(call("intersection", { variable1: "#0", variable2: "#1" })),
+      ),
+      "Observation: variable #2, which are instances of film.film",
+    );
+    assert.equal(
+      observation(await session.interact(call("get_relations", { variable: "#2" }))),
+      "Observation: [film.film.directed_by, film.film.starring]",
+    );
+    assert.equal(
+      observation(await session.interact(call("get_attributes", { variable: "#0" }))),
+      "Observation: [film.film.initial_release_date, film.film.runtime]",
+    );
+    assert.equal(
+      observation(
+        await session.interact(call("argmax", { variable: "#0", attribute: "film.film.runtime" })),
+      ),
+      "Observation: variable #3, which are instances of film.film",
+    );
+    assert.equal(
+      observation(await session.interact(call("count", { variable: "#0" }))),
+      "Observation: variable #4, which is a number",
+    );
+    assert.deepEqual(
+      session.variables[3],
+      { kind: "entities", type: "film.film", members: [5] },
+      "argmax of runtime over {F1, F2} is F2",
+    );
     assert.deepEqual(session.variables[4], { kind: "number", type: "type.int", value: 2 });
-    const end = await session.interact(say("Thought: #2 holds the films of both.\nFinal Answer: #2"));
+    const end = await session.interact(
+      say("Thought: #2 holds the films of both.\nFinal Answer: #2"),
+    );
     assert.equal(end.finish, true);
     assert.equal(end.status, "completed");
     assert.equal(end.reward, 1);
@@ -105,7 +179,9 @@ describe("kg session", () => {
 
   test("a superset answer scores 0 with F1 2/3 (hand-computed)", async () => {
     const { session } = newSession();
-    await session.interact(call("get_neighbors", { variable: "Director A", relation: "film.director.film" }));
+    await session.interact(
+      call("get_neighbors", { variable: "Director A", relation: "film.director.film" }),
+    );
     const end = await session.interact(say("Final Answer: #0"));
     assert.equal(end.status, "completed");
     assert.equal(end.reward, 0);
@@ -114,7 +190,9 @@ describe("kg session", () => {
 
   test("a count answered is compared as a number", async () => {
     const { session } = newSession();
-    await session.interact(call("get_neighbors", { variable: "Actor Y", relation: "film.actor.film" }));
+    await session.interact(
+      call("get_neighbors", { variable: "Actor Y", relation: "film.actor.film" }),
+    );
     await session.interact(call("count", { variable: "#0" }));
     const end = await session.interact(say("Find Answer: #1"));
     assert.equal(end.status, "completed");
@@ -124,31 +202,60 @@ describe("kg session", () => {
 
   test("misuse gets an error message, keeps the episode running and does not shift variable numbers", async () => {
     const { session } = newSession();
-    await session.interact(call("get_neighbors", { variable: "Director A", relation: "film.director.film" }));
-    await session.interact(call("get_neighbors", { variable: "#0", relation: "film.film.starring" }));
+    await session.interact(
+      call("get_neighbors", { variable: "Director A", relation: "film.director.film" }),
+    );
+    await session.interact(
+      call("get_neighbors", { variable: "#0", relation: "film.film.starring" }),
+    );
     const misuse: Array<[AssistantMessage, RegExp]> = [
       [call("get_neighbors", "{not json"), /not valid JSON/],
       [call("get_neighbors", { variable: "#0" }), /missing the required argument "relation"/],
       [call("get_relations", { variable: 3 }), /must be of type string/],
       [call("get_relations", { variable: "#0", extra: "x" }), /has no argument "extra"/],
       [call("search", { query: "films" }), /Unknown tool "search"/],
-      [call("get_relations", { variable: "#9" }), /^Error processing tool call: get_relations: variable #9 does not exist/],
-      [call("get_relations", { variable: "Nobody" }), /^Error processing tool call: get_relations: variable must be a variable or an entity$/],
-      [call("get_neighbors", { variable: "#0", relation: "film.director.film" }), /relation must be a relation of the variable/],
-      [call("intersection", { variable1: "#0", variable2: "#1" }), /two variables must have the same type/],
+      [
+        call("get_relations", { variable: "#9" }),
+        /^Error processing tool call: get_relations: variable #9 does not exist/,
+      ],
+      [
+        call("get_relations", { variable: "Nobody" }),
+        /^Error processing tool call: get_relations: variable must be a variable or an entity$/,
+      ],
+      [
+        call("get_neighbors", { variable: "#0", relation: "film.director.film" }),
+        /relation must be a relation of the variable/,
+      ],
+      [
+        call("intersection", { variable1: "#0", variable2: "#1" }),
+        /two variables must have the same type/,
+      ],
       [call("intersection", { variable1: "#0", variable2: "Director A" }), /must be a variable/],
       [call("get_attributes", { variable: "Director A" }), /must be a variable/],
-      [call("argmax", { variable: "#0", attribute: "people.person.height_meters" }), /attribute must be an attribute of the variable/],
-      [call("argmin", { variable: "#0", attribute: "" }), /attribute must be an attribute of the variable/],
+      [
+        call("argmax", { variable: "#0", attribute: "people.person.height_meters" }),
+        /attribute must be an attribute of the variable/,
+      ],
+      [
+        call("argmin", { variable: "#0", attribute: "" }),
+        /attribute must be an attribute of the variable/,
+      ],
     ];
     for (const [message, expected] of misuse) {
       const result = await session.interact(message);
-      assert.equal(result.finish, false, `${message.tool_calls![0].function.name} ended the episode`);
+      assert.equal(
+        result.finish,
+        false,
+        `${message.tool_calls![0].function.name} ended the episode`,
+      );
       assert.equal(result.messages[0].role, "tool");
       assert.match(result.messages[0].content as string, expected);
     }
     await session.interact(call("count", { variable: "#0" }));
-    assert.match(observation(await session.interact(call("count", { variable: "#2" }))), /is a number, not a set/);
+    assert.match(
+      observation(await session.interact(call("count", { variable: "#2" }))),
+      /is a number, not a set/,
+    );
     assert.equal(session.variables.length, 3, "errors create no variables");
     const text = await session.interact(say("The answer is Film One."));
     assert.equal(observation(text), NO_VALID_CALL_MESSAGE);
@@ -157,7 +264,10 @@ describe("kg session", () => {
 
   test("a turn with tool calls runs them and ignores a final answer in its text, as the original", async () => {
     const { session } = newSession();
-    const message = { ...call("get_neighbors", { variable: "Director A", relation: "film.director.film" }), content: "Final Answer: #0" };
+    const message = {
+      ...call("get_neighbors", { variable: "Director A", relation: "film.director.film" }),
+      content: "Final Answer: #0",
+    };
     const result = await session.interact(message);
     assert.equal(result.finish, false);
     assert.equal(observation(result), "Observation: variable #0, which are instances of film.film");

@@ -23,7 +23,8 @@ import type { KnowledgeGraph } from "./world.js";
 export class KgToolError extends AgentRLError {}
 
 /** What a tool argument resolved to. */
-type Operand = { kind: "entity"; entity: number } | { kind: "variable"; id: number; value: Denotation };
+type Operand =
+  { kind: "entity"; entity: number } | { kind: "variable"; id: number; value: Denotation };
 
 export interface KgSessionOptions {
   /** Action budget (assistant turns). Default 15, as in the original. */
@@ -49,7 +50,13 @@ export class KgSession extends FunctionCallSession {
         messages: [
           { role: "system", content: instructions(maxTurns) },
           ...(options.example ?? []),
-          { role: "user", content: questionMessage(instance.question, instance.entities.map((entity) => entity.name)) },
+          {
+            role: "user",
+            content: questionMessage(
+              instance.question,
+              instance.entities.map((entity) => entity.name),
+            ),
+          },
         ],
         tools: KG_TOOLS,
       },
@@ -57,11 +64,15 @@ export class KgSession extends FunctionCallSession {
     );
   }
 
-  protected override async callTool(name: string, args: Record<string, unknown>): Promise<ToolReply> {
+  protected override async callTool(
+    name: string,
+    args: Record<string, unknown>,
+  ): Promise<ToolReply> {
     try {
       return { content: this.run(name, args) };
     } catch (error) {
-      if (error instanceof KgToolError) return { content: `Error processing tool call: ${error.message}` };
+      if (error instanceof KgToolError)
+        return { content: `Error processing tool call: ${error.message}` };
       throw error;
     }
   }
@@ -78,14 +89,23 @@ export class KgSession extends FunctionCallSession {
         if (!this.world.relationsOf(this.membersOf(operand)).includes(relation)) {
           throw new KgToolError("get_neighbors: relation must be a relation of the variable");
         }
-        return this.newVariable({ kind: "entities", type: RELATIONS.get(relation)!.range, members: this.world.neighbors(this.membersOf(operand), relation) });
+        return this.newVariable({
+          kind: "entities",
+          type: RELATIONS.get(relation)!.range,
+          members: this.world.neighbors(this.membersOf(operand), relation),
+        });
       }
       case "intersection": {
         const first = this.entitySet(this.resolve(args.variable1, name), name);
         const second = this.entitySet(this.resolve(args.variable2, name), name);
-        if (first.type !== second.type) throw new KgToolError("intersection: two variables must have the same type");
+        if (first.type !== second.type)
+          throw new KgToolError("intersection: two variables must have the same type");
         const inSecond = new Set(second.members);
-        return this.newVariable({ kind: "entities", type: first.type, members: first.members.filter((entity) => inSecond.has(entity)) });
+        return this.newVariable({
+          kind: "entities",
+          type: first.type,
+          members: first.members.filter((entity) => inSecond.has(entity)),
+        });
       }
       case "get_attributes": {
         const set = this.entitySet(this.resolve(args.variable, name), name);
@@ -98,7 +118,11 @@ export class KgSession extends FunctionCallSession {
         if (!this.world.attributesOf(set.members).includes(attribute)) {
           throw new KgToolError(`${name}: attribute must be an attribute of the variable`);
         }
-        const members = this.world.extreme(set.members, attribute, name === "argmax" ? "max" : "min");
+        const members = this.world.extreme(
+          set.members,
+          attribute,
+          name === "argmax" ? "max" : "min",
+        );
         return this.newVariable({ kind: "entities", type: set.type, members });
       }
       case "count": {
@@ -121,11 +145,16 @@ export class KgSession extends FunctionCallSession {
 
   /** `#k`, a topic entity's name, or an entity id (`m.0...`). */
   private resolve(raw: unknown, tool: string): Operand {
-    const text = String(raw).trim().replace(/^[Vv]ariable\s+/, "");
+    const text = String(raw)
+      .trim()
+      .replace(/^[Vv]ariable\s+/, "");
     if (text.startsWith("#")) {
       const id = Number(text.slice(1));
       if (!Number.isInteger(id) || id < 0 || id >= this.variables.length) {
-        const known = this.variables.length === 0 ? "there are no variables yet" : `the variables are #0 to #${this.variables.length - 1}`;
+        const known =
+          this.variables.length === 0
+            ? "there are no variables yet"
+            : `the variables are #0 to #${this.variables.length - 1}`;
         throw new KgToolError(`${tool}: variable ${text} does not exist (${known})`);
       }
       return { kind: "variable", id, value: this.variables[id] };
@@ -145,13 +174,17 @@ export class KgSession extends FunctionCallSession {
 
   /** The operand as a set-of-entities variable, as intersection / argmax / count need. */
   private entitySet(operand: Operand, tool: string): { type: string; members: number[] } {
-    if (operand.kind === "entity") throw new KgToolError(`${tool}: the argument must be a variable such as #0, not an entity`);
-    if (operand.value.kind !== "entities") throw new KgToolError(`${tool}: variable #${operand.id} is a number, not a set of entities`);
+    if (operand.kind === "entity")
+      throw new KgToolError(`${tool}: the argument must be a variable such as #0, not an entity`);
+    if (operand.value.kind !== "entities")
+      throw new KgToolError(`${tool}: variable #${operand.id} is a number, not a set of entities`);
     return operand.value;
   }
 
   /** A plain-text turn: `Final Answer: #k` ends the episode; anything else is a format error. */
-  protected override async onText(content: string): Promise<{ content: string; outcome?: Outcome }> {
+  protected override async onText(
+    content: string,
+  ): Promise<{ content: string; outcome?: Outcome }> {
     const text = content.split("Observation:")[0].replaceAll("\\_", "_");
     const match = FINAL_ANSWER.exec(text);
     if (!match) return { content: NO_VALID_CALL_MESSAGE };
@@ -159,14 +192,22 @@ export class KgSession extends FunctionCallSession {
     if (id >= this.variables.length) {
       return {
         content: `Invalid variable id #${id}: there are ${this.variables.length} variables.`,
-        outcome: { reward: 0, status: "agent validation failed", metrics: { f1: 0, exact_match: 0 } },
+        outcome: {
+          reward: 0,
+          status: "agent validation failed",
+          metrics: { f1: 0, exact_match: 0 },
+        },
       };
     }
     const predicted = answerStrings(this.variables[id], this.world);
     const correct = exactMatch(predicted, this.instance.answer);
     return {
       content: "Final answer received.",
-      outcome: { reward: correct ? 1 : 0, status: "completed", metrics: { f1: f1Score(predicted, this.instance.answer), exact_match: correct ? 1 : 0 } },
+      outcome: {
+        reward: correct ? 1 : 0,
+        status: "completed",
+        metrics: { f1: f1Score(predicted, this.instance.answer), exact_match: correct ? 1 : 0 },
+      },
     };
   }
 }

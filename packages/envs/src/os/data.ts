@@ -58,7 +58,11 @@ export interface OsSample {
 
 const scriptObject = z.union([
   z.string(),
-  z.object({ language: z.string().optional(), file: z.string().optional(), code: z.string().optional() }),
+  z.object({
+    language: z.string().optional(),
+    file: z.string().optional(),
+    code: z.string().optional(),
+  }),
 ]);
 
 const rawSample = z.object({
@@ -66,7 +70,16 @@ const rawSample = z.object({
   create: z.unknown().optional(),
   start: scriptObject.optional(),
   evaluation: z.object({
-    match: z.union([z.string(), z.object({ answer: z.string().optional(), regex: z.string().optional(), strip: z.boolean().optional() })]).optional(),
+    match: z
+      .union([
+        z.string(),
+        z.object({
+          answer: z.string().optional(),
+          regex: z.string().optional(),
+          strip: z.boolean().optional(),
+        }),
+      ])
+      .optional(),
     check: z.union([z.array(scriptObject.nullable()), scriptObject]).optional(),
     example: scriptObject.optional(),
   }),
@@ -83,14 +96,30 @@ export const TEST_OFFSET = 1000;
 function loadScript(raw: RawScript, scriptDir: string): Script {
   if (typeof raw === "string") return { language: "bash", code: raw };
   const language = (raw.language ?? "bash") as ScriptLanguage;
-  if (!LANGUAGES.includes(language)) throw new TaskDataError(`unsupported script language "${language}"`);
-  if (raw.file !== undefined) return { language, code: readFileSync(join(scriptDir, raw.file), "utf8") };
+  if (!LANGUAGES.includes(language))
+    throw new TaskDataError(`unsupported script language "${language}"`);
+  if (raw.file !== undefined)
+    return { language, code: readFileSync(join(scriptDir, raw.file), "utf8") };
   if (raw.code !== undefined) return { language, code: raw.code };
   throw new TaskDataError("a script object needs `file` or `code`");
 }
 
-function normalise(raw: z.infer<typeof rawSample>, index: number, split: Split, scriptDir: string): OsSample {
-  const sample: OsSample = { index, split, description: raw.description, image: "default", init: [], labels: raw.labels ?? [], extraFolders: [], extraFiles: [] };
+function normalise(
+  raw: z.infer<typeof rawSample>,
+  index: number,
+  split: Split,
+  scriptDir: string,
+): OsSample {
+  const sample: OsSample = {
+    index,
+    split,
+    description: raw.description,
+    image: "default",
+    init: [],
+    labels: raw.labels ?? [],
+    extraFolders: [],
+    extraFiles: [],
+  };
   // AgentBench's forms of `create`: absent; an object with `local` or `image` and `init` (one
   // script or a list; a script is a string, or an object with `code` or a `file` under the
   // script folder); anything else (e.g. a list) counts as absent, as the original reads it.
@@ -100,30 +129,67 @@ function normalise(raw: z.infer<typeof rawSample>, index: number, split: Split, 
     if (typeof image === "string") sample.image = image;
     else if (typeof local === "string") sample.image = local;
     const list = Array.isArray(init) ? init : [init];
-    sample.init = list.filter((item) => item !== null && item !== undefined).map((item) => loadScript(scriptObject.parse(item), scriptDir));
+    sample.init = list
+      .filter((item) => item !== null && item !== undefined)
+      .map((item) => loadScript(scriptObject.parse(item), scriptDir));
   }
   if (raw.start !== undefined) sample.start = loadScript(raw.start, scriptDir);
   const evaluation = raw.evaluation;
   if (evaluation.match !== undefined) {
-    sample.match = typeof evaluation.match === "string"
-      ? { answer: evaluation.match, strip: true }
-      : { answer: evaluation.match.answer, regex: evaluation.match.regex, strip: evaluation.match.strip ?? false };
+    sample.match =
+      typeof evaluation.match === "string"
+        ? { answer: evaluation.match, strip: true }
+        : {
+            answer: evaluation.match.answer,
+            regex: evaluation.match.regex,
+            strip: evaluation.match.strip ?? false,
+          };
   } else if (evaluation.check !== undefined) {
     const list = Array.isArray(evaluation.check) ? evaluation.check : [evaluation.check];
     sample.check = list.map((item) => (item === null ? null : loadScript(item, scriptDir)));
-    if (evaluation.example !== undefined) sample.example = loadScript(evaluation.example, scriptDir);
-    if (sample.check.includes(null) && !sample.example) throw new TaskDataError(`sample ${index} checks against an example it does not give`);
+    if (evaluation.example !== undefined)
+      sample.example = loadScript(evaluation.example, scriptDir);
+    if (sample.check.includes(null) && !sample.example)
+      throw new TaskDataError(`sample ${index} checks against an example it does not give`);
   } else {
     throw new TaskDataError(`sample ${index} has neither evaluation.match nor evaluation.check`);
   }
-  const text = [sample.description, ...sample.init, sample.start, sample.example, ...(sample.check ?? [])].map((item) => (typeof item === "string" ? item : item?.code ?? "")).join("\n");
+  const text = [
+    sample.description,
+    ...sample.init,
+    sample.start,
+    sample.example,
+    ...(sample.check ?? []),
+  ]
+    .map((item) => (typeof item === "string" ? item : (item?.code ?? "")))
+    .join("\n");
   sample.extraFolders = newTopLevelFolders(text);
   sample.extraFiles = readOnlyFilesWritten(text);
   return sample;
 }
 
 /** Top-level folders of the image (they exist; writes there other than the writable folders fail). */
-const IMAGE_TOP_LEVEL = new Set(["bin", "boot", "dev", "etc", "home", "lib", "lib64", "media", "mnt", "opt", "proc", "root", "run", "sbin", "srv", "sys", "tmp", "usr", "var"]);
+const IMAGE_TOP_LEVEL = new Set([
+  "bin",
+  "boot",
+  "dev",
+  "etc",
+  "home",
+  "lib",
+  "lib64",
+  "media",
+  "mnt",
+  "opt",
+  "proc",
+  "root",
+  "run",
+  "sbin",
+  "srv",
+  "sys",
+  "tmp",
+  "usr",
+  "var",
+]);
 
 /**
  * Folders at the top of the file system that `text` creates or writes into (`mkdir /x`,
@@ -131,10 +197,14 @@ const IMAGE_TOP_LEVEL = new Set(["bin", "boot", "dev", "etc", "home", "lib", "li
  */
 export function newTopLevelFolders(text: string): string[] {
   const found = new Set<string>();
-  for (const match of text.matchAll(/(?:>>?|mkdir(?:\s+-p)?|touch|cd|tee(?:\s+-a)?|cp\s+(?:-\w+\s+)*\S+|mv\s+\S+)\s+["']?\/([\w.-]+)\//g)) {
+  for (const match of text.matchAll(
+    /(?:>>?|mkdir(?:\s+-p)?|touch|cd|tee(?:\s+-a)?|cp\s+(?:-\w+\s+)*\S+|mv\s+\S+)\s+["']?\/([\w.-]+)\//g,
+  )) {
     if (!IMAGE_TOP_LEVEL.has(match[1])) found.add(`/${match[1]}`);
   }
-  for (const match of text.matchAll(/(?:mkdir(?:\s+-p)?|cd)\s+["']?\/([\w.-]+)(?=["'\s;&|)]|$)/gm)) {
+  for (const match of text.matchAll(
+    /(?:mkdir(?:\s+-p)?|cd)\s+["']?\/([\w.-]+)(?=["'\s;&|)]|$)/gm,
+  )) {
     if (!IMAGE_TOP_LEVEL.has(match[1])) found.add(`/${match[1]}`);
   }
   return [...found].sort();
@@ -143,19 +213,32 @@ export function newTopLevelFolders(text: string): string[] {
 /** Files directly in a read-only image folder (/usr, /lib, /bin, …) that `text` writes with `>` or `>>`. */
 export function readOnlyFilesWritten(text: string): string[] {
   const found = new Set<string>();
-  for (const match of text.matchAll(/>>?\s*["']?(\/(?:usr|lib|lib64|bin|sbin|boot|srv)\/[\w.-]+)(?=["'\s;&|)]|$)/gm)) found.add(match[1]);
+  for (const match of text.matchAll(
+    />>?\s*["']?(\/(?:usr|lib|lib64|bin|sbin|boot|srv)\/[\w.-]+)(?=["'\s;&|)]|$)/gm,
+  ))
+    found.add(match[1]);
   return [...found].sort();
 }
 
 /** Reads a problem file as AgentBench does: a JSON list, one JSON object, or JSON lines (`.jsonl`). */
 function readProblemFile(path: string): unknown {
   const text = readFileSync(path, "utf8");
-  if (path.endsWith(".jsonl")) return text.split("\n").filter((line) => line.trim()).map((line) => JSON.parse(line) as unknown);
+  if (path.endsWith(".jsonl"))
+    return text
+      .split("\n")
+      .filter((line) => line.trim())
+      .map((line) => JSON.parse(line) as unknown);
   const parsed = JSON.parse(text) as unknown;
   return Array.isArray(parsed) ? parsed : [parsed];
 }
 
-function loadFile(folder: string, file: string, scriptDir: string, split: Split, offset: number): OsSample[] {
+function loadFile(
+  folder: string,
+  file: string,
+  scriptDir: string,
+  split: Split,
+  offset: number,
+): OsSample[] {
   const path = join(folder, file);
   let parsed: unknown;
   try {
@@ -164,7 +247,10 @@ function loadFile(folder: string, file: string, scriptDir: string, split: Split,
     throw new TaskDataError(`cannot read ${path}: ${(error as Error).message}`);
   }
   const list = z.array(rawSample).safeParse(parsed);
-  if (!list.success) throw new TaskDataError(`${path} is not a list of OS samples: ${list.error.message.slice(0, 500)}`);
+  if (!list.success)
+    throw new TaskDataError(
+      `${path} is not a list of OS samples: ${list.error.message.slice(0, 500)}`,
+    );
   return list.data.map((raw, position) => normalise(raw, offset + position, split, scriptDir));
 }
 
@@ -182,7 +268,10 @@ export function loadOsSamples(dataDir?: string, holdOut = true): OsSample[] {
   const folder = resolveAgentBenchDir("os_interaction", dataDir);
   const training = loadFile(folder, TRAIN_FILE, join(folder, "scripts", "1"), "train", 0);
   if (holdOut) for (const sample of training) if (isHeldOut(sample.index)) sample.split = "test";
-  return [...loadFile(folder, TEST_FILE, join(folder, "scripts", "dev"), "test", TEST_OFFSET), ...training];
+  return [
+    ...loadFile(folder, TEST_FILE, join(folder, "scripts", "dev"), "test", TEST_OFFSET),
+    ...training,
+  ];
 }
 
 /** Whether the sample is graded against the example's output (the agent must answer a value). */
@@ -198,6 +287,7 @@ export function answersExample(sample: OsSample): boolean {
  *      or observe a background program).
  */
 export function osDifficulty(sample: OsSample): number {
-  if (answersExample(sample) && sample.example) return sample.example.code.trim().includes("\n") ? 1 : 0;
+  if (answersExample(sample) && sample.example)
+    return sample.example.code.trim().includes("\n") ? 1 : 0;
   return 2;
 }

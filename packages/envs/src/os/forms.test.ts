@@ -17,7 +17,11 @@ const FORMS = fileURLToPath(new URL("./fixtures/agentbench-forms", import.meta.u
 const docker = new Docker();
 const engine = await isDockerAvailable(docker);
 const image = engine ? await imageHash(docker, IMAGES.os.tag) : undefined;
-const skip = !engine ? "no Docker engine answers (bash scripts/start-dockerd.sh)" : image === undefined ? "image agentrl/os missing (agentrl env build)" : false;
+const skip = !engine
+  ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
+  : image === undefined
+    ? "image agentrl/os missing (agentrl env build)"
+    : false;
 
 describe("AgentBench OS data forms", () => {
   test("each form loads as the original reads it", () => {
@@ -26,14 +30,29 @@ describe("AgentBench OS data forms", () => {
     const [local, packages, createList, start, namedImage, pythonInit] = samples;
     const training = samples[6];
     assert.equal(local.image, "default");
-    assert.deepEqual(local.init.map((script) => script.language), ["bash"]);
+    assert.deepEqual(
+      local.init.map((script) => script.language),
+      ["bash"],
+    );
     assert.equal(local.check?.[0], null, "null in check stands for the example");
     assert.equal(local.check?.[1]?.language, "python");
-    assert.match(local.check?.[1]?.code ?? "", /sys\.exit/, "a check `file` is read from scripts/dev/");
+    assert.match(
+      local.check?.[1]?.code ?? "",
+      /sys\.exit/,
+      "a check `file` is read from scripts/dev/",
+    );
     assert.equal(packages.image, "packages");
     assert.equal(packages.init.length, 2, "init given as a list");
-    assert.equal(packages.init[1].code.trim(), "echo 42 > /opt/greeting/hello.txt", "an init `file` under scripts/dev/");
-    assert.equal(packages.example?.code, "cat /opt/greeting/hello.txt", "an example given as a string");
+    assert.equal(
+      packages.init[1].code.trim(),
+      "echo 42 > /opt/greeting/hello.txt",
+      "an init `file` under scripts/dev/",
+    );
+    assert.equal(
+      packages.example?.code,
+      "cat /opt/greeting/hello.txt",
+      "an example given as a string",
+    );
     assert.equal(createList.image, "default", "create given as a list counts as no create");
     assert.deepEqual(createList.init, []);
     assert.equal(createList.check?.length, 1, "one check script, not a list");
@@ -41,7 +60,11 @@ describe("AgentBench OS data forms", () => {
     assert.deepEqual(start.match, { answer: "77", strip: true }, "match as a string strips");
     assert.equal(namedImage.image, "some-registry/ubuntu-with-tools");
     assert.deepEqual(namedImage.match, { answer: "daemon", regex: undefined, strip: true });
-    assert.deepEqual(pythonInit.init.map((script) => script.language), ["python"], "null in an init list is skipped");
+    assert.deepEqual(
+      pythonInit.init.map((script) => script.language),
+      ["python"],
+      "null in an init list is skipped",
+    );
     assert.equal(training.split, "train");
     assert.match(training.init[0].code, /\/home\/box/, "training.json reads scripts/1/");
   });
@@ -56,12 +79,18 @@ describe("AgentBench OS data forms", () => {
     });
 
     test("each form grades: the expert scores 1, the wrong agent 0", async () => {
-      await Promise.all(family.samples.map(async (sample) => {
-        const right = await playEpisode(family, sample.index, family.expert(sample.index));
-        assert.equal(right.reward, 1, `expert on form sample ${sample.index}: ${JSON.stringify(right.messages.slice(-3))}`);
-        const wrong = await playEpisode(family, sample.index, family.wrongExpert(sample.index));
-        assert.equal(wrong.reward, 0, `wrong agent on form sample ${sample.index}`);
-      }));
+      await Promise.all(
+        family.samples.map(async (sample) => {
+          const right = await playEpisode(family, sample.index, family.expert(sample.index));
+          assert.equal(
+            right.reward,
+            1,
+            `expert on form sample ${sample.index}: ${JSON.stringify(right.messages.slice(-3))}`,
+          );
+          const wrong = await playEpisode(family, sample.index, family.wrongExpert(sample.index));
+          assert.equal(wrong.reward, 0, `wrong agent on form sample ${sample.index}`);
+        }),
+      );
     });
   });
 });

@@ -18,18 +18,33 @@ import { Controller } from "./controller.js";
 import { TaskWorker } from "./worker.js";
 import { HttpEnvironmentClient } from "./client.js";
 import { InProcessEnvironmentClient } from "./in-process.js";
-import { AGENTBENCH_SAMPLE_STATUSES, parseTextAction, type ChatHistoryItem, type TaskOutput } from "./agentbench.js";
+import {
+  AGENTBENCH_SAMPLE_STATUSES,
+  parseTextAction,
+  type ChatHistoryItem,
+  type TaskOutput,
+} from "./agentbench.js";
 
 const docker = new Docker();
 const engine = await isDockerAvailable(docker);
 const osSkip = !hasAgentBenchData("os_interaction")
   ? "no AgentBench data in ../shared/data/agentbench (see docs/tasks.md)"
-  : !engine ? "no Docker engine answers (bash scripts/start-dockerd.sh)" : (await imageHash(docker, IMAGES.os.tag)) === undefined ? "image agentrl/os missing (agentrl env build)" : false;
+  : !engine
+    ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
+    : (await imageHash(docker, IMAGES.os.tag)) === undefined
+      ? "image agentrl/os missing (agentrl env build)"
+      : false;
 
 // ── a TypeScript rendering of AgentBench's src/client/task.py ──────────────
 
 /** `TaskError` of task.py. */
-const TaskError = { START_FAILED: "START_FAILED", INTERACT_FAILED: "INTERACT_FAILED", AGENT_FAILED: "AGENT_FAILED", NETWORK_ERROR: "NETWORK_ERROR", NOT_AVAILABLE: "NOT_AVAILABLE" } as const;
+const TaskError = {
+  START_FAILED: "START_FAILED",
+  INTERACT_FAILED: "INTERACT_FAILED",
+  AGENT_FAILED: "AGENT_FAILED",
+  NETWORK_ERROR: "NETWORK_ERROR",
+  NOT_AVAILABLE: "NOT_AVAILABLE",
+} as const;
 
 /** `WorkerStatus.ALIVE` of status.py (an IntEnum). */
 const WORKER_ALIVE = 0;
@@ -38,7 +53,10 @@ class AgentContextLimitException extends Error {}
 
 /** `AgentBenchException` raised by get_indices on a non-200 answer. */
 class AgentBenchException extends Error {
-  constructor(readonly text: string, readonly status: number) {
+  constructor(
+    readonly text: string,
+    readonly status: number,
+  ) {
     super(`${status}: ${text}`);
   }
 }
@@ -54,12 +72,22 @@ interface TaskClientOutput {
 }
 
 /** What `requests.post(url, json=…)` / `requests.get(url, params=…)` do, as far as task.py depends on it. */
-async function post(url: string, json: unknown): Promise<{ status: number; text: string; json(): any }> {
-  const response = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(json) });
+async function post(
+  url: string,
+  json: unknown,
+): Promise<{ status: number; text: string; json(): any }> {
+  const response = await fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(json),
+  });
   const text = await response.text();
   return { status: response.status, text, json: () => JSON.parse(text) };
 }
-async function get(url: string, params: Record<string, string> = {}): Promise<{ status: number; text: string; json(): any }> {
+async function get(
+  url: string,
+  params: Record<string, string> = {},
+): Promise<{ status: number; text: string; json(): any }> {
   const query = Object.keys(params).length ? `?${new URLSearchParams(params)}` : "";
   const response = await fetch(`${url}${query}`);
   const text = await response.text();
@@ -68,12 +96,18 @@ async function get(url: string, params: Record<string, string> = {}): Promise<{ 
 
 /** `SampleStatus(value)` of Python: raises on a value v0.2 does not know. */
 function sampleStatus(value: unknown): string {
-  assert.ok((AGENTBENCH_SAMPLE_STATUSES as readonly unknown[]).includes(value), `${JSON.stringify(value)} is not a valid SampleStatus`);
+  assert.ok(
+    (AGENTBENCH_SAMPLE_STATUSES as readonly unknown[]).includes(value),
+    `${JSON.stringify(value)} is not a valid SampleStatus`,
+  );
   return value as string;
 }
 
 class TaskClient {
-  constructor(readonly name: string, readonly controllerAddress: string) {}
+  constructor(
+    readonly name: string,
+    readonly controllerAddress: string,
+  ) {}
 
   async getIndices(): Promise<(number | string)[]> {
     const result = await get(this.controllerAddress + "/get_indices", { name: this.name });
@@ -87,7 +121,11 @@ class TaskClient {
     const result = response.json();
     if (!(this.name in result)) return 0;
     let concurrency = 0;
-    for (const worker of Object.values(result[this.name].workers) as { status: number; capacity: number; current: number }[]) {
+    for (const worker of Object.values(result[this.name].workers) as {
+      status: number;
+      capacity: number;
+      current: number;
+    }[]) {
       if (worker.status === WORKER_ALIVE) concurrency += worker.capacity - worker.current;
     }
     return concurrency;
@@ -99,20 +137,31 @@ class TaskClient {
     if (start.status !== 200) return { error: TaskError.START_FAILED, info: start.text };
     let result = start.json();
     const sid = result.session_id;
-    assert.ok(Number.isInteger(sid), `session_id must be an int (pydantic CancelRequest/InteractRequest), got ${JSON.stringify(sid)}`);
+    assert.ok(
+      Number.isInteger(sid),
+      `session_id must be an int (pydantic CancelRequest/InteractRequest), got ${JSON.stringify(sid)}`,
+    );
     let latestResult = result;
     while (sampleStatus(result.output.status) === "running") {
       let response: { status: string; content: string | null; length: number };
       try {
-        response = { status: "normal", content: await agent.inference(result.output.history), length: 0 };
+        response = {
+          status: "normal",
+          content: await agent.inference(result.output.history),
+          length: 0,
+        };
       } catch (error) {
-        if (error instanceof AgentContextLimitException) response = { status: "agent context limit", content: null, length: 0 };
+        if (error instanceof AgentContextLimitException)
+          response = { status: "agent context limit", content: null, length: 0 };
         else {
           await post(this.controllerAddress + "/cancel", { session_id: sid });
           return { error: TaskError.AGENT_FAILED, info: String(error), output: latestResult };
         }
       }
-      const interact = await post(this.controllerAddress + "/interact", { session_id: sid, agent_response: response });
+      const interact = await post(this.controllerAddress + "/interact", {
+        session_id: sid,
+        agent_response: response,
+      });
       if (interact.status !== 200) {
         await post(this.controllerAddress + "/cancel", { session_id: sid });
         return { error: TaskError.INTERACT_FAILED, info: interact.text, output: latestResult };
@@ -123,14 +172,21 @@ class TaskClient {
     return { output: result.output };
   }
 
-  async calculateOverall(results: TaskOutput[]): Promise<{ total: number; validation: Record<string, number>; custom: any }> {
-    const validation: Record<string, number> = Object.fromEntries(AGENTBENCH_SAMPLE_STATUSES.map((status) => [status, 0]));
+  async calculateOverall(
+    results: TaskOutput[],
+  ): Promise<{ total: number; validation: Record<string, number>; custom: any }> {
+    const validation: Record<string, number> = Object.fromEntries(
+      AGENTBENCH_SAMPLE_STATUSES.map((status) => [status, 0]),
+    );
     for (const result of results) validation[sampleStatus(result.status)] += 1 / results.length;
     const lengths = results.map((result) => result.history?.length ?? 0);
     validation.average_history_length = lengths.reduce((a, b) => a + b, 0) / results.length;
     validation.max_history_length = Math.max(...lengths);
     validation.min_history_length = Math.min(...lengths);
-    const response = await post(this.controllerAddress + "/calculate_overall", { name: this.name, results });
+    const response = await post(this.controllerAddress + "/calculate_overall", {
+      name: this.name,
+      results,
+    });
     if (response.status !== 200) throw new Error(`TaskNetworkException: ${response.text}`);
     return { total: results.length, validation, custom: response.json() };
   }
@@ -153,14 +209,21 @@ function expertTextAgent(family: CurriculumTaskFamily, index: number): Agent & {
     async inference(history) {
       for (const item of history.slice(seen)) {
         if (item.role !== "user") continue;
-        mirror.push(lastCall ? { role: "tool", tool_call_id: lastCall.id, content: item.content } : { role: "user", content: item.content });
+        mirror.push(
+          lastCall
+            ? { role: "tool", tool_call_id: lastCall.id, content: item.content }
+            : { role: "user", content: item.content },
+        );
       }
       seen = history.length + 1;
       const action = await expert.act(mirror, []);
       mirror.push(action);
       lastCall = action.tool_calls?.[0];
       this.turns += 1;
-      const calls = (action.tool_calls ?? []).map((call) => `<tool_call>${JSON.stringify({ name: call.function.name, arguments: JSON.parse(call.function.arguments) })}</tool_call>`);
+      const calls = (action.tool_calls ?? []).map(
+        (call) =>
+          `<tool_call>${JSON.stringify({ name: call.function.name, arguments: JSON.parse(call.function.arguments) })}</tool_call>`,
+      );
       return [action.content ?? "", ...calls].filter(Boolean).join("\n");
     },
   };
@@ -195,7 +258,8 @@ describe("AgentBench v0.2 TaskClient against the controller", () => {
   after(async () => {
     // No session is left open, on the controller nor on a worker.
     assert.deepEqual(controller.listSessions(), {});
-    for (const worker of workers) assert.equal(worker.current, 0, `worker ${worker.name} has no session left`);
+    for (const worker of workers)
+      assert.equal(worker.current, 0, `worker ${worker.name} has no session left`);
     await controller.close();
     for (const worker of workers) await worker.close();
     await kg.close?.();
@@ -210,17 +274,31 @@ describe("AgentBench v0.2 TaskClient against the controller", () => {
     assert.ok(Array.isArray(workersBody.kg.indices));
     assert.equal(workersBody.kg.workers["0"].status, WORKER_ALIVE);
     assert.equal(await new TaskClient("nope", address).getConcurrency(), 0);
-    await assert.rejects(new TaskClient("nope", address).getIndices(), (error: AgentBenchException) => error.status === 400);
+    await assert.rejects(
+      new TaskClient("nope", address).getIndices(),
+      (error: AgentBenchException) => error.status === 400,
+    );
     const noToken = await get(`${base}/v0.2/api/get_indices`, { name: "kg" });
     assert.equal(noToken.status, 401, "the token is required on the v0.2 routes too");
-    const basic = await fetch(`${base}/v0.2/api/get_indices?name=kg`, { headers: { authorization: `Basic ${Buffer.from(`agentbench:${controller.token}`).toString("base64")}` } });
-    assert.equal(basic.status, 200, "Basic auth with the token as password (a ~/.netrc entry) works");
+    const basic = await fetch(`${base}/v0.2/api/get_indices?name=kg`, {
+      headers: {
+        authorization: `Basic ${Buffer.from(`agentbench:${controller.token}`).toString("base64")}`,
+      },
+    });
+    assert.equal(
+      basic.status,
+      200,
+      "Basic auth with the token as password (a ~/.netrc entry) works",
+    );
   });
 
   test("a full kg sample to completed with a reward (index sent as a string)", async () => {
     const index = kg.indicesAt("test", kg.difficulties[0])[0];
     const agent = expertTextAgent(kg, index);
-    const { error, output } = await new TaskClient("kg-std", address).runSample(String(index), agent);
+    const { error, output } = await new TaskClient("kg-std", address).runSample(
+      String(index),
+      agent,
+    );
     assert.equal(error, undefined);
     const task = output as TaskOutput;
     assert.equal(task.status, "completed");
@@ -228,15 +306,25 @@ describe("AgentBench v0.2 TaskClient against the controller", () => {
     assert.equal((task.result as { reward: number }).reward, 1);
     assert.ok(agent.turns >= 2, "the expert took several turns");
     assert.equal(task.history?.[0].role, "user");
-    assert.match(task.history![0].content, /<tool_call>/, "the first item tells how to call the tools");
-    assert.deepEqual(task.history!.slice(1).map((item) => item.role), task.history!.slice(1).map((_, position) => (position % 2 === 0 ? "agent" : "user")));
+    assert.match(
+      task.history![0].content,
+      /<tool_call>/,
+      "the first item tells how to call the tools",
+    );
+    assert.deepEqual(
+      task.history!.slice(1).map((item) => item.role),
+      task.history!.slice(1).map((_, position) => (position % 2 === 0 ? "agent" : "user")),
+    );
     results.push(task);
   });
 
   test("a full os sample to completed with a reward", { skip: osSkip }, async () => {
     const family = os!;
     const index = family.indicesAt("test", family.difficulties[0])[0];
-    const { error, info, output } = await new TaskClient("os-std", address).runSample(index, expertTextAgent(family, index));
+    const { error, info, output } = await new TaskClient("os-std", address).runSample(
+      index,
+      expertTextAgent(family, index),
+    );
     assert.equal(error, undefined, info);
     const task = output as TaskOutput;
     assert.equal(task.status, "completed");
@@ -264,25 +352,51 @@ describe("AgentBench v0.2 TaskClient against the controller", () => {
     const sid = (failed.output as { session_id: number }).session_id;
     const again = await post(address + "/cancel", { session_id: sid });
     assert.equal(again.status, 400, "the cancelled session no longer exists");
-    const late = await post(address + "/interact", { session_id: sid, agent_response: { status: "normal", content: "hi", length: 0 } });
+    const late = await post(address + "/interact", {
+      session_id: sid,
+      agent_response: { status: "normal", content: "hi", length: 0 },
+    });
     assert.equal(late.status, 400);
   });
 
   test("cancel of a running session, and the error answers of v0.2", async () => {
-    const start = await post(address + "/start_sample", { name: "kg", index: kg.indices("test")[1] });
+    const start = await post(address + "/start_sample", {
+      name: "kg",
+      index: kg.indices("test")[1],
+    });
     assert.equal(start.status, 200);
     const { session_id } = start.json();
     const cancelled = await post(address + "/cancel", { session_id });
     assert.deepEqual([cancelled.status, cancelled.json()], [200, { session_id }]);
 
-    const unknownTask = await new TaskClient("no-such-task", address).runSample(0, { inference: async () => "" });
+    const unknownTask = await new TaskClient("no-such-task", address).runSample(0, {
+      inference: async () => "",
+    });
     assert.equal(unknownTask.error, TaskError.NOT_AVAILABLE, "unknown task → 406 → NOT_AVAILABLE");
-    const outOfRange = await new TaskClient("kg", address).runSample(999_999, { inference: async () => "" });
+    const outOfRange = await new TaskClient("kg", address).runSample(999_999, {
+      inference: async () => "",
+    });
     assert.equal(outOfRange.error, TaskError.START_FAILED, "index out of bounds → 400");
-    assert.equal((await post(address + "/start_sample", { name: "kg", index: "not-an-index" })).status, 400);
-    assert.equal((await post(address + "/interact", { session_id: 123_456, agent_response: { content: "x" } })).status, 400, "unknown session → 400");
-    assert.equal((await post(address + "/interact", { session_id: 1, agent_response: { status: "normal" } })).status, 422, "NORMAL without content → 422");
-    assert.equal((await post(address + "/calculate_overall", { name: "nope", results: [] })).status, 400);
+    assert.equal(
+      (await post(address + "/start_sample", { name: "kg", index: "not-an-index" })).status,
+      400,
+    );
+    assert.equal(
+      (await post(address + "/interact", { session_id: 123_456, agent_response: { content: "x" } }))
+        .status,
+      400,
+      "unknown session → 400",
+    );
+    assert.equal(
+      (await post(address + "/interact", { session_id: 1, agent_response: { status: "normal" } }))
+        .status,
+      422,
+      "NORMAL without content → 422",
+    );
+    assert.equal(
+      (await post(address + "/calculate_overall", { name: "nope", results: [] })).status,
+      400,
+    );
   });
 
   test("calculate_overall: v0.2's validation figures and the task's own (success rate, reward, metrics)", async () => {
@@ -317,15 +431,34 @@ describe("AgentBench v0.2 TaskClient against the controller", () => {
 
 describe("text actions", () => {
   test("tool_call blocks, bare JSON and fenced JSON become tool calls; prose stays content", () => {
-    const block = parseTextAction('Let me look.\n<tool_call>{"name": "get_relations", "arguments": {"variable": "m.01"}}</tool_call>');
+    const block = parseTextAction(
+      'Let me look.\n<tool_call>{"name": "get_relations", "arguments": {"variable": "m.01"}}</tool_call>',
+    );
     assert.equal(block.content, "Let me look.");
-    assert.deepEqual(block.tool_calls?.map((call) => [call.function.name, JSON.parse(call.function.arguments)]), [["get_relations", { variable: "m.01" }]]);
+    assert.deepEqual(
+      block.tool_calls?.map((call) => [call.function.name, JSON.parse(call.function.arguments)]),
+      [["get_relations", { variable: "m.01" }]],
+    );
     const bare = parseTextAction('{"name": "bash", "arguments": {"script": "ls"}}');
     assert.equal(bare.tool_calls?.[0].function.name, "bash");
-    const fenced = parseTextAction('```json\n[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 1}}]\n```');
-    assert.deepEqual(fenced.tool_calls?.map((call) => call.function.name), ["a", "b"]);
-    const broken = parseTextAction('<tool_call>{"name": "bash", "arguments": {"script": </tool_call>');
-    assert.equal(broken.tool_calls?.[0].function.name, "bash", "a broken call still names its tool, so the task can say what is wrong");
-    assert.deepEqual(parseTextAction("I think the answer is 3."), { role: "assistant", content: "I think the answer is 3." });
+    const fenced = parseTextAction(
+      '```json\n[{"name": "a", "arguments": {}}, {"name": "b", "arguments": {"x": 1}}]\n```',
+    );
+    assert.deepEqual(
+      fenced.tool_calls?.map((call) => call.function.name),
+      ["a", "b"],
+    );
+    const broken = parseTextAction(
+      '<tool_call>{"name": "bash", "arguments": {"script": </tool_call>',
+    );
+    assert.equal(
+      broken.tool_calls?.[0].function.name,
+      "bash",
+      "a broken call still names its tool, so the task can say what is wrong",
+    );
+    assert.deepEqual(parseTextAction("I think the answer is 3."), {
+      role: "assistant",
+      content: "I think the answer is 3.",
+    });
   });
 });

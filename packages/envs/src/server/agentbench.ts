@@ -20,8 +20,22 @@
  * FastAPI would answer.
  */
 import { z } from "zod";
-import { SAMPLE_STATUSES, type AssistantMessage, type InteractResult, type Message, type SampleStatus, type StartResult, type ToolSpec } from "../types.js";
-import { EnvironmentApiError, SESSION_HEADER, TASK_NAME_ALIASES, parseRequest, sampleIndexSchema } from "./protocol.js";
+import {
+  SAMPLE_STATUSES,
+  type AssistantMessage,
+  type InteractResult,
+  type Message,
+  type SampleStatus,
+  type StartResult,
+  type ToolSpec,
+} from "../types.js";
+import {
+  EnvironmentApiError,
+  SESSION_HEADER,
+  TASK_NAME_ALIASES,
+  parseRequest,
+  sampleIndexSchema,
+} from "./protocol.js";
 import type { RouteRequest, RouteResponse } from "./http.js";
 
 /** The route prefix of the v0.2 protocol. */
@@ -29,7 +43,9 @@ export const AGENTBENCH_PREFIX = "/v0.2/api";
 
 /** v0.2's `SampleStatus`: ours without `cancelled`, which v0.2 clients cannot parse (it is sent as `task error`). */
 export type AgentBenchSampleStatus = Exclude<SampleStatus, "cancelled">;
-export const AGENTBENCH_SAMPLE_STATUSES: readonly AgentBenchSampleStatus[] = SAMPLE_STATUSES.filter((status): status is AgentBenchSampleStatus => status !== "cancelled");
+export const AGENTBENCH_SAMPLE_STATUSES: readonly AgentBenchSampleStatus[] = SAMPLE_STATUSES.filter(
+  (status): status is AgentBenchSampleStatus => status !== "cancelled",
+);
 
 /** v0.2's `WorkerStatus` (an IntEnum). */
 export const AGENTBENCH_WORKER_STATUS = { alive: 0, coma: 1, dead: 2 } as const;
@@ -54,10 +70,16 @@ export interface TaskOutput {
 /** A v0.2 session id: an int (a numeric string is accepted, as pydantic does). */
 const sessionNumberSchema = z.union([
   z.number().int().nonnegative(),
-  z.string().regex(/^\d{1,15}$/, "session_id must be an integer").transform(Number),
+  z
+    .string()
+    .regex(/^\d{1,15}$/, "session_id must be an integer")
+    .transform(Number),
 ]);
 
-export const agentBenchStartSchema = z.object({ name: z.string().min(1, "name must be a non-empty task name"), index: sampleIndexSchema });
+export const agentBenchStartSchema = z.object({
+  name: z.string().min(1, "name must be a non-empty task name"),
+  index: sampleIndexSchema,
+});
 
 export const agentOutputSchema = z
   .object({
@@ -65,9 +87,14 @@ export const agentOutputSchema = z
     content: z.string().nullable().optional(),
     length: z.number().int().optional(),
   })
-  .refine((output) => output.status !== "normal" || typeof output.content === "string", { message: "If status is NORMAL, content should not be None" });
+  .refine((output) => output.status !== "normal" || typeof output.content === "string", {
+    message: "If status is NORMAL, content should not be None",
+  });
 
-export const agentBenchInteractSchema = z.object({ session_id: sessionNumberSchema, agent_response: agentOutputSchema });
+export const agentBenchInteractSchema = z.object({
+  session_id: sessionNumberSchema,
+  agent_response: agentOutputSchema,
+});
 
 export const agentBenchCancelSchema = z.object({ session_id: sessionNumberSchema });
 
@@ -80,13 +107,19 @@ export const taskOutputSchema = z.object({
   history: z.array(chatHistoryItemSchema).nullable().optional(),
 });
 
-export const calculateOverallSchema = z.object({ name: z.string().min(1), results: z.array(taskOutputSchema) });
+export const calculateOverallSchema = z.object({
+  name: z.string().min(1),
+  results: z.array(taskOutputSchema),
+});
 
 // ── text ↔ function calls ───────────────────────────────────────────────────
 
 /** The first `user` item: the opening messages and how to call the tools. */
 export function openingText(start: StartResult): string {
-  const opening = start.messages.map((message) => ("content" in message && message.content ? message.content : "")).filter(Boolean).join("\n\n");
+  const opening = start.messages
+    .map((message) => ("content" in message && message.content ? message.content : ""))
+    .filter(Boolean)
+    .join("\n\n");
   if (start.tools.length === 0) return opening;
   const tools = start.tools.map((tool: ToolSpec) => JSON.stringify(tool.function)).join("\n");
   return (
@@ -97,7 +130,10 @@ export function openingText(start: StartResult): string {
 
 /** The new messages of one answer as one `user` item's text (tool results verbatim). */
 export function feedbackText(messages: Message[]): string {
-  return messages.map((message) => ("content" in message && message.content ? message.content : "")).filter(Boolean).join("\n\n");
+  return messages
+    .map((message) => ("content" in message && message.content ? message.content : ""))
+    .filter(Boolean)
+    .join("\n\n");
 }
 
 const TOOL_CALL_BLOCK = /<tool_call>\s*([\s\S]*?)\s*<\/tool_call>/g;
@@ -107,7 +143,9 @@ const JSON_FENCE = /^```(?:json)?\s*([\s\S]*?)\s*```$/;
 function asCall(value: unknown): { name: string; arguments: unknown } | undefined {
   if (typeof value !== "object" || value === null || Array.isArray(value)) return undefined;
   const record = value as Record<string, unknown>;
-  return typeof record.name === "string" ? { name: record.name, arguments: record.arguments ?? record.parameters ?? {} } : undefined;
+  return typeof record.name === "string"
+    ? { name: record.name, arguments: record.arguments ?? record.parameters ?? {} }
+    : undefined;
 }
 
 function parseJson(text: string): unknown {
@@ -149,7 +187,11 @@ export function parseTextAction(content: string): AssistantMessage {
     tool_calls: calls.map((call, position) => ({
       id: `call_${position}`,
       type: "function" as const,
-      function: { name: call.name, arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments) },
+      function: {
+        name: call.name,
+        arguments:
+          typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments),
+      },
     })),
   };
 }
@@ -171,11 +213,14 @@ function rewardOf(output: z.infer<typeof taskOutputSchema>): number {
  * The task's own overall numbers over v0.2 results: success rate (reward ≥ 1), mean reward,
  * the share of each status, and the mean of each numeric metric.
  */
-export function calculateOverall(results: z.infer<typeof taskOutputSchema>[]): Record<string, unknown> {
+export function calculateOverall(
+  results: z.infer<typeof taskOutputSchema>[],
+): Record<string, unknown> {
   const total = results.length;
   const rewards = results.map(rewardOf);
   const statuses: Record<string, number> = {};
-  for (const result of results) statuses[result.status] = (statuses[result.status] ?? 0) + 1 / total;
+  for (const result of results)
+    statuses[result.status] = (statuses[result.status] ?? 0) + 1 / total;
   const metricSums: Record<string, { sum: number; count: number }> = {};
   for (const result of results) {
     const metrics = (result.result as { metrics?: unknown } | null | undefined)?.metrics;
@@ -192,7 +237,9 @@ export function calculateOverall(results: z.infer<typeof taskOutputSchema>[]): R
     success_rate: total ? rewards.filter((reward) => reward >= 1).length / total : 0,
     average_reward: total ? rewards.reduce((a, b) => a + b, 0) / total : 0,
     status: statuses,
-    metrics: Object.fromEntries(Object.entries(metricSums).map(([key, { sum, count }]) => [key, sum / count])),
+    metrics: Object.fromEntries(
+      Object.entries(metricSums).map(([key, { sum, count }]) => [key, sum / count]),
+    ),
   };
 }
 
@@ -201,7 +248,10 @@ export function calculateOverall(results: z.infer<typeof taskOutputSchema>[]): R
 /** What the v0.2 routes need from the controller (its public API). */
 export interface AgentBenchHost {
   resolveTaskName(name: string): string | undefined;
-  startSample(name: string, index: number | string): Promise<{ sessionId: string; start: StartResult }>;
+  startSample(
+    name: string,
+    index: number | string,
+  ): Promise<{ sessionId: string; start: StartResult }>;
   interact(sessionId: string, message: AssistantMessage): Promise<InteractResult>;
   cancel(sessionId: string, status?: SampleStatus): Promise<void>;
   cancelAll(name: string | undefined): Promise<number>;
@@ -209,8 +259,33 @@ export interface AgentBenchHost {
   isRunning(sessionId: string): boolean;
   sessionIdOfNumber(sessionNumber: number): string;
   sessionNumberOf(sessionId: string): number;
-  listWorkers(): Record<string, { workers: Record<number, { id: number; address: string; capacity: number; current: number; status: string; last_visit: number }> }>;
-  listSessions(): Record<string, { name: string; index: number; worker_id: number; start: number; last_update: number; busy: boolean }>;
+  listWorkers(): Record<
+    string,
+    {
+      workers: Record<
+        number,
+        {
+          id: number;
+          address: string;
+          capacity: number;
+          current: number;
+          status: string;
+          last_visit: number;
+        }
+      >;
+    }
+  >;
+  listSessions(): Record<
+    string,
+    {
+      name: string;
+      index: number;
+      worker_id: number;
+      start: number;
+      last_update: number;
+      busy: boolean;
+    }
+  >;
   taskNames(): string[];
 }
 
@@ -233,30 +308,48 @@ function parseBody<T extends z.ZodType>(schema: T, body: unknown, what: string):
   try {
     return parseRequest(schema, body, what);
   } catch (error) {
-    if (error instanceof EnvironmentApiError && error.status === 400) throw new EnvironmentApiError(422, error.message);
+    if (error instanceof EnvironmentApiError && error.status === 400)
+      throw new EnvironmentApiError(422, error.message);
     throw error;
   }
 }
 
 /** The v0.2 routes, keyed `"METHOD /v0.2/api/..."`. */
-export function agentBenchRoutes(host: AgentBenchHost): Record<string, (request: RouteRequest) => Promise<RouteResponse>> {
+export function agentBenchRoutes(
+  host: AgentBenchHost,
+): Record<string, (request: RouteRequest) => Promise<RouteResponse>> {
   const transcripts = new Map<string, Transcript>();
   const forgetEnded = (): void => {
     for (const id of transcripts.keys()) if (!host.isRunning(id)) transcripts.delete(id);
   };
   const knownTask = (name: string, status: number): string => {
     const resolved = host.resolveTaskName(name);
-    if (!resolved) throw new EnvironmentApiError(status, `Error: Task does not exist: "${name}"; known: ${host.taskNames().join(", ") || "none"}`);
+    if (!resolved)
+      throw new EnvironmentApiError(
+        status,
+        `Error: Task does not exist: "${name}"; known: ${host.taskNames().join(", ") || "none"}`,
+      );
     return resolved;
   };
-  const output = (sessionId: string, transcript: Transcript, status: SampleStatus, result: unknown): { session_id: number; output: TaskOutput } => ({
+  const output = (
+    sessionId: string,
+    transcript: Transcript,
+    status: SampleStatus,
+    result: unknown,
+  ): { session_id: number; output: TaskOutput } => ({
     session_id: host.sessionNumberOf(sessionId),
-    output: { index: transcript.index, status: agentBenchStatus(status), result, history: transcript.history },
+    output: {
+      index: transcript.index,
+      status: agentBenchStatus(status),
+      result,
+      history: transcript.history,
+    },
   });
   const openSession = (sessionNumber: number): { sessionId: string; transcript: Transcript } => {
     const sessionId = host.sessionIdOfNumber(sessionNumber);
     const transcript = transcripts.get(sessionId);
-    if (!transcript) throw new EnvironmentApiError(400, `Error: Session does not exist: ${sessionNumber}`);
+    if (!transcript)
+      throw new EnvironmentApiError(400, `Error: Session does not exist: ${sessionNumber}`);
     return { sessionId, transcript };
   };
 
@@ -275,20 +368,41 @@ export function agentBenchRoutes(host: AgentBenchHost): Record<string, (request:
           workers: Object.fromEntries(
             Object.entries(task.workers).map(([id, worker]) => [
               id,
-              { id: worker.id, address: worker.address, capacity: worker.capacity, current: worker.current, last_visit: worker.last_visit, status: AGENTBENCH_WORKER_STATUS[worker.status as "alive" | "dead"] ?? AGENTBENCH_WORKER_STATUS.dead, locked: false },
+              {
+                id: worker.id,
+                address: worker.address,
+                capacity: worker.capacity,
+                current: worker.current,
+                last_visit: worker.last_visit,
+                status:
+                  AGENTBENCH_WORKER_STATUS[worker.status as "alive" | "dead"] ??
+                  AGENTBENCH_WORKER_STATUS.dead,
+                locked: false,
+              },
             ]),
           ),
         };
       }
       // The FC names, so that a client asking for `kg-std` finds its workers.
-      for (const [alias, name] of Object.entries(TASK_NAME_ALIASES)) if (listed[name] && !listed[alias]) listed[alias] = listed[name];
+      for (const [alias, name] of Object.entries(TASK_NAME_ALIASES))
+        if (listed[name] && !listed[alias]) listed[alias] = listed[name];
       return { body: listed };
     },
     [`GET ${AGENTBENCH_PREFIX}/list_sessions`]: async () => {
       const sessions = host.listSessions();
       return {
         body: Object.fromEntries(
-          Object.entries(sessions).map(([id, s]) => [host.sessionNumberOf(id), { name: s.name, index: s.index, start: s.start, last_update: s.last_update, worker_id: s.worker_id, locked: s.busy }]),
+          Object.entries(sessions).map(([id, s]) => [
+            host.sessionNumberOf(id),
+            {
+              name: s.name,
+              index: s.index,
+              start: s.start,
+              last_update: s.last_update,
+              worker_id: s.worker_id,
+              locked: s.busy,
+            },
+          ]),
         ),
       };
     },
@@ -296,27 +410,49 @@ export function agentBenchRoutes(host: AgentBenchHost): Record<string, (request:
       const { name, index } = parseBody(agentBenchStartSchema, request.body, "start_sample body");
       forgetEnded();
       const task = knownTask(name, 406);
-      const { sessionId, start } = await host.startSample(task, index).catch((error) => withAgentBenchStatus(error, 406));
-      const transcript: Transcript = { index: typeof index === "string" && /^\d+$/.test(index) ? Number(index) : index, history: [{ role: "user", content: openingText(start) }] };
+      const { sessionId, start } = await host
+        .startSample(task, index)
+        .catch((error) => withAgentBenchStatus(error, 406));
+      const transcript: Transcript = {
+        index: typeof index === "string" && /^\d+$/.test(index) ? Number(index) : index,
+        history: [{ role: "user", content: openingText(start) }],
+      };
       transcripts.set(sessionId, transcript);
-      return { body: output(sessionId, transcript, "running", null), headers: { [SESSION_HEADER]: sessionId } };
+      return {
+        body: output(sessionId, transcript, "running", null),
+        headers: { [SESSION_HEADER]: sessionId },
+      };
     },
     [`POST ${AGENTBENCH_PREFIX}/interact`]: async (request) => {
-      const { session_id, agent_response } = parseBody(agentBenchInteractSchema, request.body, "interact body");
+      const { session_id, agent_response } = parseBody(
+        agentBenchInteractSchema,
+        request.body,
+        "interact body",
+      );
       const { sessionId, transcript } = openSession(session_id);
       if (agent_response.status !== "normal") {
-        const status: SampleStatus = agent_response.status === "cancelled" ? "cancelled" : "agent context limit";
+        const status: SampleStatus =
+          agent_response.status === "cancelled" ? "cancelled" : "agent context limit";
         await host.cancel(sessionId, status).catch((error) => withAgentBenchStatus(error, 400));
         transcripts.delete(sessionId);
         return { body: output(sessionId, transcript, status, { reward: 0, metrics: {} }) };
       }
       const content = agent_response.content ?? "";
-      const result = await host.interact(sessionId, parseTextAction(content)).catch((error) => withAgentBenchStatus(error, 400));
+      const result = await host
+        .interact(sessionId, parseTextAction(content))
+        .catch((error) => withAgentBenchStatus(error, 400));
       transcript.history.push({ role: "agent", content });
       const feedback = feedbackText(result.messages);
       if (feedback) transcript.history.push({ role: "user", content: feedback });
       if (result.finish) transcripts.delete(sessionId);
-      return { body: output(sessionId, transcript, result.status, result.finish ? { reward: result.reward, metrics: result.metrics } : null) };
+      return {
+        body: output(
+          sessionId,
+          transcript,
+          result.status,
+          result.finish ? { reward: result.reward, metrics: result.metrics } : null,
+        ),
+      };
     },
     [`POST ${AGENTBENCH_PREFIX}/cancel`]: async (request) => {
       const { session_id } = parseBody(agentBenchCancelSchema, request.body, "cancel body");
@@ -331,7 +467,11 @@ export function agentBenchRoutes(host: AgentBenchHost): Record<string, (request:
       return { body: { cancelled } };
     },
     [`POST ${AGENTBENCH_PREFIX}/calculate_overall`]: async (request) => {
-      const { name, results } = parseBody(calculateOverallSchema, request.body, "calculate_overall body");
+      const { name, results } = parseBody(
+        calculateOverallSchema,
+        request.body,
+        "calculate_overall body",
+      );
       knownTask(name, 400);
       return { body: calculateOverall(results) };
     },

@@ -2,7 +2,13 @@
  * `HttpEnvironmentClient`: the `EnvironmentClient` the rollout engine uses to drive sessions
  * on a controller over HTTP (ours or the original's), over keep-alive sockets.
  */
-import type { AssistantMessage, EnvironmentClient, InteractResult, Split, StartResult } from "../types.js";
+import type {
+  AssistantMessage,
+  EnvironmentClient,
+  InteractResult,
+  Split,
+  StartResult,
+} from "../types.js";
 import { EnvironmentApiError, SESSION_HEADER } from "./protocol.js";
 import { JsonRequester, errorMessageOf } from "./http.js";
 import { controllerBase } from "./worker.js";
@@ -36,7 +42,11 @@ export class HttpEnvironmentClient implements EnvironmentClient {
     const { body, headers } = await this.call("POST", "/start_sample", { name, index });
     const header = headers[SESSION_HEADER];
     const sessionId = Array.isArray(header) ? header[0] : header;
-    if (!sessionId) throw new EnvironmentApiError(502, "the controller answered start_sample without a session_id header");
+    if (!sessionId)
+      throw new EnvironmentApiError(
+        502,
+        "the controller answered start_sample without a session_id header",
+      );
     const start = body as StartResult;
     return { sessionId, messages: start.messages, tools: start.tools };
   }
@@ -52,14 +62,21 @@ export class HttpEnvironmentClient implements EnvironmentClient {
 
   /** Sample indices of `name`: all, one split, or one split at one difficulty (our controller's extension). */
   async getIndices(name: string, split?: Split, difficulty?: number): Promise<number[]> {
-    const query = new URLSearchParams({ name, ...(split ? { split } : {}), ...(difficulty !== undefined ? { split: split ?? "train", difficulty: String(difficulty) } : {}) });
+    const query = new URLSearchParams({
+      name,
+      ...(split ? { split } : {}),
+      ...(difficulty !== undefined
+        ? { split: split ?? "train", difficulty: String(difficulty) }
+        : {}),
+    });
     return (await this.call("GET", `/get_indices?${query}`)).body as number[];
   }
 
   /** Cancels every session (of task `name`, when given); resolves with how many. */
   async cancelAll(name?: string): Promise<number> {
     const query = name ? `?${new URLSearchParams({ name })}` : "";
-    return ((await this.call("POST", `/cancel_all${query}`, {})).body as { cancelled: number }).cancelled;
+    return ((await this.call("POST", `/cancel_all${query}`, {})).body as { cancelled: number })
+      .cancelled;
   }
 
   /** The controller's view of its workers (`GET /api/list_workers`). */
@@ -69,7 +86,10 @@ export class HttpEnvironmentClient implements EnvironmentClient {
 
   /** The running sessions (`GET /api/list_sessions`). */
   async listSessions(): Promise<Record<string, { name: string; index: number }>> {
-    return (await this.call("GET", "/list_sessions")).body as Record<string, { name: string; index: number }>;
+    return (await this.call("GET", "/list_sessions")).body as Record<
+      string,
+      { name: string; index: number }
+    >;
   }
 
   async close(): Promise<void> {
@@ -81,10 +101,16 @@ export class HttpEnvironmentClient implements EnvironmentClient {
       method,
       body,
       timeoutMs: this.requestTimeoutMs,
-      headers: { ...(sessionId ? { [SESSION_HEADER]: sessionId } : {}), ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) },
+      headers: {
+        ...(sessionId ? { [SESSION_HEADER]: sessionId } : {}),
+        ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
+      },
     });
     if (response.status !== 200) {
-      throw new EnvironmentApiError(response.status, `controller answered ${response.status} to ${method} ${path.split("?")[0]}: ${errorMessageOf(response.body)}`);
+      throw new EnvironmentApiError(
+        response.status,
+        `controller answered ${response.status} to ${method} ${path.split("?")[0]}: ${errorMessageOf(response.body)}`,
+      );
     }
     return response;
   }

@@ -29,7 +29,17 @@ import {
   type DifficultyIndices,
   type HeartbeatRequest,
 } from "./protocol.js";
-import { ConnectionError, JsonRequester, closeServer, createJsonServer, errorMessageOf, isLoopbackHost, listen, sessionIdOf, type RouteRequest } from "./http.js";
+import {
+  ConnectionError,
+  JsonRequester,
+  closeServer,
+  createJsonServer,
+  errorMessageOf,
+  isLoopbackHost,
+  listen,
+  sessionIdOf,
+  type RouteRequest,
+} from "./http.js";
 import { type TaskWorker, sessionHeader, taskErrorResult } from "./worker.js";
 import { agentBenchRoutes } from "./agentbench.js";
 import { generateToken } from "./token.js";
@@ -71,7 +81,11 @@ export interface ControllerOptions {
 /** How the controller reaches a worker: directly (same process) or over HTTP. */
 interface WorkerLink {
   start(sessionId: string, index: number): Promise<StartResult>;
-  interact(sessionId: string, message: AssistantMessage, timeoutMs: number): Promise<InteractResult>;
+  interact(
+    sessionId: string,
+    message: AssistantMessage,
+    timeoutMs: number,
+  ): Promise<InteractResult>;
   cancel(sessionId: string): Promise<void>;
   cancelAll(): Promise<void>;
 }
@@ -122,22 +136,45 @@ class HttpWorkerLink implements WorkerLink {
     private readonly startTimeoutMs: number,
   ) {}
 
-  private async call(path: string, body: unknown, sessionId: string | undefined, timeoutMs: number): Promise<unknown> {
+  private async call(
+    path: string,
+    body: unknown,
+    sessionId: string | undefined,
+    timeoutMs: number,
+  ): Promise<unknown> {
     const response = await this.requester.request(`${this.address}${path}`, {
       method: "POST",
       body,
       timeoutMs,
-      headers: { ...(sessionId ? sessionHeader(sessionId) : {}), ...(this.token ? { authorization: `Bearer ${this.token}` } : {}) },
+      headers: {
+        ...(sessionId ? sessionHeader(sessionId) : {}),
+        ...(this.token ? { authorization: `Bearer ${this.token}` } : {}),
+      },
     });
-    if (response.status !== 200) throw new EnvironmentApiError(response.status, errorMessageOf(response.body));
+    if (response.status !== 200)
+      throw new EnvironmentApiError(response.status, errorMessageOf(response.body));
     return response.body;
   }
 
   async start(sessionId: string, index: number): Promise<StartResult> {
-    return (await this.call("/start_sample", { index, session_id: sessionId }, undefined, this.startTimeoutMs)) as StartResult;
+    return (await this.call(
+      "/start_sample",
+      { index, session_id: sessionId },
+      undefined,
+      this.startTimeoutMs,
+    )) as StartResult;
   }
-  async interact(sessionId: string, message: AssistantMessage, timeoutMs: number): Promise<InteractResult> {
-    return (await this.call("/interact", { messages: [message] }, sessionId, timeoutMs)) as InteractResult;
+  async interact(
+    sessionId: string,
+    message: AssistantMessage,
+    timeoutMs: number,
+  ): Promise<InteractResult> {
+    return (await this.call(
+      "/interact",
+      { messages: [message] },
+      sessionId,
+      timeoutMs,
+    )) as InteractResult;
   }
   async cancel(sessionId: string): Promise<void> {
     await this.call("/cancel", {}, sessionId, 10_000);
@@ -193,7 +230,9 @@ export class Controller {
       log: options.log,
     };
     if (!isLoopbackHost(this.options.host) && !options.token) {
-      throw new ServerConfigError(`binding ${this.options.host} exposes the controller beyond this machine: set a token (--token or AGENTRL_TOKEN) that its clients and workers know`);
+      throw new ServerConfigError(
+        `binding ${this.options.host} exposes the controller beyond this machine: set a token (--token or AGENTRL_TOKEN) that its clients and workers know`,
+      );
     }
   }
 
@@ -204,14 +243,23 @@ export class Controller {
 
   /** The base URL clients use, e.g. `http://127.0.0.1:5020` (after `listen`). */
   get url(): string {
-    if (this.boundPort === undefined) throw new EnvironmentApiError(500, "the controller is not listening yet");
-    const host = this.options.host === "0.0.0.0" || this.options.host === "::" ? "127.0.0.1" : this.options.host;
+    if (this.boundPort === undefined)
+      throw new EnvironmentApiError(500, "the controller is not listening yet");
+    const host =
+      this.options.host === "0.0.0.0" || this.options.host === "::"
+        ? "127.0.0.1"
+        : this.options.host;
     return `http://${host.includes(":") ? `[${host}]` : host}:${this.boundPort}`;
   }
 
   /** Adds a worker that lives in this process: always alive, called without HTTP. */
   addLocalWorker(worker: TaskWorker): void {
-    const task = this.taskFor(worker.name, worker.indices(), { train: worker.indices("train"), test: worker.indices("test") }, worker.difficultyIndices());
+    const task = this.taskFor(
+      worker.name,
+      worker.indices(),
+      { train: worker.indices("train"), test: worker.indices("test") },
+      worker.difficultyIndices(),
+    );
     const id = task.nextWorkerId++;
     task.workers.set(id, {
       id,
@@ -251,10 +299,17 @@ export class Controller {
 
   // ── routes ────────────────────────────────────────────────────────────────
 
-  private routes(): Record<string, (request: RouteRequest) => Promise<{ body: unknown; headers?: Record<string, string> }>> {
+  private routes(): Record<
+    string,
+    (request: RouteRequest) => Promise<{ body: unknown; headers?: Record<string, string> }>
+  > {
     return {
       "POST /api/start_sample": async (request) => {
-        const { name, index } = parseRequest(startSampleRequestSchema, request.body, "start_sample body");
+        const { name, index } = parseRequest(
+          startSampleRequestSchema,
+          request.body,
+          "start_sample body",
+        );
         const { sessionId, start } = await this.startSample(name, index);
         return { body: start, headers: { [SESSION_HEADER]: sessionId } };
       },
@@ -276,11 +331,27 @@ export class Controller {
       "GET /api/list_sessions": async () => ({ body: this.listSessions() }),
       "GET /api/get_indices": async (request) => {
         const name = request.query.get("name");
-        if (!name) throw new EnvironmentApiError(400, "missing query parameter name (e.g. /api/get_indices?name=os)");
+        if (!name)
+          throw new EnvironmentApiError(
+            400,
+            "missing query parameter name (e.g. /api/get_indices?name=os)",
+          );
         const split = request.query.get("split");
         const difficulty = request.query.get("difficulty");
-        if (difficulty !== null) return { body: this.getIndicesAt(name, parseRequest(splitSchema, split ?? "", "split"), Number(parseRequest(difficultySchema, difficulty, "difficulty"))) };
-        return { body: this.getIndices(name, split === null ? undefined : parseRequest(splitSchema, split, "split")) };
+        if (difficulty !== null)
+          return {
+            body: this.getIndicesAt(
+              name,
+              parseRequest(splitSchema, split ?? "", "split"),
+              Number(parseRequest(difficultySchema, difficulty, "difficulty")),
+            ),
+          };
+        return {
+          body: this.getIndices(
+            name,
+            split === null ? undefined : parseRequest(splitSchema, split, "split"),
+          ),
+        };
       },
       "POST /api/receive_heartbeat": async (request) => {
         this.receiveHeartbeat(parseRequest(heartbeatRequestSchema, request.body, "heartbeat body"));
@@ -295,32 +366,61 @@ export class Controller {
    * Dispatches a new session to the live worker of `name` (or its FC alias, e.g. `kg-std`)
    * with the most free slots. `index` may be a numeric string, as AgentBench allows.
    */
-  async startSample(requestedName: string, requestedIndex: number | string): Promise<{ sessionId: string; start: StartResult }> {
+  async startSample(
+    requestedName: string,
+    requestedIndex: number | string,
+  ): Promise<{ sessionId: string; start: StartResult }> {
     const name = this.resolveTaskName(requestedName);
     const task = name === undefined ? undefined : this.tasks.get(name);
-    if (!task || name === undefined) throw new EnvironmentApiError(404, `unknown task "${requestedName}"; known: ${this.taskNames().join(", ") || "none (no worker registered)"}`);
+    if (!task || name === undefined)
+      throw new EnvironmentApiError(
+        404,
+        `unknown task "${requestedName}"; known: ${this.taskNames().join(", ") || "none (no worker registered)"}`,
+      );
     const index = sampleNumberOf(requestedIndex) ?? Number.NaN;
-    if (!task.indexSet.has(index)) throw new EnvironmentApiError(400, `index ${JSON.stringify(requestedIndex)} is not a sample of task ${name} (it has ${task.indices.length} samples; see /api/get_indices?name=${name})`);
+    if (!task.indexSet.has(index))
+      throw new EnvironmentApiError(
+        400,
+        `index ${JSON.stringify(requestedIndex)} is not a sample of task ${name} (it has ${task.indices.length} samples; see /api/get_indices?name=${name})`,
+      );
     const worker = this.pickWorker(task);
-    if (!worker) throw new EnvironmentApiError(406, `no live worker of task ${name} has a free slot`);
+    if (!worker)
+      throw new EnvironmentApiError(406, `no live worker of task ${name} has a free slot`);
     worker.current += 1;
     const sessionId = `${this.sessionPrefix}-${this.nextSessionNumber++}`;
     const now = Date.now();
-    const session: SessionEntry = { id: sessionId, name, index, workerId: worker.id, started: now, lastUpdate: now, busy: true };
+    const session: SessionEntry = {
+      id: sessionId,
+      name,
+      index,
+      workerId: worker.id,
+      started: now,
+      lastUpdate: now,
+      busy: true,
+    };
     this.sessions.set(sessionId, session);
     try {
       const start = await worker.link.start(sessionId, index);
       session.busy = false;
       session.lastUpdate = Date.now();
       // Cancelled (or its worker declared dead) while starting: free it on the worker now.
-      if (session.ended && worker.status === "alive") void worker.link.cancel(sessionId).catch(() => undefined);
+      if (session.ended && worker.status === "alive")
+        void worker.link.cancel(sessionId).catch(() => undefined);
       return { sessionId, start };
     } catch (error) {
       this.sessions.delete(sessionId);
       worker.current = Math.max(0, worker.current - 1);
-      if (error instanceof ConnectionError) this.markDead(name, worker, `it did not answer: ${error.message}`);
-      if (error instanceof EnvironmentApiError) throw new EnvironmentApiError(error.status, `worker ${worker.id} of task ${name}: ${error.message}`);
-      throw new EnvironmentApiError(500, `worker ${worker.id} of task ${name} failed to start sample ${index}: ${(error as Error).message}`);
+      if (error instanceof ConnectionError)
+        this.markDead(name, worker, `it did not answer: ${error.message}`);
+      if (error instanceof EnvironmentApiError)
+        throw new EnvironmentApiError(
+          error.status,
+          `worker ${worker.id} of task ${name}: ${error.message}`,
+        );
+      throw new EnvironmentApiError(
+        500,
+        `worker ${worker.id} of task ${name} failed to start sample ${index}: ${(error as Error).message}`,
+      );
     }
   }
 
@@ -328,20 +428,32 @@ export class Controller {
   async interact(sessionId: string, message: AssistantMessage): Promise<InteractResult> {
     const session = this.sessionOrThrow(sessionId);
     if (session.ended) return session.ended;
-    if (session.busy) throw new EnvironmentApiError(409, `session ${sessionId} is still busy with the previous interaction`);
+    if (session.busy)
+      throw new EnvironmentApiError(
+        409,
+        `session ${sessionId} is still busy with the previous interaction`,
+      );
     const worker = this.tasks.get(session.name)?.workers.get(session.workerId);
     if (!worker) return this.endSession(session, taskErrorResult("its worker is gone"));
     session.busy = true;
     session.lastUpdate = Date.now();
     let result: InteractResult;
     try {
-      result = await worker.link.interact(sessionId, message, this.options.interactionTimeoutMs + this.options.workerGraceMs);
+      result = await worker.link.interact(
+        sessionId,
+        message,
+        this.options.interactionTimeoutMs + this.options.workerGraceMs,
+      );
     } catch (error) {
       session.busy = false;
       if (session.ended) return session.ended;
-      if (error instanceof ConnectionError && error.status !== 504) this.markDead(session.name, worker, error.message);
+      if (error instanceof ConnectionError && error.status !== 504)
+        this.markDead(session.name, worker, error.message);
       void worker.link.cancel(sessionId).catch(() => undefined);
-      return this.endSession(session, taskErrorResult(`the worker of task ${session.name} failed: ${(error as Error).message}`));
+      return this.endSession(
+        session,
+        taskErrorResult(`the worker of task ${session.name} failed: ${(error as Error).message}`),
+      );
     }
     session.busy = false;
     session.lastUpdate = Date.now();
@@ -359,13 +471,16 @@ export class Controller {
     if (session.ended) return;
     this.endSession(session, { finish: true, reward: 0, status, messages: [], metrics: {} });
     const worker = this.tasks.get(session.name)?.workers.get(session.workerId);
-    if (worker && worker.status === "alive") await worker.link.cancel(sessionId).catch(() => undefined);
+    if (worker && worker.status === "alive")
+      await worker.link.cancel(sessionId).catch(() => undefined);
   }
 
   /** Cancels every running session (of task `name`, when given); resolves with the count. */
   async cancelAll(name: string | undefined): Promise<number> {
-    const task = name === undefined ? undefined : this.resolveTaskName(name) ?? name;
-    const running = [...this.sessions.values()].filter((s) => !s.ended && (task === undefined || s.name === task));
+    const task = name === undefined ? undefined : (this.resolveTaskName(name) ?? name);
+    const running = [...this.sessions.values()].filter(
+      (s) => !s.ended && (task === undefined || s.name === task),
+    );
     await Promise.all(running.map((s) => this.cancel(s.id)));
     return running.length;
   }
@@ -374,9 +489,17 @@ export class Controller {
   getIndices(requestedName: string, split?: "train" | "test"): number[] {
     const name = this.resolveTaskName(requestedName);
     const task = name === undefined ? undefined : this.tasks.get(name);
-    if (!task) throw new EnvironmentApiError(404, `unknown task "${requestedName}"; known: ${this.taskNames().join(", ") || "none"}`);
+    if (!task)
+      throw new EnvironmentApiError(
+        404,
+        `unknown task "${requestedName}"; known: ${this.taskNames().join(", ") || "none"}`,
+      );
     if (!split) return task.indices;
-    if (!task.splits) throw new EnvironmentApiError(400, `the workers of task ${name} did not report splits; ask without ?split`);
+    if (!task.splits)
+      throw new EnvironmentApiError(
+        400,
+        `the workers of task ${name} did not report splits; ask without ?split`,
+      );
     return task.splits[split];
   }
 
@@ -384,21 +507,50 @@ export class Controller {
   getIndicesAt(requestedName: string, split: "train" | "test", difficulty: number): number[] {
     const name = this.resolveTaskName(requestedName);
     const task = name === undefined ? undefined : this.tasks.get(name);
-    if (!task) throw new EnvironmentApiError(404, `unknown task "${requestedName}"; known: ${this.taskNames().join(", ") || "none"}`);
-    if (!task.difficulties) throw new EnvironmentApiError(400, `the workers of task ${name} did not report difficulties; ask without ?difficulty`);
+    if (!task)
+      throw new EnvironmentApiError(
+        404,
+        `unknown task "${requestedName}"; known: ${this.taskNames().join(", ") || "none"}`,
+      );
+    if (!task.difficulties)
+      throw new EnvironmentApiError(
+        400,
+        `the workers of task ${name} did not report difficulties; ask without ?difficulty`,
+      );
     const entry = task.difficulties[String(difficulty)];
-    if (!entry) throw new EnvironmentApiError(400, `task ${name} has no difficulty ${difficulty} (its difficulties: ${Object.keys(task.difficulties).join(", ")})`);
+    if (!entry)
+      throw new EnvironmentApiError(
+        400,
+        `task ${name} has no difficulty ${difficulty} (its difficulties: ${Object.keys(task.difficulties).join(", ")})`,
+      );
     return entry[split];
   }
 
-  listWorkers(): Record<string, { index_count: number; workers: Record<number, Omit<WorkerEntry, "link" | "lastVisit"> & { last_visit: number }> }> {
+  listWorkers(): Record<
+    string,
+    {
+      index_count: number;
+      workers: Record<number, Omit<WorkerEntry, "link" | "lastVisit"> & { last_visit: number }>;
+    }
+  > {
     return Object.fromEntries(
       [...this.tasks].map(([name, task]) => [
         name,
         {
           index_count: task.indices.length,
           workers: Object.fromEntries(
-            [...task.workers].map(([id, w]) => [id, { id, address: w.address, capacity: w.capacity, current: w.current, status: w.status, local: w.local, last_visit: (w.local ? Date.now() : w.lastVisit) / 1000 }]),
+            [...task.workers].map(([id, w]) => [
+              id,
+              {
+                id,
+                address: w.address,
+                capacity: w.capacity,
+                current: w.current,
+                status: w.status,
+                local: w.local,
+                last_visit: (w.local ? Date.now() : w.lastVisit) / 1000,
+              },
+            ]),
           ),
         },
       ]),
@@ -406,10 +558,28 @@ export class Controller {
   }
 
   /** The running sessions (ended ones are not listed). Times in seconds since the epoch, as the original. */
-  listSessions(): Record<string, { name: string; index: number; worker_id: number; start: number; last_update: number; busy: boolean }> {
+  listSessions(): Record<
+    string,
+    {
+      name: string;
+      index: number;
+      worker_id: number;
+      start: number;
+      last_update: number;
+      busy: boolean;
+    }
+  > {
     const listed: ReturnType<Controller["listSessions"]> = {};
     for (const s of this.sessions.values()) {
-      if (!s.ended) listed[s.id] = { name: s.name, index: s.index, worker_id: s.workerId, start: s.started / 1000, last_update: s.lastUpdate / 1000, busy: s.busy };
+      if (!s.ended)
+        listed[s.id] = {
+          name: s.name,
+          index: s.index,
+          worker_id: s.workerId,
+          start: s.started / 1000,
+          last_update: s.lastUpdate / 1000,
+          busy: s.busy,
+        };
     }
     return listed;
   }
@@ -426,7 +596,9 @@ export class Controller {
         existing.status = "alive";
         existing.current = 0;
         void existing.link.cancelAll().catch(() => undefined);
-        this.options.log?.(`[controller] worker ${existing.id} of task ${beat.name} is back (${beat.address})`);
+        this.options.log?.(
+          `[controller] worker ${existing.id} of task ${beat.name} is back (${beat.address})`,
+        );
       }
       return;
     }
@@ -439,9 +611,16 @@ export class Controller {
       lastVisit: Date.now(),
       status: "alive",
       local: false,
-      link: new HttpWorkerLink(beat.address.replace(/\/+$/, ""), this.requester, this.options.token, this.options.interactionTimeoutMs + this.options.workerGraceMs),
+      link: new HttpWorkerLink(
+        beat.address.replace(/\/+$/, ""),
+        this.requester,
+        this.options.token,
+        this.options.interactionTimeoutMs + this.options.workerGraceMs,
+      ),
     });
-    this.options.log?.(`[controller] worker ${id} of task ${beat.name} joined (${beat.address}, ${beat.concurrency} slots)`);
+    this.options.log?.(
+      `[controller] worker ${id} of task ${beat.name} joined (${beat.address}, ${beat.concurrency} slots)`,
+    );
   }
 
   /** The served task a name means: itself, or the task an FC alias (`os-std`, …) stands for. */
@@ -474,16 +653,34 @@ export class Controller {
 
   // ── internals ─────────────────────────────────────────────────────────────
 
-  private taskFor(name: string, indices: number[], splits: { train: number[]; test: number[] } | undefined, difficulties?: DifficultyIndices): TaskEntry {
+  private taskFor(
+    name: string,
+    indices: number[],
+    splits: { train: number[]; test: number[] } | undefined,
+    difficulties?: DifficultyIndices,
+  ): TaskEntry {
     const existing = this.tasks.get(name);
     if (existing) {
-      const same = existing.indices.length === indices.length && indices.every((index) => existing.indexSet.has(index));
-      if (!same) throw new EnvironmentApiError(409, `task ${name} is already served with different indices (${existing.indices.length} vs ${indices.length}); start its workers with the same data and seed`);
+      const same =
+        existing.indices.length === indices.length &&
+        indices.every((index) => existing.indexSet.has(index));
+      if (!same)
+        throw new EnvironmentApiError(
+          409,
+          `task ${name} is already served with different indices (${existing.indices.length} vs ${indices.length}); start its workers with the same data and seed`,
+        );
       if (!existing.splits && splits) existing.splits = splits;
       if (!existing.difficulties && difficulties) existing.difficulties = difficulties;
       return existing;
     }
-    const task: TaskEntry = { indices, indexSet: new Set(indices), splits, difficulties, workers: new Map(), nextWorkerId: 0 };
+    const task: TaskEntry = {
+      indices,
+      indexSet: new Set(indices),
+      splits,
+      difficulties,
+      workers: new Map(),
+      nextWorkerId: 0,
+    };
     this.tasks.set(name, task);
     return task;
   }
@@ -500,7 +697,11 @@ export class Controller {
 
   private sessionOrThrow(sessionId: string): SessionEntry {
     const session = this.sessions.get(sessionId);
-    if (!session) throw new EnvironmentApiError(404, `unknown session ${JSON.stringify(sessionId)} (never started, or ended more than ${this.options.finishedRetentionMs / 1000} s ago)`);
+    if (!session)
+      throw new EnvironmentApiError(
+        404,
+        `unknown session ${JSON.stringify(sessionId)} (never started, or ended more than ${this.options.finishedRetentionMs / 1000} s ago)`,
+      );
     return session;
   }
 
@@ -520,7 +721,10 @@ export class Controller {
     this.options.log?.(`[controller] worker ${worker.id} of task ${name} is dead: ${reason}`);
     for (const session of this.sessions.values()) {
       if (session.name === name && session.workerId === worker.id && !session.ended) {
-        this.endSession(session, taskErrorResult(`worker ${worker.id} of task ${name} died (${reason})`));
+        this.endSession(
+          session,
+          taskErrorResult(`worker ${worker.id} of task ${name} died (${reason})`),
+        );
       }
     }
     worker.current = 0;
@@ -531,14 +735,23 @@ export class Controller {
     const now = Date.now();
     for (const [name, task] of this.tasks) {
       for (const worker of task.workers.values()) {
-        if (!worker.local && worker.status === "alive" && now - worker.lastVisit > this.options.heartbeatTimeoutMs) {
-          this.markDead(name, worker, `no heartbeat for ${Math.round((now - worker.lastVisit) / 1000)} s`);
+        if (
+          !worker.local &&
+          worker.status === "alive" &&
+          now - worker.lastVisit > this.options.heartbeatTimeoutMs
+        ) {
+          this.markDead(
+            name,
+            worker,
+            `no heartbeat for ${Math.round((now - worker.lastVisit) / 1000)} s`,
+          );
         }
       }
     }
     for (const session of this.sessions.values()) {
       if (session.ended) {
-        if (now - (session.endedAt ?? now) > this.options.finishedRetentionMs) this.sessions.delete(session.id);
+        if (now - (session.endedAt ?? now) > this.options.finishedRetentionMs)
+          this.sessions.delete(session.id);
       } else if (!session.busy && now - session.lastUpdate > this.options.idleTimeoutMs) {
         this.expire(session);
       }
@@ -548,8 +761,15 @@ export class Controller {
   private expire(session: SessionEntry): void {
     const status: SampleStatus = "cancelled";
     const reason = `The session expired after ${Math.round(this.options.idleTimeoutMs / 1000)} s without interaction.`;
-    this.endSession(session, { finish: true, reward: 0, status, messages: [{ role: "user", content: reason }], metrics: {} });
+    this.endSession(session, {
+      finish: true,
+      reward: 0,
+      status,
+      messages: [{ role: "user", content: reason }],
+      metrics: {},
+    });
     const worker = this.tasks.get(session.name)?.workers.get(session.workerId);
-    if (worker && worker.status === "alive") void worker.link.cancel(session.id).catch(() => undefined);
+    if (worker && worker.status === "alive")
+      void worker.link.cancel(session.id).catch(() => undefined);
   }
 }

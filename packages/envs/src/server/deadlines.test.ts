@@ -28,14 +28,21 @@ async function silentPeer(): Promise<{ url: string; close: () => Promise<void> }
   };
 }
 
-async function failsAtDeadline(call: Promise<unknown>, peer: string, deadlineMs: number): Promise<Error> {
+async function failsAtDeadline(
+  call: Promise<unknown>,
+  peer: string,
+  deadlineMs: number,
+): Promise<Error> {
   const began = Date.now();
   const error = (await call.then(
     () => assert.fail("expected a rejection"),
     (error: unknown) => error,
   )) as Error;
   const elapsed = Date.now() - began;
-  assert.ok(elapsed >= deadlineMs - 20 && elapsed < deadlineMs + 3_000, `failed after ${elapsed} ms, deadline ${deadlineMs}`);
+  assert.ok(
+    elapsed >= deadlineMs - 20 && elapsed < deadlineMs + 3_000,
+    `failed after ${elapsed} ms, deadline ${deadlineMs}`,
+  );
   assert.ok(error instanceof AgentRLError, `an AgentRLError, got ${String(error)}`);
   assert.ok(error.message.includes(peer), `names the peer: ${error.message}`);
   assert.ok(error.message.includes(`${deadlineMs} ms`), `names the deadline: ${error.message}`);
@@ -67,8 +74,17 @@ test("a worker that never answers start_sample: the controller answers within it
   const peer = await silentPeer();
   const controller = new Controller({ port: 0, interactionTimeoutMs: 200, workerGraceMs: 50 });
   const url = await controller.listen();
-  controller.receiveHeartbeat({ name: "hung", address: `${peer.url}/api`, concurrency: 2, indices: [0] });
-  const client = new HttpEnvironmentClient({ url, token: controller.token, requestTimeoutMs: 10_000 });
+  controller.receiveHeartbeat({
+    name: "hung",
+    address: `${peer.url}/api`,
+    concurrency: 2,
+    indices: [0],
+  });
+  const client = new HttpEnvironmentClient({
+    url,
+    token: controller.token,
+    requestTimeoutMs: 10_000,
+  });
   try {
     const began = Date.now();
     const error = await client.startSample("hung", 0).then(

@@ -60,7 +60,12 @@ export interface JsonServerOptions {
 
 /** True for the loopback addresses a server may bind without a token. */
 export function isLoopbackHost(host: string): boolean {
-  return host === "127.0.0.1" || host === "::1" || host === "localhost" || /^127\.\d+\.\d+\.\d+$/.test(host);
+  return (
+    host === "127.0.0.1" ||
+    host === "::1" ||
+    host === "localhost" ||
+    /^127\.\d+\.\d+\.\d+$/.test(host)
+  );
 }
 
 /** Compares two secrets in constant time. */
@@ -99,7 +104,10 @@ export function tokenInPath(pathname: string): { token?: string; path: string } 
   const end = pathname.indexOf("/", TOKEN_PATH_PREFIX.length);
   if (end < 0) return { path: pathname };
   try {
-    return { token: decodeURIComponent(pathname.slice(TOKEN_PATH_PREFIX.length, end)), path: pathname.slice(end) };
+    return {
+      token: decodeURIComponent(pathname.slice(TOKEN_PATH_PREFIX.length, end)),
+      path: pathname.slice(end),
+    };
   } catch {
     return { path: pathname }; // not valid percent-encoding: no token (401)
   }
@@ -109,9 +117,15 @@ export function tokenInPath(pathname: string): { token?: string; path: string } 
 export function sessionIdOf(request: RouteRequest): string {
   const header = request.headers["session_id"] ?? request.headers["session-id"];
   const fromHeader = Array.isArray(header) ? header[0] : header;
-  const fromBody = typeof request.body === "object" && request.body !== null ? (request.body as Record<string, unknown>).session_id : undefined;
-  const id = fromHeader ?? (typeof fromBody === "string" || typeof fromBody === "number" ? String(fromBody) : undefined);
-  if (!id) throw new EnvironmentApiError(400, "missing session id: send it in the session_id header");
+  const fromBody =
+    typeof request.body === "object" && request.body !== null
+      ? (request.body as Record<string, unknown>).session_id
+      : undefined;
+  const id =
+    fromHeader ??
+    (typeof fromBody === "string" || typeof fromBody === "number" ? String(fromBody) : undefined);
+  if (!id)
+    throw new EnvironmentApiError(400, "missing session id: send it in the session_id header");
   return id;
 }
 
@@ -120,27 +134,42 @@ export function createJsonServer(options: JsonServerOptions): http.Server {
   const maxBodyBytes = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const headersTimeout = options.headersTimeoutMs ?? DEFAULT_HEADERS_TIMEOUT_MS;
   // How often node looks for requests past their time limits (its default, 30 s, would let a limit of 1 s run 31 s).
-  const server = http.createServer({ connectionsCheckingInterval: Math.min(1_000, headersTimeout) }, (request, response) => {
-    handle(request, response).catch((error) => {
-      if ((request as http.IncomingMessage & { closeAfterAnswer?: boolean }).closeAfterAnswer) response.setHeader("connection", "close");
-      sendError(response, error);
-    });
-  });
+  const server = http.createServer(
+    { connectionsCheckingInterval: Math.min(1_000, headersTimeout) },
+    (request, response) => {
+      handle(request, response).catch((error) => {
+        if ((request as http.IncomingMessage & { closeAfterAnswer?: boolean }).closeAfterAnswer)
+          response.setHeader("connection", "close");
+        sendError(response, error);
+      });
+    },
+  );
   // Longer than the clients' idle sockets so a reused keep-alive socket is rarely closed under them.
   server.keepAliveTimeout = 65_000;
   // A slow client (headers or body trickling in) is answered 408 and cut off; the time a route
   // takes to answer is not counted (node stops the timer once the body has arrived).
   server.headersTimeout = headersTimeout;
-  server.requestTimeout = Math.max(options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS, server.headersTimeout);
+  server.requestTimeout = Math.max(
+    options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    server.headersTimeout,
+  );
   server.maxConnections = options.maxConnections ?? DEFAULT_MAX_CONNECTIONS;
   server.maxHeadersCount = 200;
   server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
-    const status = error.code === "ERR_HTTP_REQUEST_TIMEOUT" ? "408 Request Timeout" : error.code === "HPE_HEADER_OVERFLOW" ? "431 Request Header Fields Too Large" : "400 Bad Request";
+    const status =
+      error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+        ? "408 Request Timeout"
+        : error.code === "HPE_HEADER_OVERFLOW"
+          ? "431 Request Header Fields Too Large"
+          : "400 Bad Request";
     if (socket.writable) socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n\r\n`);
     else socket.destroy();
   });
 
-  async function handle(request: http.IncomingMessage, response: http.ServerResponse): Promise<void> {
+  async function handle(
+    request: http.IncomingMessage,
+    response: http.ServerResponse,
+  ): Promise<void> {
     let url: URL;
     try {
       url = new URL(request.url ?? "/", "http://server");
@@ -151,20 +180,36 @@ export function createJsonServer(options: JsonServerOptions): http.Server {
     const method = request.method ?? "GET";
     const { token: pathToken, path } = tokenInPath(url.pathname);
     url.pathname = path;
-    const authorized = options.token === undefined || hasValidToken(request.headers, options.token) || (pathToken !== undefined && sameSecret(pathToken, options.token));
+    const authorized =
+      options.token === undefined ||
+      hasValidToken(request.headers, options.token) ||
+      (pathToken !== undefined && sameSecret(pathToken, options.token));
     if (!authorized) {
       discardBody(request, maxBodyBytes);
-      throw new EnvironmentApiError(401, "missing or wrong token (send Authorization: Bearer <token>, or put it in the path: /t/<token>/api/…)");
+      throw new EnvironmentApiError(
+        401,
+        "missing or wrong token (send Authorization: Bearer <token>, or put it in the path: /t/<token>/api/…)",
+      );
     }
     const route = options.routes[`${method} ${url.pathname}`];
     if (!route) {
       discardBody(request, maxBodyBytes);
       const allowed = Object.keys(options.routes).filter((key) => key.endsWith(` ${url.pathname}`));
-      if (allowed.length) throw new EnvironmentApiError(405, `${method} is not allowed on ${url.pathname}; use ${allowed.map((key) => key.split(" ")[0]).join(" or ")}`);
+      if (allowed.length)
+        throw new EnvironmentApiError(
+          405,
+          `${method} is not allowed on ${url.pathname}; use ${allowed.map((key) => key.split(" ")[0]).join(" or ")}`,
+        );
       throw new EnvironmentApiError(404, `no route ${method} ${url.pathname}`);
     }
     const body = await readJsonBody(request, maxBodyBytes);
-    const result = await route({ method, path: url.pathname, query: url.searchParams, headers: request.headers, body });
+    const result = await route({
+      method,
+      path: url.pathname,
+      query: url.searchParams,
+      headers: request.headers,
+      body,
+    });
     sendJson(response, result.status ?? 200, result.body, result.headers);
   }
   return server;
@@ -175,9 +220,16 @@ export function createJsonServer(options: JsonServerOptions): http.Server {
  * size passes `maxBytes` (the rest is not read: the socket is closed after the answer);
  * 400 when the bytes are not UTF-8, not JSON, or nested deeper than `MAX_JSON_DEPTH`.
  */
-export async function readJsonBody(request: http.IncomingMessage, maxBytes: number): Promise<unknown> {
+export async function readJsonBody(
+  request: http.IncomingMessage,
+  maxBytes: number,
+): Promise<unknown> {
   const declared = Number(request.headers["content-length"] ?? 0);
-  if (declared > maxBytes) throw tooLarge(request, `request body of ${declared} bytes is larger than the limit of ${maxBytes}`);
+  if (declared > maxBytes)
+    throw tooLarge(
+      request,
+      `request body of ${declared} bytes is larger than the limit of ${maxBytes}`,
+    );
   const chunks: Buffer[] = [];
   let size = 0;
   await new Promise<void>((resolve, reject) => {
@@ -190,7 +242,9 @@ export async function readJsonBody(request: http.IncomingMessage, maxBytes: numb
     };
     request.on("data", onData);
     request.on("end", resolve);
-    request.on("error", (error) => reject(new EnvironmentApiError(400, `request body could not be read: ${error.message}`)));
+    request.on("error", (error) =>
+      reject(new EnvironmentApiError(400, `request body could not be read: ${error.message}`)),
+    );
   });
   let text: string;
   try {
@@ -203,9 +257,16 @@ export async function readJsonBody(request: http.IncomingMessage, maxBytes: numb
   try {
     value = JSON.parse(text);
   } catch (error) {
-    throw new EnvironmentApiError(400, `request body is not valid JSON: ${(error as Error).message}`);
+    throw new EnvironmentApiError(
+      400,
+      `request body is not valid JSON: ${(error as Error).message}`,
+    );
   }
-  if (jsonDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH) throw new EnvironmentApiError(400, `request body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+  if (jsonDepth(value, MAX_JSON_DEPTH) > MAX_JSON_DEPTH)
+    throw new EnvironmentApiError(
+      400,
+      `request body is nested deeper than ${MAX_JSON_DEPTH} levels`,
+    );
   return value;
 }
 
@@ -233,18 +294,28 @@ export function jsonDepth(value: unknown, limit: number): number {
     if (typeof item !== "object" || item === null) continue;
     deepest = Math.max(deepest, depth + 1);
     if (deepest > limit) return deepest;
-    for (const child of Array.isArray(item) ? item : Object.values(item)) stack.push([child, depth + 1]);
+    for (const child of Array.isArray(item) ? item : Object.values(item))
+      stack.push([child, depth + 1]);
   }
   return deepest;
 }
 
-export function sendJson(response: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+export function sendJson(
+  response: http.ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
   if (response.headersSent) {
     response.end();
     return;
   }
   const text = JSON.stringify(body ?? null);
-  response.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text), ...headers });
+  response.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+    ...headers,
+  });
   response.end(text);
 }
 
@@ -303,14 +374,23 @@ export class JsonRequester {
   constructor(options: { maxSockets?: number } = {}) {
     // Idle sockets are dropped after 30 s, before the servers' 65 s keep-alive timeout closes them
     // under us (the timeout does not affect requests in flight).
-    this.agent = new http.Agent({ keepAlive: true, maxSockets: options.maxSockets ?? Infinity, keepAliveMsecs: 10_000, timeout: 30_000 });
+    this.agent = new http.Agent({
+      keepAlive: true,
+      maxSockets: options.maxSockets ?? Infinity,
+      keepAliveMsecs: 10_000,
+      timeout: 30_000,
+    });
   }
 
   async request(url: string, options: JsonRequestOptions): Promise<JsonResponse> {
     try {
       return await this.once(url, options);
     } catch (error) {
-      if ((error as { reusedSocket?: boolean }).reusedSocket && (error as NodeJS.ErrnoException).code === "ECONNRESET") return this.once(url, options);
+      if (
+        (error as { reusedSocket?: boolean }).reusedSocket &&
+        (error as NodeJS.ErrnoException).code === "ECONNRESET"
+      )
+        return this.once(url, options);
       throw error;
     }
   }
@@ -323,18 +403,31 @@ export class JsonRequester {
         agent: this.agent,
         headers: {
           accept: "application/json",
-          ...(payload !== undefined ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) } : {}),
+          ...(payload !== undefined
+            ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }
+            : {}),
           ...options.headers,
         },
       });
       const timer = setTimeout(() => {
-        request.destroy(new ConnectionError(504, `${options.method} ${url} took longer than ${options.timeoutMs} ms`));
+        request.destroy(
+          new ConnectionError(
+            504,
+            `${options.method} ${url} took longer than ${options.timeoutMs} ms`,
+          ),
+        );
       }, options.timeoutMs);
       request.on("error", (error) => {
         clearTimeout(timer);
         if (error instanceof EnvironmentApiError) return reject(error);
-        const failure = new ConnectionError(502, `${options.method} ${url} failed: ${error.message}`);
-        Object.assign(failure, { code: (error as NodeJS.ErrnoException).code, reusedSocket: request.reusedSocket });
+        const failure = new ConnectionError(
+          502,
+          `${options.method} ${url} failed: ${error.message}`,
+        );
+        Object.assign(failure, {
+          code: (error as NodeJS.ErrnoException).code,
+          reusedSocket: request.reusedSocket,
+        });
         reject(failure);
       });
       request.on("response", (response) => {
@@ -342,7 +435,12 @@ export class JsonRequester {
         response.on("data", (chunk: Buffer) => chunks.push(chunk));
         response.on("error", (error) => {
           clearTimeout(timer);
-          reject(new ConnectionError(502, `${options.method} ${url} failed while reading: ${error.message}`));
+          reject(
+            new ConnectionError(
+              502,
+              `${options.method} ${url} failed while reading: ${error.message}`,
+            ),
+          );
         });
         response.on("end", () => {
           clearTimeout(timer);

@@ -4,7 +4,14 @@
  * session ids, slot limits (406 when full), idle expiry, interaction time limit, cancel and
  * `getIndices` semantics, because it drives one `TaskWorker` per family.
  */
-import type { AssistantMessage, EnvironmentClient, InteractResult, Split, StartResult, TaskFamily } from "../types.js";
+import type {
+  AssistantMessage,
+  EnvironmentClient,
+  InteractResult,
+  Split,
+  StartResult,
+  TaskFamily,
+} from "../types.js";
 import { EnvironmentApiError, TASK_NAME_ALIASES } from "./protocol.js";
 import { TaskWorker, type TaskWorkerOptions } from "./worker.js";
 
@@ -29,15 +36,30 @@ export class InProcessEnvironmentClient implements EnvironmentClient {
     this.ownFamilies = options.ownFamilies ?? false;
     this.finishedRetentionMs = options.finishedRetentionMs ?? 600_000;
     for (const family of families) {
-      if (this.workers.has(family.name)) throw new EnvironmentApiError(500, `two task families are named "${family.name}"`);
-      this.workers.set(family.name, new TaskWorker(family, { ...options, onSessionEnd: (sessionId, end) => this.remember(sessionId, end) }));
+      if (this.workers.has(family.name))
+        throw new EnvironmentApiError(500, `two task families are named "${family.name}"`);
+      this.workers.set(
+        family.name,
+        new TaskWorker(family, {
+          ...options,
+          onSessionEnd: (sessionId, end) => this.remember(sessionId, end),
+        }),
+      );
     }
   }
 
   /** The worker of each family (slot counts, running sessions); FC aliases (`kg-std`, …) name their family. */
   worker(name: string): TaskWorker {
-    const worker = this.workers.get(name) ?? (Object.hasOwn(TASK_NAME_ALIASES, name) ? this.workers.get(TASK_NAME_ALIASES[name]) : undefined);
-    if (!worker) throw new EnvironmentApiError(404, `unknown task "${name}"; known: ${[...this.workers.keys()].join(", ") || "none"}`);
+    const worker =
+      this.workers.get(name) ??
+      (Object.hasOwn(TASK_NAME_ALIASES, name)
+        ? this.workers.get(TASK_NAME_ALIASES[name])
+        : undefined);
+    if (!worker)
+      throw new EnvironmentApiError(
+        404,
+        `unknown task "${name}"; known: ${[...this.workers.keys()].join(", ") || "none"}`,
+      );
     return worker;
   }
 
@@ -73,12 +95,17 @@ export class InProcessEnvironmentClient implements EnvironmentClient {
 
   async close(): Promise<void> {
     await Promise.all([...this.workers.values()].map((worker) => worker.close()));
-    if (this.ownFamilies) await Promise.all([...this.workers.values()].map((worker) => worker.family.close?.()));
+    if (this.ownFamilies)
+      await Promise.all([...this.workers.values()].map((worker) => worker.family.close?.()));
   }
 
   private workerOf(sessionId: string): TaskWorker {
     const worker = this.running.get(sessionId);
-    if (!worker) throw new EnvironmentApiError(404, `unknown session ${JSON.stringify(sessionId)} (never started, or ended more than ${this.finishedRetentionMs / 1000} s ago)`);
+    if (!worker)
+      throw new EnvironmentApiError(
+        404,
+        `unknown session ${JSON.stringify(sessionId)} (never started, or ended more than ${this.finishedRetentionMs / 1000} s ago)`,
+      );
     return worker;
   }
 

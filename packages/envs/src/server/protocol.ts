@@ -67,7 +67,10 @@ export const assistantMessageSchema = z.object({
  * A sample index: an int, or a string as AgentBench's `SampleIndex = Union[int, str]` allows
  * (a numeric string names the same sample as the number; another string is no sample of ours).
  */
-export const sampleIndexSchema = z.union([z.number().int("index must be an integer"), z.string().max(64, "index must be an integer or a short string")]);
+export const sampleIndexSchema = z.union([
+  z.number().int("index must be an integer"),
+  z.string().max(64, "index must be an integer or a short string"),
+]);
 
 /** The sample a (possibly string) index names, or undefined when it cannot name one of ours. */
 export function sampleNumberOf(index: number | string): number | undefined {
@@ -104,9 +107,16 @@ export const heartbeatRequestSchema = z.object({
   /** All sample indices of the task (train and test). */
   indices: z.array(z.number().int()),
   /** Extension: the indices of each split, for `get_indices?split=`. */
-  splits: z.object({ train: z.array(z.number().int()), test: z.array(z.number().int()) }).optional(),
+  splits: z
+    .object({ train: z.array(z.number().int()), test: z.array(z.number().int()) })
+    .optional(),
   /** Extension: the indices of each split at each difficulty (curriculum families), for `get_indices?difficulty=`. */
-  difficulties: z.record(z.string().regex(/^-?\d+$/, "difficulty keys must be integers"), z.object({ train: z.array(z.number().int()), test: z.array(z.number().int()) })).optional(),
+  difficulties: z
+    .record(
+      z.string().regex(/^-?\d+$/, "difficulty keys must be integers"),
+      z.object({ train: z.array(z.number().int()), test: z.array(z.number().int()) }),
+    )
+    .optional(),
 });
 
 /** The indices of each split at each difficulty, keyed by the difficulty's decimal string. */
@@ -118,7 +128,11 @@ export const difficultySchema = z.string().regex(/^-?\d+$/, "difficulty must be 
 export const workerStartRequestSchema = z.object({
   index: sampleIndexSchema.transform((index, context) => {
     const sample = sampleNumberOf(index);
-    if (sample === undefined) context.addIssue({ code: "custom", message: `index ${JSON.stringify(index)} is not a sample index` });
+    if (sample === undefined)
+      context.addIssue({
+        code: "custom",
+        message: `index ${JSON.stringify(index)} is not a sample index`,
+      });
     return sample ?? -1;
   }),
   session_id: z.union([z.string().min(1), z.number().int()]).transform(String),
@@ -130,7 +144,11 @@ export type StartSampleRequest = z.infer<typeof startSampleRequestSchema>;
 export type HeartbeatRequest = z.infer<typeof heartbeatRequestSchema>;
 
 /** Validates `value` against `schema`, or throws a 400 naming every problem. */
-export function parseRequest<T extends z.ZodType>(schema: T, value: unknown, what: string): z.infer<T> {
+export function parseRequest<T extends z.ZodType>(
+  schema: T,
+  value: unknown,
+  what: string,
+): z.infer<T> {
   const result = schema.safeParse(value);
   if (result.success) return result.data;
   const problems = result.error.issues
@@ -142,7 +160,11 @@ export function parseRequest<T extends z.ZodType>(schema: T, value: unknown, wha
 /** Turns the last message of an interact body into an assistant message, or throws a 400. */
 export function parseAssistantTurn(body: unknown): import("../types.js").AssistantMessage {
   const { messages } = parseRequest(interactRequestSchema, body, "interact body");
-  const turn = parseRequest(assistantMessageSchema, messages[messages.length - 1], "assistant message");
+  const turn = parseRequest(
+    assistantMessageSchema,
+    messages[messages.length - 1],
+    "assistant message",
+  );
   return {
     role: "assistant",
     content: turn.content ?? null,
@@ -153,7 +175,10 @@ export function parseAssistantTurn(body: unknown): import("../types.js").Assista
             type: "function" as const,
             function: {
               name: call.function.name,
-              arguments: typeof call.function.arguments === "string" ? call.function.arguments : JSON.stringify(call.function.arguments ?? {}),
+              arguments:
+                typeof call.function.arguments === "string"
+                  ? call.function.arguments
+                  : JSON.stringify(call.function.arguments ?? {}),
             },
           })),
         }

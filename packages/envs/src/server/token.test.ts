@@ -18,11 +18,24 @@ test("a controller without a token generates one and refuses requests and heartb
   assert.notEqual(controller.token, other.token);
   const url = await controller.listen();
   try {
-    const beat = { name: "fake", address: "http://127.0.0.1:9/api", concurrency: 4, indices: [0, 1] };
-    const refused = await fetch(`${url}/api/receive_heartbeat`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(beat) });
+    const beat = {
+      name: "fake",
+      address: "http://127.0.0.1:9/api",
+      concurrency: 4,
+      indices: [0, 1],
+    };
+    const refused = await fetch(`${url}/api/receive_heartbeat`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(beat),
+    });
     assert.equal(refused.status, 401);
     assert.deepEqual(controller.listWorkers(), {}, "no fake worker registered");
-    const accepted = await fetch(`${url}/api/receive_heartbeat`, { method: "POST", headers: { "content-type": "application/json", authorization: `Bearer ${controller.token}` }, body: JSON.stringify(beat) });
+    const accepted = await fetch(`${url}/api/receive_heartbeat`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: `Bearer ${controller.token}` },
+      body: JSON.stringify(beat),
+    });
     assert.equal(accepted.status, 200);
     assert.deepEqual(Object.keys(controller.listWorkers()), ["fake"]);
   } finally {
@@ -41,7 +54,11 @@ test("serverToken: --token, AGENTRL_TOKEN, the file, else a new one written to t
     assert.equal(created.created, true);
     assert.equal(statSync(file).mode & 0o777, 0o600);
     const again = serverToken(undefined, file);
-    assert.deepEqual([again.token, again.created], [created.token, false], "a restart keeps the token");
+    assert.deepEqual(
+      [again.token, again.created],
+      [created.token, false],
+      "a restart keeps the token",
+    );
     assert.equal(tokenFromEnvironment(file), created.token, "workers and clients read the file");
     assert.equal(serverToken("given", file).token, "given");
     process.env.AGENTRL_TOKEN = "from-env";

@@ -42,9 +42,13 @@ export function tokenFromEnvironment(tokenFile: string = defaultTokenFile()): st
  * The token a controller serves with: `given`, else `AGENTRL_TOKEN`, else the one in
  * `tokenFile`, else a new one written to `tokenFile`. `created` says whether it is new.
  */
-export function serverToken(given: string | undefined, tokenFile: string = defaultTokenFile()): { token: string; source: string; created: boolean } {
+export function serverToken(
+  given: string | undefined,
+  tokenFile: string = defaultTokenFile(),
+): { token: string; source: string; created: boolean } {
   if (given) return { token: given, source: "--token", created: false };
-  if (process.env.AGENTRL_TOKEN) return { token: process.env.AGENTRL_TOKEN, source: "AGENTRL_TOKEN", created: false };
+  if (process.env.AGENTRL_TOKEN)
+    return { token: process.env.AGENTRL_TOKEN, source: "AGENTRL_TOKEN", created: false };
   const stored = readTokenFile(tokenFile);
   if (stored) return { token: stored, source: tokenFile, created: false };
   const token = generateToken();

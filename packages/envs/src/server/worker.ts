@@ -7,9 +7,36 @@
  * directly); `serveWorker` puts it behind HTTP and heartbeats to a controller (`env worker`).
  */
 import type http from "node:http";
-import type { AssistantMessage, CurriculumTaskFamily, InteractResult, SampleStatus, Split, StartResult, TaskFamily, TaskSession } from "../types.js";
-import { EnvironmentApiError, SESSION_HEADER, ServerConfigError, parseAssistantTurn, parseRequest, splitSchema, workerStartRequestSchema, difficultySchema, type DifficultyIndices } from "./protocol.js";
-import { JsonRequester, closeServer, createJsonServer, errorMessageOf, isLoopbackHost, listen, sessionIdOf } from "./http.js";
+import type {
+  AssistantMessage,
+  CurriculumTaskFamily,
+  InteractResult,
+  SampleStatus,
+  Split,
+  StartResult,
+  TaskFamily,
+  TaskSession,
+} from "../types.js";
+import {
+  EnvironmentApiError,
+  SESSION_HEADER,
+  ServerConfigError,
+  parseAssistantTurn,
+  parseRequest,
+  splitSchema,
+  workerStartRequestSchema,
+  difficultySchema,
+  type DifficultyIndices,
+} from "./protocol.js";
+import {
+  JsonRequester,
+  closeServer,
+  createJsonServer,
+  errorMessageOf,
+  isLoopbackHost,
+  listen,
+  sessionIdOf,
+} from "./http.js";
 
 export interface TaskWorkerOptions {
   /** Sessions that may run at once; one more is refused with 406. Default 16. */
@@ -34,21 +61,42 @@ interface RunningSession {
 
 /** The answer given when a task fails from outside a turn (time-out, lost worker). */
 export function taskErrorResult(reason: string): InteractResult {
-  return { finish: true, reward: 0, status: "task error", messages: [{ role: "user", content: `The environment failed: ${reason}` }], metrics: {} };
+  return {
+    finish: true,
+    reward: 0,
+    status: "task error",
+    messages: [{ role: "user", content: `The environment failed: ${reason}` }],
+    metrics: {},
+  };
 }
 
 /** The answer for a session that ended outside a turn, with an optional note to the agent. */
 export function endedResult(status: SampleStatus, note?: string): InteractResult {
-  return { finish: true, reward: 0, status, messages: note ? [{ role: "user", content: note }] : [], metrics: {} };
+  return {
+    finish: true,
+    reward: 0,
+    status,
+    messages: note ? [{ role: "user", content: note }] : [],
+    metrics: {},
+  };
 }
 
 /** Resolves with `promise`, or rejects after `ms` with a 504 error (the promise keeps running). */
 function withTimeLimit<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new EnvironmentApiError(504, `${what} took longer than ${ms} ms`)), ms);
+    const timer = setTimeout(
+      () => reject(new EnvironmentApiError(504, `${what} took longer than ${ms} ms`)),
+      ms,
+    );
     promise.then(
-      (value) => { clearTimeout(timer); resolve(value); },
-      (error) => { clearTimeout(timer); reject(error); },
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error) => {
+        clearTimeout(timer);
+        reject(error);
+      },
     );
   });
 }
@@ -57,7 +105,8 @@ function withTimeLimit<T>(promise: Promise<T>, ms: number, what: string): Promis
 async function abandon(session: TaskSession, reason: string): Promise<void> {
   try {
     const failable = session as TaskSession & { fail?: (reason: string) => Promise<void> };
-    if (typeof failable.fail === "function") await withTimeLimit(failable.fail(reason), 30_000, "ending the session");
+    if (typeof failable.fail === "function")
+      await withTimeLimit(failable.fail(reason), 30_000, "ending the session");
     else await withTimeLimit(session.cancel(), 30_000, "cancelling the session");
   } catch {
     // The session is gone from the worker either way; its family frees what is left on close.
@@ -87,8 +136,10 @@ export class TaskWorker {
     this.idleTimeoutMs = options.idleTimeoutMs ?? 300_000;
     this.interactionTimeoutMs = options.interactionTimeoutMs ?? 240_000;
     this.onSessionEnd = options.onSessionEnd;
-    if (!(this.concurrency >= 1)) throw new ServerConfigError(`worker concurrency must be at least 1, got ${this.concurrency}`);
-    const sweepIntervalMs = options.sweepIntervalMs ?? Math.min(10_000, Math.max(10, this.idleTimeoutMs / 4));
+    if (!(this.concurrency >= 1))
+      throw new ServerConfigError(`worker concurrency must be at least 1, got ${this.concurrency}`);
+    const sweepIntervalMs =
+      options.sweepIntervalMs ?? Math.min(10_000, Math.max(10, this.idleTimeoutMs / 4));
     this.sweeper = setInterval(() => this.expireIdle(), sweepIntervalMs);
     this.sweeper.unref();
   }
@@ -109,7 +160,9 @@ export class TaskWorker {
       const test = this.family.indices("test");
       this.splitIndices = { train, test, all: new Set([...train, ...test]) };
     }
-    return split ? this.splitIndices[split] : [...this.splitIndices.train, ...this.splitIndices.test];
+    return split
+      ? this.splitIndices[split]
+      : [...this.splitIndices.train, ...this.splitIndices.test];
   }
 
   /**
@@ -124,16 +177,29 @@ export class TaskWorker {
       return undefined;
     }
     const indicesAt = family.indicesAt.bind(this.family);
-    this.byDifficulty = Object.fromEntries(family.difficulties.map((difficulty) => [String(difficulty), { train: indicesAt("train", difficulty), test: indicesAt("test", difficulty) }]));
+    this.byDifficulty = Object.fromEntries(
+      family.difficulties.map((difficulty) => [
+        String(difficulty),
+        { train: indicesAt("train", difficulty), test: indicesAt("test", difficulty) },
+      ]),
+    );
     return this.byDifficulty;
   }
 
   /** Indices of a split at one difficulty; 400 when the family has no such difficulty (or no curriculum). */
   indicesAtDifficulty(split: Split, difficulty: number): number[] {
     const table = this.difficultyIndices();
-    if (!table) throw new EnvironmentApiError(400, `task ${this.name} has no difficulties; ask without ?difficulty`);
+    if (!table)
+      throw new EnvironmentApiError(
+        400,
+        `task ${this.name} has no difficulties; ask without ?difficulty`,
+      );
     const entry = table[String(difficulty)];
-    if (!entry) throw new EnvironmentApiError(400, `task ${this.name} has no difficulty ${difficulty} (its difficulties: ${Object.keys(table).join(", ")})`);
+    if (!entry)
+      throw new EnvironmentApiError(
+        400,
+        `task ${this.name} has no difficulty ${difficulty} (its difficulties: ${Object.keys(table).join(", ")})`,
+      );
     return entry[split];
   }
 
@@ -145,21 +211,37 @@ export class TaskWorker {
   /** Starts sample `index` as session `sessionId`. 406 when full, 409 on a reused id, 400 on a bad index, 500 when the family fails. */
   async start(sessionId: string, index: number): Promise<StartResult> {
     if (this.closed) throw new EnvironmentApiError(503, `worker of task ${this.name} is closed`);
-    if (this.sessions.has(sessionId) || this.starting.has(sessionId)) throw new EnvironmentApiError(409, `session ${sessionId} already exists on this worker`);
-    if (this.current >= this.concurrency) throw new EnvironmentApiError(406, `worker of task ${this.name} is full (${this.concurrency} sessions)`);
+    if (this.sessions.has(sessionId) || this.starting.has(sessionId))
+      throw new EnvironmentApiError(409, `session ${sessionId} already exists on this worker`);
+    if (this.current >= this.concurrency)
+      throw new EnvironmentApiError(
+        406,
+        `worker of task ${this.name} is full (${this.concurrency} sessions)`,
+      );
     this.indices();
-    if (!this.splitIndices!.all.has(index)) throw new EnvironmentApiError(400, `index ${index} is not a sample of task ${this.name}`);
+    if (!this.splitIndices!.all.has(index))
+      throw new EnvironmentApiError(400, `index ${index} is not a sample of task ${this.name}`);
     this.starting.add(sessionId);
     const pending = Promise.resolve().then(() => this.family.startSession(index));
     let session: TaskSession;
     try {
-      session = await withTimeLimit(pending, this.interactionTimeoutMs, `starting sample ${index} of task ${this.name}`);
+      session = await withTimeLimit(
+        pending,
+        this.interactionTimeoutMs,
+        `starting sample ${index} of task ${this.name}`,
+      );
     } catch (error) {
       this.starting.delete(sessionId);
       // A start that finishes after its time-out must not leak: cancel it when it arrives.
-      pending.then((late) => abandon(late, "started after its time limit"), () => undefined);
+      pending.then(
+        (late) => abandon(late, "started after its time limit"),
+        () => undefined,
+      );
       if (error instanceof EnvironmentApiError) throw error;
-      throw new EnvironmentApiError(500, `task ${this.name} failed to start sample ${index}: ${(error as Error).message ?? error}`);
+      throw new EnvironmentApiError(
+        500,
+        `task ${this.name} failed to start sample ${index}: ${(error as Error).message ?? error}`,
+      );
     }
     this.starting.delete(sessionId);
     if (this.closed) {
@@ -174,13 +256,25 @@ export class TaskWorker {
   /** Plays one assistant turn. A session that ends (for any reason) leaves the worker. */
   async interact(sessionId: string, message: AssistantMessage): Promise<InteractResult> {
     const running = this.sessions.get(sessionId);
-    if (!running) throw new EnvironmentApiError(404, `no session ${sessionId} on the worker of task ${this.name}`);
-    if (running.busy) throw new EnvironmentApiError(409, `session ${sessionId} is still busy with the previous interaction`);
+    if (!running)
+      throw new EnvironmentApiError(
+        404,
+        `no session ${sessionId} on the worker of task ${this.name}`,
+      );
+    if (running.busy)
+      throw new EnvironmentApiError(
+        409,
+        `session ${sessionId} is still busy with the previous interaction`,
+      );
     running.busy = true;
     running.lastActive = Date.now();
     let result: InteractResult;
     try {
-      result = await withTimeLimit(Promise.resolve().then(() => running.session.interact(message)), this.interactionTimeoutMs, "the interaction");
+      result = await withTimeLimit(
+        Promise.resolve().then(() => running.session.interact(message)),
+        this.interactionTimeoutMs,
+        "the interaction",
+      );
     } catch (error) {
       const reason = (error as Error).message ?? String(error);
       const end = taskErrorResult(reason);
@@ -197,7 +291,11 @@ export class TaskWorker {
   /** Cancels a session (404 when the worker does not have it). */
   async cancel(sessionId: string): Promise<void> {
     const running = this.sessions.get(sessionId);
-    if (!running) throw new EnvironmentApiError(404, `no session ${sessionId} on the worker of task ${this.name}`);
+    if (!running)
+      throw new EnvironmentApiError(
+        404,
+        `no session ${sessionId} on the worker of task ${this.name}`,
+      );
     this.remove(sessionId, running, endedResult("cancelled"));
     try {
       await withTimeLimit(running.session.cancel(), 30_000, "cancelling");
@@ -230,17 +328,32 @@ export class TaskWorker {
     const now = Date.now();
     for (const [id, running] of this.sessions) {
       if (running.busy || now - running.lastActive < this.idleTimeoutMs) continue;
-      this.remove(id, running, endedResult("cancelled", `The session expired after ${Math.round(this.idleTimeoutMs / 1000)} s without interaction.`));
-      void Promise.resolve().then(() => running.session.cancel()).catch(() => undefined);
+      this.remove(
+        id,
+        running,
+        endedResult(
+          "cancelled",
+          `The session expired after ${Math.round(this.idleTimeoutMs / 1000)} s without interaction.`,
+        ),
+      );
+      void Promise.resolve()
+        .then(() => running.session.cancel())
+        .catch(() => undefined);
     }
   }
 }
 
 /** The HTTP routes of a worker (under `/api`), as the controller calls them. */
-export function workerRoutes(worker: TaskWorker): Record<string, (request: import("./http.js").RouteRequest) => Promise<{ body: unknown }>> {
+export function workerRoutes(
+  worker: TaskWorker,
+): Record<string, (request: import("./http.js").RouteRequest) => Promise<{ body: unknown }>> {
   return {
     "POST /api/start_sample": async (request) => {
-      const { index, session_id } = parseRequest(workerStartRequestSchema, request.body, "start_sample body");
+      const { index, session_id } = parseRequest(
+        workerStartRequestSchema,
+        request.body,
+        "start_sample body",
+      );
       return { body: await worker.start(session_id, index) };
     },
     "POST /api/interact": async (request) => {
@@ -254,12 +367,29 @@ export function workerRoutes(worker: TaskWorker): Record<string, (request: impor
     },
     "POST /api/cancel_all": async () => ({ body: { cancelled: await worker.cancelAll() } }),
     "GET /api/get_sessions": async () => ({ body: worker.listSessions() }),
-    "GET /api/worker_status": async () => ({ body: { name: worker.name, concurrency: worker.concurrency, current: worker.current, started: worker.started } }),
+    "GET /api/worker_status": async () => ({
+      body: {
+        name: worker.name,
+        concurrency: worker.concurrency,
+        current: worker.current,
+        started: worker.started,
+      },
+    }),
     "GET /api/get_indices": async (request) => {
       const split = request.query.get("split");
       const difficulty = request.query.get("difficulty");
-      if (difficulty !== null) return { body: worker.indicesAtDifficulty(parseRequest(splitSchema, split ?? "", "split"), Number(parseRequest(difficultySchema, difficulty, "difficulty"))) };
-      return { body: worker.indices(split === null ? undefined : parseRequest(splitSchema, split, "split")) };
+      if (difficulty !== null)
+        return {
+          body: worker.indicesAtDifficulty(
+            parseRequest(splitSchema, split ?? "", "split"),
+            Number(parseRequest(difficultySchema, difficulty, "difficulty")),
+          ),
+        };
+      return {
+        body: worker.indices(
+          split === null ? undefined : parseRequest(splitSchema, split, "split"),
+        ),
+      };
     },
   };
 }
@@ -295,24 +425,34 @@ export interface WorkerServer {
 }
 
 /** Puts `worker` behind HTTP and, with `controllerUrl`, registers it and keeps heart-beating. */
-export async function serveWorker(worker: TaskWorker, options: WorkerServerOptions = {}): Promise<WorkerServer> {
+export async function serveWorker(
+  worker: TaskWorker,
+  options: WorkerServerOptions = {},
+): Promise<WorkerServer> {
   const host = options.host ?? "127.0.0.1";
   if (!isLoopbackHost(host) && !options.token) {
-    throw new ServerConfigError(`binding ${host} exposes the worker beyond this machine: set a token (--token or AGENTRL_TOKEN)`);
+    throw new ServerConfigError(
+      `binding ${host} exposes the worker beyond this machine: set a token (--token or AGENTRL_TOKEN)`,
+    );
   }
   if (options.controllerUrl && !options.token) {
-    throw new ServerConfigError(`a worker registers with its controller only with the controller's token: pass it (--token, AGENTRL_TOKEN or the token file env serve wrote)`);
+    throw new ServerConfigError(
+      `a worker registers with its controller only with the controller's token: pass it (--token, AGENTRL_TOKEN or the token file env serve wrote)`,
+    );
   }
   const server = createJsonServer({ routes: workerRoutes(worker), token: options.token });
   const port = await listen(server, options.port ?? 0, host);
   const shownHost = host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host;
-  const address = options.advertisedAddress ?? `http://${shownHost.includes(":") ? `[${shownHost}]` : shownHost}:${port}/api`;
+  const address =
+    options.advertisedAddress ??
+    `http://${shownHost.includes(":") ? `[${shownHost}]` : shownHost}:${port}/api`;
   const requester = new JsonRequester({ maxSockets: 4 });
   const log = options.log ?? ((line: string) => console.warn(line));
   const controller = options.controllerUrl ? controllerBase(options.controllerUrl) : undefined;
 
   async function heartbeat(): Promise<void> {
-    if (!controller) throw new EnvironmentApiError(400, "this worker has no controller to send heartbeats to");
+    if (!controller)
+      throw new EnvironmentApiError(400, "this worker has no controller to send heartbeats to");
     const response = await requester.request(`${controller}/api/receive_heartbeat`, {
       method: "POST",
       timeoutMs: 10_000,
@@ -326,7 +466,11 @@ export async function serveWorker(worker: TaskWorker, options: WorkerServerOptio
         ...(worker.difficultyIndices() ? { difficulties: worker.difficultyIndices() } : {}),
       },
     });
-    if (response.status !== 200) throw new EnvironmentApiError(response.status, `controller refused the heartbeat: ${errorMessageOf(response.body)}`);
+    if (response.status !== 200)
+      throw new EnvironmentApiError(
+        response.status,
+        `controller refused the heartbeat: ${errorMessageOf(response.body)}`,
+      );
   }
 
   let timer: NodeJS.Timeout | undefined;
@@ -334,12 +478,17 @@ export async function serveWorker(worker: TaskWorker, options: WorkerServerOptio
   const beat = (): void => {
     if (!beating) return;
     heartbeat()
-      .catch((error) => log(`[worker ${worker.name}] heartbeat failed: ${(error as Error).message}`))
+      .catch((error) =>
+        log(`[worker ${worker.name}] heartbeat failed: ${(error as Error).message}`),
+      )
       .finally(() => {
         if (beating) timer = setTimeout(beat, options.heartbeatIntervalMs ?? 8_000);
       });
   };
-  if (controller) await heartbeat().catch((error) => log(`[worker ${worker.name}] first heartbeat failed: ${(error as Error).message}`));
+  if (controller)
+    await heartbeat().catch((error) =>
+      log(`[worker ${worker.name}] first heartbeat failed: ${(error as Error).message}`),
+    );
   if (controller) timer = setTimeout(beat, options.heartbeatIntervalMs ?? 8_000);
 
   const stopHeartbeats = (): void => {

@@ -98,7 +98,8 @@ const ASIN_CHARACTERS = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ";
 function newAsin(random: Random, used: Set<string>): string {
   for (;;) {
     let asin = "B0";
-    for (let i = 0; i < 8; i++) asin += ASIN_CHARACTERS[random.integer(0, ASIN_CHARACTERS.length - 1)];
+    for (let i = 0; i < 8; i++)
+      asin += ASIN_CHARACTERS[random.integer(0, ASIN_CHARACTERS.length - 1)];
     if (!used.has(asin)) {
       used.add(asin);
       return asin;
@@ -107,10 +108,19 @@ function newAsin(random: Random, used: Set<string>): string {
 }
 
 function titleCase(phrase: string): string {
-  return phrase.split(" ").map((word) => word[0].toUpperCase() + word.slice(1)).join(" ");
+  return phrase
+    .split(" ")
+    .map((word) => word[0].toUpperCase() + word.slice(1))
+    .join(" ");
 }
 
-function makeProduct(random: Random, type: ProductType, typeIndex: number, brands: string[], asin: string): Product {
+function makeProduct(
+  random: Random,
+  type: ProductType,
+  typeIndex: number,
+  brands: string[],
+  asin: string,
+): Product {
   const brand = random.pick(brands);
   const attributes = random.sample(type.attributes, random.integer(2, 4));
   const titleAttributes = attributes.filter(() => random.chance(0.5));
@@ -130,7 +140,10 @@ function makeProduct(random: Random, type: ProductType, typeIndex: number, brand
   }
   const [low, high] = type.price;
   const price = Math.round((low + random.next() * (high - low)) * 100) / 100;
-  const reviews = Array.from({ length: random.integer(0, 2) }, () => ({ score: random.integer(2, 5), body: random.pick(REVIEW_LINES) }));
+  const reviews = Array.from({ length: random.integer(0, 2) }, () => ({
+    score: random.integer(2, 5),
+    body: random.pick(REVIEW_LINES),
+  }));
   return {
     asin,
     category: type.category,

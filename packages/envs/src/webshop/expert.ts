@@ -7,7 +7,14 @@
 import type { AssistantMessage, Expert, Message } from "../types.js";
 import { attributesShown, optionsAvailable, titleFits, type ShoppingList } from "./judge.js";
 import { PRODUCT_TYPES } from "./lexicon.js";
-import { BACK_TO_SEARCH, END_BUTTON, NEXT_PAGE, PREV_PAGE, SEPARATOR, type AvailableActions } from "./shop.js";
+import {
+  BACK_TO_SEARCH,
+  END_BUTTON,
+  NEXT_PAGE,
+  PREV_PAGE,
+  SEPARATOR,
+  type AvailableActions,
+} from "./shop.js";
 
 /** A page as the agent reads it: the observation text and the available actions. */
 export interface ReadPage {
@@ -39,7 +46,11 @@ export function readResults(observation: string): { asin: string; title: string;
   const products = [];
   for (let i = 0; i + 2 < parts.length; i++) {
     if (ASIN_PATTERN.test(parts[i])) {
-      products.push({ asin: parts[i], title: parts[i + 1], price: Number(parts[i + 2].replace("$", "")) });
+      products.push({
+        asin: parts[i],
+        title: parts[i + 1],
+        price: Number(parts[i + 2].replace("$", "")),
+      });
       i += 2;
     }
   }
@@ -48,9 +59,22 @@ export function readResults(observation: string): { asin: string; title: string;
 
 let callCounter = 0;
 
-function call(name: "search_action" | "click_action", args: Record<string, string>): AssistantMessage {
+function call(
+  name: "search_action" | "click_action",
+  args: Record<string, string>,
+): AssistantMessage {
   callCounter += 1;
-  return { role: "assistant", content: null, tool_calls: [{ id: `call_${callCounter}`, type: "function", function: { name, arguments: JSON.stringify(args) } }] };
+  return {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      {
+        id: `call_${callCounter}`,
+        type: "function",
+        function: { name, arguments: JSON.stringify(args) },
+      },
+    ],
+  };
 }
 
 const click = (value: string) => call("click_action", { value });
@@ -59,7 +83,11 @@ type PageKind = "search" | "results" | "item" | "features" | "other";
 
 function pageKind(page: ReadPage): PageKind {
   if (page.actions.has_search_bar) return "search";
-  if (page.observation.includes(`${SEPARATOR}Page `) && page.observation.includes("(Total results:")) return "results";
+  if (
+    page.observation.includes(`${SEPARATOR}Page `) &&
+    page.observation.includes("(Total results:")
+  )
+    return "results";
   if (page.actions.clickables.includes(END_BUTTON.toLowerCase())) return "item";
   return "other";
 }
@@ -107,23 +135,32 @@ export class WebShopExpert implements Expert {
 
   private onResults(page: ReadPage): AssistantMessage {
     for (const product of readResults(page.observation)) {
-      if (this.rejected.has(product.asin) || !titleFits(this.list, product.title, product.price)) continue;
+      if (this.rejected.has(product.asin) || !titleFits(this.list, product.title, product.price))
+        continue;
       this.current = { asin: product.asin, title: product.title };
       return this.remember(this.codeCase === "page" ? product.asin : product.asin.toLowerCase());
     }
-    if (page.actions.clickables.includes(NEXT_PAGE.toLowerCase())) return this.remember(NEXT_PAGE.toLowerCase());
+    if (page.actions.clickables.includes(NEXT_PAGE.toLowerCase()))
+      return this.remember(NEXT_PAGE.toLowerCase());
     // Nothing fits anywhere: search again from the start (the turn limit ends it).
     return this.remember(BACK_TO_SEARCH.toLowerCase());
   }
 
   private onItem(page: ReadPage): AssistantMessage {
     const current = this.current;
-    if (!current || this.rejected.has(current.asin) || !optionsAvailable(this.list, page.actions.clickables)) {
+    if (
+      !current ||
+      this.rejected.has(current.asin) ||
+      !optionsAvailable(this.list, page.actions.clickables)
+    ) {
       if (current) this.rejected.add(current.asin);
       return this.remember(PREV_PAGE.toLowerCase());
     }
-    if (!this.verified.has(current.asin) && !attributesShown(this.list, current.title)) return this.remember("features");
-    const clicked = new Set([...page.observation.matchAll(/^You have clicked (.*)\.$/gm)].map((m) => m[1]));
+    if (!this.verified.has(current.asin) && !attributesShown(this.list, current.title))
+      return this.remember("features");
+    const clicked = new Set(
+      [...page.observation.matchAll(/^You have clicked (.*)\.$/gm)].map((m) => m[1]),
+    );
     for (const value of Object.values(this.list.goalOptions)) {
       if (!clicked.has(value)) return this.remember(value);
     }
@@ -132,7 +169,8 @@ export class WebShopExpert implements Expert {
 
   private onFeatures(page: ReadPage, current: { asin: string; title: string }): AssistantMessage {
     const bullets = page.observation.split(SEPARATOR).slice(2);
-    if (attributesShown(this.list, [current.title, ...bullets].join("\n"))) this.verified.add(current.asin);
+    if (attributesShown(this.list, [current.title, ...bullets].join("\n")))
+      this.verified.add(current.asin);
     else this.rejected.add(current.asin);
     return this.remember(PREV_PAGE.toLowerCase());
   }
@@ -148,7 +186,10 @@ export class WrongWebShopExpert implements Expert {
   constructor(list: ShoppingList) {
     const goalType = PRODUCT_TYPES.find((type) => type.query === list.query);
     const goalNouns = new Set(goalType?.nouns ?? []);
-    const other = PRODUCT_TYPES.find((type) => type.category !== goalType?.category && type.nouns.every((noun) => !goalNouns.has(noun)));
+    const other = PRODUCT_TYPES.find(
+      (type) =>
+        type.category !== goalType?.category && type.nouns.every((noun) => !goalNouns.has(noun)),
+    );
     this.query = other?.query ?? "";
   }
 
@@ -158,7 +199,9 @@ export class WrongWebShopExpert implements Expert {
     if (!page || kind === "search") return call("search_action", { keywords: this.query });
     if (kind === "item") return click(END_BUTTON.toLowerCase());
     if (kind === "results") {
-      const product = readResults(page.observation).find((p) => ` ${p.title.toLowerCase()} `.includes(` ${this.query} `));
+      const product = readResults(page.observation).find((p) =>
+        ` ${p.title.toLowerCase()} `.includes(` ${this.query} `),
+      );
       if (product) return click(product.asin.toLowerCase());
     }
     return click(BACK_TO_SEARCH.toLowerCase());

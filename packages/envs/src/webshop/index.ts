@@ -7,17 +7,49 @@ import { z } from "zod";
 import type { TaskFamilyOptions } from "../types.js";
 import type { CurriculumTaskFamily, Expert, Split, TaskSession } from "../types.js";
 import { WebShopExpert, WrongWebShopExpert, type ExpertCodeCase } from "./expert.js";
-import { DIFFICULTIES, TEST_OFFSET, decodeIndex, encodeIndex, makeInstance, type WebShopInstance } from "./instances.js";
+import {
+  DIFFICULTIES,
+  TEST_OFFSET,
+  decodeIndex,
+  encodeIndex,
+  makeInstance,
+  type WebShopInstance,
+} from "./instances.js";
 import { getSearchEngine, type SearchEngine } from "./search.js";
 import { WebShopSession } from "./session.js";
 
 export { getCatalogue, formatPrice, type Catalogue, type Product } from "./catalogue.js";
 export { getSearchEngine, SearchEngine, SEARCH_RETURN_N, PRODUCT_WINDOW } from "./search.js";
-export { getReward, normalizeColor, tokenSetRatio, type Goal, type PurchasedProduct, type RewardParts } from "./reward.js";
+export {
+  getReward,
+  normalizeColor,
+  tokenSetRatio,
+  type Goal,
+  type PurchasedProduct,
+  type RewardParts,
+} from "./reward.js";
 export { Shop, type AvailableActions, type PageState } from "./shop.js";
 export { WebShopSession, WEBSHOP_TOOLS, WEBSHOP_SYSTEM_PROMPT } from "./session.js";
-export { WebShopExpert, WrongWebShopExpert, readLastPage, readResults, type ExpertCodeCase } from "./expert.js";
-export { DIFFICULTIES, MAX_TURNS, InstanceError, decodeIndex, encodeIndex, makeInstance, planEpisode, levelOf, type WebShopInstance, type WebShopGoal, type Plan } from "./instances.js";
+export {
+  WebShopExpert,
+  WrongWebShopExpert,
+  readLastPage,
+  readResults,
+  type ExpertCodeCase,
+} from "./expert.js";
+export {
+  DIFFICULTIES,
+  MAX_TURNS,
+  InstanceError,
+  decodeIndex,
+  encodeIndex,
+  makeInstance,
+  planEpisode,
+  levelOf,
+  type WebShopInstance,
+  type WebShopGoal,
+  type Plan,
+} from "./instances.js";
 
 const OptionsSchema = z.object({
   seed: z.number().int().default(0),
@@ -47,7 +79,8 @@ const INSTANCE_CACHE_SIZE = 4096;
 export class WebShopFamily implements CurriculumTaskFamily {
   readonly name = "webshop";
   readonly difficulties: number[] = [...DIFFICULTIES];
-  private readonly options: Required<Omit<WebShopOptions, "productsPerType">> & Pick<WebShopOptions, "productsPerType">;
+  private readonly options: Required<Omit<WebShopOptions, "productsPerType">> &
+    Pick<WebShopOptions, "productsPerType">;
   private readonly instances = new Map<number, WebShopInstance>();
   readonly engine: SearchEngine;
 
@@ -73,9 +106,11 @@ export class WebShopFamily implements CurriculumTaskFamily {
     if (!instance) {
       const { split, k } = decodeIndex(index);
       const size = split === "train" ? this.options.trainSize : this.options.testSize;
-      if (k >= size) throw new RangeError(`webshop index ${index} is beyond the ${split} size ${size}`);
+      if (k >= size)
+        throw new RangeError(`webshop index ${index} is beyond the ${split} size ${size}`);
       instance = makeInstance(this.engine, this.options.seed, index);
-      if (this.instances.size >= INSTANCE_CACHE_SIZE) this.instances.delete(this.instances.keys().next().value as number);
+      if (this.instances.size >= INSTANCE_CACHE_SIZE)
+        this.instances.delete(this.instances.keys().next().value as number);
       this.instances.set(index, instance);
     }
     return instance;
@@ -94,13 +129,15 @@ export class WebShopFamily implements CurriculumTaskFamily {
   }
 }
 
-export async function createTaskFamily(options: TaskFamilyOptions = {}): Promise<CurriculumTaskFamily> {
+export async function createTaskFamily(
+  options: TaskFamilyOptions = {},
+): Promise<CurriculumTaskFamily> {
   return new WebShopFamily({
     seed: options.seed,
     trainSize: options.trainSize,
     testSize: options.testSize,
-    productsPerType: typeof options.productsPerType === "number" ? options.productsPerType : undefined,
+    productsPerType:
+      typeof options.productsPerType === "number" ? options.productsPerType : undefined,
     expertCodeCase: options.expertCodeCase as ExpertCodeCase | undefined,
   });
 }
-

@@ -71,14 +71,19 @@ export class InstanceError extends AgentRLError {}
 
 /** Splits an index into its parts; throws `InstanceError` for an index outside the layout. */
 export function decodeIndex(index: number): { difficulty: number; split: Split; k: number } {
-  if (!Number.isInteger(index) || index < 0) throw new InstanceError(`webshop index ${index} is not a non-negative integer`);
+  if (!Number.isInteger(index) || index < 0)
+    throw new InstanceError(`webshop index ${index} is not a non-negative integer`);
   const { difficulty, split, position } = decodeInstanceIndex(index);
-  if (!(DIFFICULTIES as readonly number[]).includes(difficulty)) throw new InstanceError(`webshop index ${index} has difficulty ${difficulty}; known: ${DIFFICULTIES.join(", ")}`);
+  if (!(DIFFICULTIES as readonly number[]).includes(difficulty))
+    throw new InstanceError(
+      `webshop index ${index} has difficulty ${difficulty}; known: ${DIFFICULTIES.join(", ")}`,
+    );
   return { difficulty, split, k: position };
 }
 
 /** Index of the k-th instance of a split at a difficulty (the layout of ../instance-index.ts). */
-export const encodeIndex: (difficulty: number, split: Split, k: number) => number = encodeInstanceIndex;
+export const encodeIndex: (difficulty: number, split: Split, k: number) => number =
+  encodeInstanceIndex;
 
 /** Which split an instruction text belongs to. */
 export function splitOfInstruction(instruction: string): Split {
@@ -102,16 +107,23 @@ export function makeInstance(engine: SearchEngine, seed: number, index: number):
     if (getReward(chosen, goal, chosen.price, optionsToSelect(goal, chosen)).reward !== 1) continue;
     return { index, split, difficulty, goal, plan };
   }
-  throw new InstanceError(`no webshop instance found for index ${index} after ${MAX_ATTEMPTS} attempts`);
+  throw new InstanceError(
+    `no webshop instance found for index ${index} after ${MAX_ATTEMPTS} attempts`,
+  );
 }
 
 /** A random target product fit for a difficulty (none: try again). */
 function pickTarget(random: Random, catalogue: Catalogue, difficulty: number): Product | undefined {
   const product = random.pick(catalogue.products);
   const hasOptions = Object.keys(product.options).length > 0;
-  if (difficulty === 0) return !hasOptions && product.titleAttributes.length > 0 ? product : undefined;
-  if (difficulty === 1) return hasOptions && product.titleAttributes.length > 0 ? product : undefined;
-  if (difficulty === 2) return (hasOptions || random.chance(0.3)) && product.titleAttributes.length > 0 ? product : undefined;
+  if (difficulty === 0)
+    return !hasOptions && product.titleAttributes.length > 0 ? product : undefined;
+  if (difficulty === 1)
+    return hasOptions && product.titleAttributes.length > 0 ? product : undefined;
+  if (difficulty === 2)
+    return (hasOptions || random.chance(0.3)) && product.titleAttributes.length > 0
+      ? product
+      : undefined;
   // Level 3 needs page 1 to be passed over cheaply: cheap targets make a tight price
   // limit, which rules out most same-type products on the results page itself.
   const [low, high] = PRODUCT_TYPES[product.typeIndex].price;
@@ -123,9 +135,13 @@ export function makeGoal(random: Random, product: Product, difficulty: number): 
   const pool = difficulty <= 2 ? product.titleAttributes : product.attributes;
   const fewest = difficulty === 3 ? 2 : 1;
   const most = difficulty <= 1 ? 2 : 3;
-  const attributes = random.sample(pool, random.integer(Math.min(fewest, pool.length), Math.min(most, pool.length)));
+  const attributes = random.sample(
+    pool,
+    random.integer(Math.min(fewest, pool.length), Math.min(most, pool.length)),
+  );
   const goalOptions: Record<string, string> = {};
-  for (const name of Object.keys(product.options).sort()) goalOptions[name] = random.pick(product.options[name]);
+  for (const name of Object.keys(product.options).sort())
+    goalOptions[name] = random.pick(product.options[name]);
   const priceSteps = PRICE_RANGE.filter((p) => p > product.price).slice(0, 4);
   let priceUpper = NO_PRICE_LIMIT;
   let priceText = "";
@@ -133,10 +149,17 @@ export function makeGoal(random: Random, product: Product, difficulty: number): 
     priceUpper = Math.max(...random.sample(priceSteps, 2));
     priceText = `, and price lower than ${priceUpper.toFixed(2)} dollars`;
   }
-  const optionText = Object.entries(goalOptions).map(([name, value]) => `${name}: ${value}`).join(", and ");
+  const optionText = Object.entries(goalOptions)
+    .map(([name, value]) => `${name}: ${value}`)
+    .join(", and ");
   const type = PRODUCT_TYPES[product.typeIndex];
   const described = `${attributes.join(" and ")} ${type.query}`;
-  const article = type.category === "food" || type.query.endsWith("s") ? "" : /^[aeiou]/.test(described) ? "an " : "a ";
+  const article =
+    type.category === "food" || type.query.endsWith("s")
+      ? ""
+      : /^[aeiou]/.test(described)
+        ? "an "
+        : "a ";
   const base = `${random.pick(INSTRUCTION_OPENINGS)} ${article}${described}`;
   const instruction = `${base}${optionText ? ` with ${optionText}` : ""}${priceText}`;
   return {
@@ -155,7 +178,8 @@ export function makeGoal(random: Random, product: Product, difficulty: number): 
 export function optionsToSelect(goal: ShoppingList, product: Product): Record<string, string> {
   const selected: Record<string, string> = {};
   for (const [name, values] of Object.entries(product.options)) {
-    for (const value of Object.values(goal.goalOptions)) if (values.includes(value)) selected[name] = value;
+    for (const value of Object.values(goal.goalOptions))
+      if (values.includes(value)) selected[name] = value;
   }
   return selected;
 }
@@ -182,11 +206,23 @@ export function planEpisode(goal: ShoppingList, results: readonly Product[]): Pl
         continue;
       }
       if (attributesShown(goal, product.title)) {
-        return { asin: product.asin, rank, turns: turns + optionCount + 1, inspected, readFeatures: false };
+        return {
+          asin: product.asin,
+          rank,
+          turns: turns + optionCount + 1,
+          inspected,
+          readFeatures: false,
+        };
       }
       turns += 1; // "Features"
       if (attributesShown(goal, featureText(product))) {
-        return { asin: product.asin, rank, turns: turns + 1 + optionCount + 1, inspected, readFeatures: true };
+        return {
+          asin: product.asin,
+          rank,
+          turns: turns + 1 + optionCount + 1,
+          inspected,
+          readFeatures: true,
+        };
       }
       turns += 2; // "< Prev" twice
       inspected += 1;

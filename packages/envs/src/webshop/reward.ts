@@ -53,15 +53,108 @@ export const EXACT_MATCH_OPTIONS = ["size"];
 
 /** The original's `COLOR_SET`, in its order (the first colour found in a string wins). */
 export const COLOR_SET = [
-  "alabaster", "apricot", "aqua", "ash", "asphalt", "azure", "banana", "beige", "black", "blue", "blush", "bordeaux",
-  "bronze", "brown", "burgundy", "camel", "camo", "caramel", "champagne", "charcoal", "cheetah", "chestnut", "chocolate",
-  "christmas", "coffee", "cognac", "copper", "coral", "cranberry", "cream", "crystal", "dark", "denim", "eggplant",
-  "elephant", "espresso", "fuchsia", "gold", "granite", "grape", "graphite", "grass", "gray", "green", "grey", "heather",
-  "indigo", "ivory", "ivy", "khaki", "lavender", "lemon", "leopard", "light", "lilac", "lime", "magenta", "maroon",
-  "mauve", "merlot", "midnight", "mint", "mocha", "multicolor", "mushroom", "mustard", "natural", "navy", "nude",
-  "olive", "orange", "peach", "pewter", "pink", "plum", "purple", "rainbow", "red", "rose", "royal", "rust", "sand",
-  "sapphire", "seashell", "silver", "skull", "slate", "steel", "stone", "stonewash", "sunflower", "tan", "taupe",
-  "teal", "tiger", "turquoise", "violet", "walnut", "wheat", "white", "wine", "yellow",
+  "alabaster",
+  "apricot",
+  "aqua",
+  "ash",
+  "asphalt",
+  "azure",
+  "banana",
+  "beige",
+  "black",
+  "blue",
+  "blush",
+  "bordeaux",
+  "bronze",
+  "brown",
+  "burgundy",
+  "camel",
+  "camo",
+  "caramel",
+  "champagne",
+  "charcoal",
+  "cheetah",
+  "chestnut",
+  "chocolate",
+  "christmas",
+  "coffee",
+  "cognac",
+  "copper",
+  "coral",
+  "cranberry",
+  "cream",
+  "crystal",
+  "dark",
+  "denim",
+  "eggplant",
+  "elephant",
+  "espresso",
+  "fuchsia",
+  "gold",
+  "granite",
+  "grape",
+  "graphite",
+  "grass",
+  "gray",
+  "green",
+  "grey",
+  "heather",
+  "indigo",
+  "ivory",
+  "ivy",
+  "khaki",
+  "lavender",
+  "lemon",
+  "leopard",
+  "light",
+  "lilac",
+  "lime",
+  "magenta",
+  "maroon",
+  "mauve",
+  "merlot",
+  "midnight",
+  "mint",
+  "mocha",
+  "multicolor",
+  "mushroom",
+  "mustard",
+  "natural",
+  "navy",
+  "nude",
+  "olive",
+  "orange",
+  "peach",
+  "pewter",
+  "pink",
+  "plum",
+  "purple",
+  "rainbow",
+  "red",
+  "rose",
+  "royal",
+  "rust",
+  "sand",
+  "sapphire",
+  "seashell",
+  "silver",
+  "skull",
+  "slate",
+  "steel",
+  "stone",
+  "stonewash",
+  "sunflower",
+  "tan",
+  "taupe",
+  "teal",
+  "tiger",
+  "turquoise",
+  "violet",
+  "walnut",
+  "wheat",
+  "white",
+  "wine",
+  "yellow",
 ];
 
 /** The first colour of `COLOR_SET` found in the string, else the string (`normalize_color`). */
@@ -76,7 +169,10 @@ export function tokenSetRatio(a: string, b: string): number {
 }
 
 /** `get_type_reward`: is the purchased product the same kind of thing? */
-export function typeReward(product: PurchasedProduct, goal: Goal): { rType: number; queryMatch: boolean; categoryMatch: boolean; titleScore: number } {
+export function typeReward(
+  product: PurchasedProduct,
+  goal: Goal,
+): { rType: number; queryMatch: boolean; categoryMatch: boolean; titleScore: number } {
   const queryMatch = product.query === goal.query;
   const purchasedCategory = new Set(product.productCategory.split("›").map((x) => x.trim()));
   const goalCategory = new Set(goal.productCategory.split("›").map((x) => x.trim()));
@@ -95,7 +191,10 @@ export function typeReward(product: PurchasedProduct, goal: Goal): { rType: numb
 }
 
 /** `get_attribute_reward`: how many goal attributes the product has. */
-export function attributeReward(product: PurchasedProduct, goal: Goal): { rAttribute: number; matches: number } {
+export function attributeReward(
+  product: PurchasedProduct,
+  goal: Goal,
+): { rAttribute: number; matches: number } {
   let matches = 0;
   const title = product.title.toLowerCase();
   const bullets = product.bulletPoints.join(" ").toLowerCase();
@@ -109,15 +208,27 @@ export function attributeReward(product: PurchasedProduct, goal: Goal): { rAttri
         break;
       }
     }
-    if (!matched && (title.includes(goalAttribute) || bullets.includes(goalAttribute) || description.includes(goalAttribute))) {
+    if (
+      !matched &&
+      (title.includes(goalAttribute) ||
+        bullets.includes(goalAttribute) ||
+        description.includes(goalAttribute))
+    ) {
       matches += 1;
     }
   }
-  return { rAttribute: goal.attributes.length === 0 ? 0 : matches / goal.attributes.length, matches };
+  return {
+    rAttribute: goal.attributes.length === 0 ? 0 : matches / goal.attributes.length,
+    matches,
+  };
 }
 
 /** `get_option_reward`: how many purchased options match a goal option. */
-export function optionReward(product: PurchasedProduct, goalOptionValues: readonly string[], purchasedOptions: Readonly<Record<string, string>>): { rOption: number | undefined; matches: number } {
+export function optionReward(
+  product: PurchasedProduct,
+  goalOptionValues: readonly string[],
+  purchasedOptions: Readonly<Record<string, string>>,
+): { rOption: number | undefined; matches: number } {
   const goalValues = goalOptionValues.map(normalizeColor);
   const title = product.title.toLowerCase();
   const bullets = product.bulletPoints.join(" ").toLowerCase();
@@ -140,7 +251,10 @@ export function optionReward(product: PurchasedProduct, goalOptionValues: readon
         }
       }
     }
-    if (!matched && (title.includes(value) || bullets.includes(value) || description.includes(value))) {
+    if (
+      !matched &&
+      (title.includes(value) || bullets.includes(value) || description.includes(value))
+    ) {
       matches += 1;
     }
   }
@@ -152,13 +266,21 @@ export function optionReward(product: PurchasedProduct, goalOptionValues: readon
  * The original can exceed 1 when more options are selected than the goal names; the
  * episode reward is clamped to [0, 1] (`reward`), the raw value is kept in the parts.
  */
-export function getReward(product: PurchasedProduct, goal: Goal, price: number, purchasedOptions: Readonly<Record<string, string>>): RewardParts {
+export function getReward(
+  product: PurchasedProduct,
+  goal: Goal,
+  price: number,
+  purchasedOptions: Readonly<Record<string, string>>,
+): RewardParts {
   const type = typeReward(product, goal);
   const rPrice = goal.priceUpper > 0 ? (price <= goal.priceUpper ? 1 : 0) : 0;
   const attribute = attributeReward(product, goal);
   const goalOptionValues = Object.values(goal.goalOptions);
   const option = optionReward(product, goalOptionValues, purchasedOptions);
-  const raw = ((attribute.matches + option.matches + rPrice) / (goal.attributes.length + goalOptionValues.length + 1)) * type.rType;
+  const raw =
+    ((attribute.matches + option.matches + rPrice) /
+      (goal.attributes.length + goalOptionValues.length + 1)) *
+    type.rType;
   return {
     reward: Math.min(1, Math.max(0, raw)),
     rType: type.rType,

@@ -14,14 +14,61 @@ export const PRODUCT_WINDOW = 10;
 
 /** Lucene's English stop words, plus the filler words of WebShop instructions. */
 const STOP_WORDS = new Set([
-  "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of", "on",
-  "or", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with",
-  "i", "need", "want", "am", "looking", "would", "like", "find", "me", "price", "lower", "than", "dollars",
+  "a",
+  "an",
+  "and",
+  "are",
+  "as",
+  "at",
+  "be",
+  "but",
+  "by",
+  "for",
+  "if",
+  "in",
+  "into",
+  "is",
+  "it",
+  "no",
+  "not",
+  "of",
+  "on",
+  "or",
+  "such",
+  "that",
+  "the",
+  "their",
+  "then",
+  "there",
+  "these",
+  "they",
+  "this",
+  "to",
+  "was",
+  "will",
+  "with",
+  "i",
+  "need",
+  "want",
+  "am",
+  "looking",
+  "would",
+  "like",
+  "find",
+  "me",
+  "price",
+  "lower",
+  "than",
+  "dollars",
 ]);
 
 /** Lower case, possessive "'s" dropped, split on anything but letters and digits. */
 export function tokenize(text: string): string[] {
-  return text.toLowerCase().replace(/'s\b/g, "").split(/[^a-z0-9]+/).filter((token) => token.length > 0);
+  return text
+    .toLowerCase()
+    .replace(/'s\b/g, "")
+    .split(/[^a-z0-9]+/)
+    .filter((token) => token.length > 0);
 }
 
 /** The terms the index keeps of a text: tokens that are not stop words. */
@@ -34,7 +81,9 @@ export function documentText(product: Product): string {
   const optionText = Object.entries(product.options)
     .map(([name, values]) => `${name}: ${values.join(", ")}`)
     .join(", and ");
-  return [product.title, product.description, product.bulletPoints[0] ?? "", optionText].join(" ").toLowerCase();
+  return [product.title, product.description, product.bulletPoints[0] ?? "", optionText]
+    .join(" ")
+    .toLowerCase();
 }
 
 /** BM25 parameters of Anserini/pyserini's Lucene searcher, which the original uses. */
@@ -77,7 +126,9 @@ export class SearchEngine {
       this.postings.set(term, { documents, counts });
     }
     const meanLength = lengths.reduce((a, b) => a + b, 0) / Math.max(1, count);
-    this.lengthNorm = lengths.map((length) => BM25_K1 * (1 - BM25_B + (BM25_B * length) / meanLength));
+    this.lengthNorm = lengths.map(
+      (length) => BM25_K1 * (1 - BM25_B + (BM25_B * length) / meanLength),
+    );
     this.scores = new Float64Array(count);
   }
 

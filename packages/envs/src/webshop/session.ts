@@ -21,7 +21,9 @@ export const WEBSHOP_TOOLS: ToolSpec[] = [
       description: "Use search functionality with specified keywords.",
       parameters: {
         type: "object",
-        properties: { keywords: { type: "string", description: "The keywords to use in the search function." } },
+        properties: {
+          keywords: { type: "string", description: "The keywords to use in the search function." },
+        },
         required: ["keywords"],
       },
     },
@@ -33,7 +35,12 @@ export const WEBSHOP_TOOLS: ToolSpec[] = [
       description: "Click a button or link with a specified value.",
       parameters: {
         type: "object",
-        properties: { value: { type: "string", description: "The value to click from the list of available actions." } },
+        properties: {
+          value: {
+            type: "string",
+            description: "The value to click from the list of available actions.",
+          },
+        },
         required: ["value"],
       },
     },
@@ -70,13 +77,22 @@ export class WebShopSession extends FunctionCallSession {
     const shop = new Shop(engine, instance.goal.instruction);
     const messages: Message[] = [
       { role: "system", content: WEBSHOP_SYSTEM_PROMPT },
-      { role: "user", content: `The initial observation:\n${shop.observation()}\n\nAvailable Actions:\n${formatActions(shop.availableActions())}` },
+      {
+        role: "user",
+        content: `The initial observation:\n${shop.observation()}\n\nAvailable Actions:\n${formatActions(shop.availableActions())}`,
+      },
     ];
-    super({ messages, tools: WEBSHOP_TOOLS }, { maxTurns: MAX_TURNS, maxOutputChars: MAX_OUTPUT_CHARS });
+    super(
+      { messages, tools: WEBSHOP_TOOLS },
+      { maxTurns: MAX_TURNS, maxOutputChars: MAX_OUTPUT_CHARS },
+    );
     this.shop = shop;
   }
 
-  protected override async callTool(name: string, args: Record<string, unknown>): Promise<ToolReply> {
+  protected override async callTool(
+    name: string,
+    args: Record<string, unknown>,
+  ): Promise<ToolReply> {
     const argument = String(name === "search_action" ? args.keywords : args.value);
     const action = name === "search_action" ? `search[${argument}]` : `click[${argument}]`;
     const step = name === "search_action" ? this.shop.search(argument) : this.shop.click(argument);

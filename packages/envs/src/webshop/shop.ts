@@ -69,7 +69,8 @@ export class Shop {
   /** Runs `click[value]`; `value` is matched case-insensitively against the clickables. */
   click(rawValue: string): StepResult {
     const value = rawValue.trim().toLowerCase();
-    if (value === "search" || !this.availableActions().clickables.includes(value)) return { valid: false };
+    if (value === "search" || !this.availableActions().clickables.includes(value))
+      return { valid: false };
     const state = this.state;
     if (value === BACK_TO_SEARCH.toLowerCase()) {
       this.state = { kind: "search" };
@@ -111,14 +112,23 @@ export class Shop {
       case "results": {
         const clickables = [back];
         if (this.page > 1) clickables.push(prev);
-        if (this.page * PRODUCT_WINDOW < this.results.length) clickables.push(NEXT_PAGE.toLowerCase());
+        if (this.page * PRODUCT_WINDOW < this.results.length)
+          clickables.push(NEXT_PAGE.toLowerCase());
         for (const product of this.pageProducts()) clickables.push(product.asin.toLowerCase());
         return { has_search_bar: false, clickables };
       }
       case "item": {
         const product = this.product(state.asin);
-        const buttons = [back, prev, ...SUB_PAGES.map((s) => s.toLowerCase()), END_BUTTON.toLowerCase()];
-        return { has_search_bar: false, clickables: [...buttons, ...Object.values(product.options).flat()] };
+        const buttons = [
+          back,
+          prev,
+          ...SUB_PAGES.map((s) => s.toLowerCase()),
+          END_BUTTON.toLowerCase(),
+        ];
+        return {
+          has_search_bar: false,
+          clickables: [...buttons, ...Object.values(product.options).flat()],
+        };
       }
       case "sub":
         return { has_search_bar: false, clickables: [back, prev] };
@@ -137,7 +147,8 @@ export class Shop {
         const parts = [BACK_TO_SEARCH, `Page ${this.page} (Total results: ${this.results.length})`];
         if (this.page > 1) parts.push(PREV_PAGE);
         if (this.page * PRODUCT_WINDOW < this.results.length) parts.push(NEXT_PAGE);
-        for (const product of this.pageProducts()) parts.push(product.asin, product.title, formatPrice(product.price));
+        for (const product of this.pageProducts())
+          parts.push(product.asin, product.title, formatPrice(product.price));
         return parts.join(SEPARATOR);
       }
       case "item": {
@@ -145,7 +156,9 @@ export class Shop {
         const parts = [BACK_TO_SEARCH, PREV_PAGE];
         for (const [name, values] of Object.entries(product.options)) parts.push(name, ...values);
         parts.push(product.title, `Price: ${formatPrice(product.price)}`, ...SUB_PAGES, END_BUTTON);
-        const clicked = Object.values(this.options).map((value) => `You have clicked ${value}.\n`).join("");
+        const clicked = Object.values(this.options)
+          .map((value) => `You have clicked ${value}.\n`)
+          .join("");
         return clicked + parts.join(SEPARATOR);
       }
       case "sub": {
@@ -153,7 +166,11 @@ export class Shop {
         return [BACK_TO_SEARCH, PREV_PAGE, ...subPageTexts(product, state.sub)].join(SEPARATOR);
       }
       case "done":
-        return ["Thank you for shopping with us!", "Your score (min 0.0, max 1.0)", state.score.toFixed(2)].join(SEPARATOR);
+        return [
+          "Thank you for shopping with us!",
+          "Your score (min 0.0, max 1.0)",
+          state.score.toFixed(2),
+        ].join(SEPARATOR);
     }
   }
 
@@ -187,6 +204,8 @@ function subPageTexts(product: Product, sub: SubPage): string[] {
     case "Features":
       return product.bulletPoints.length > 0 ? product.bulletPoints : ["No Features"];
     case "Reviews":
-      return product.reviews.length > 0 ? product.reviews.flatMap((r) => [`${r.score} stars`, r.body]) : ["No Reviews"];
+      return product.reviews.length > 0
+        ? product.reviews.flatMap((r) => [`${r.score} stars`, r.body])
+        : ["No Reviews"];
   }
 }

@@ -5,7 +5,15 @@ import { fileURLToPath } from "node:url";
 import { initBackend } from "../backend.js";
 import { presetConfig } from "../config.js";
 import { Transformer } from "../model.js";
-import { AttentionRows, KernelHeap, attendRows, kernelHeap, setAttentionKernel, simdAttentionAvailable, attentionKernel } from "./attention.js";
+import {
+  AttentionRows,
+  KernelHeap,
+  attendRows,
+  kernelHeap,
+  setAttentionKernel,
+  simdAttentionAvailable,
+  attentionKernel,
+} from "./attention.js";
 
 function rng(seed: number): () => number {
   let x = seed;
@@ -44,7 +52,10 @@ describe("attention kernel", () => {
 
   test("the generated module matches attention.wat (node scripts/build-kernels.mjs --check)", () => {
     const root = fileURLToPath(new URL("../../../..", import.meta.url));
-    const result = spawnSync(process.execPath, ["scripts/build-kernels.mjs", "--check"], { cwd: root, encoding: "utf8" });
+    const result = spawnSync(process.execPath, ["scripts/build-kernels.mjs", "--check"], {
+      cwd: root,
+      encoding: "utf8",
+    });
     assert.equal(result.status, 0, result.stderr);
   });
 
@@ -65,15 +76,30 @@ describe("attention kernel", () => {
         });
         const cache = heap.f32;
         const keyOffsets = blocks.map(({ block }) => block.offset / 4);
-        const valueOffsets = blocks.map(({ block, capacity }) => block.offset / 4 + kvHeads * capacity * headDim);
+        const valueOffsets = blocks.map(
+          ({ block, capacity }) => block.offset / 4 + kvHeads * capacity * headDim,
+        );
         blocks.forEach(({ block }) => {
-          for (let i = block.offset / 4; i < (block.offset + block.bytes) / 4; i++) cache[i] = 2 * random();
+          for (let i = block.offset / 4; i < (block.offset + block.bytes) / 4; i++)
+            cache[i] = 2 * random();
         });
         // rows [q | k | v] as feedRows reads them back (k and v are not read by attendRows)
         const rowWidth = qWidth + 2 * kvHeads * headDim;
         const data = new Float32Array(lengths.length * rowWidth).map(() => 2 * random());
         const capacities = blocks.map(({ capacity }) => capacity);
-        const run = () => attendRows(data, rowWidth, lengths.length, keyOffsets, valueOffsets, capacities, lengths, heads, kvHeads, headDim);
+        const run = () =>
+          attendRows(
+            data,
+            rowWidth,
+            lengths.length,
+            keyOffsets,
+            valueOffsets,
+            capacities,
+            lengths,
+            heads,
+            kvHeads,
+            headDim,
+          );
         const js = withKernel("js", run);
         const wasm = withKernel("wasm", run);
         assert.equal(js.length, lengths.length * qWidth);
@@ -85,7 +111,13 @@ describe("attention kernel", () => {
     }
   }
 
-  for (const [headDim, group] of [[4, 1], [12, 4], [32, 4], [32, 2], [64, 8]]) {
+  for (const [headDim, group] of [
+    [4, 1],
+    [12, 4],
+    [32, 4],
+    [32, 2],
+    [64, 8],
+  ]) {
     test(`AttentionRows: biases, rotary, cache writes and attention, wasm = js (headDim ${headDim}, group ${group}, decode and prefill rows)`, () => {
       const random = rng(headDim * 10 + group);
       const kvHeads = 2;
@@ -96,8 +128,12 @@ describe("attention kernel", () => {
       // a prefill of 4 rows for the second, one decode row for the third
       const blocks = [5, 0, 17].map(() => heap.allocate(2 * kvHeads * capacity * headDim * 4));
       const cache = heap.f32;
-      for (const block of blocks) for (let i = block.offset / 4; i < (block.offset + block.bytes) / 4; i++) cache[i] = random();
-      const snapshot = blocks.map((block) => cache.slice(block.offset / 4, (block.offset + block.bytes) / 4));
+      for (const block of blocks)
+        for (let i = block.offset / 4; i < (block.offset + block.bytes) / 4; i++)
+          cache[i] = random();
+      const snapshot = blocks.map((block) =>
+        cache.slice(block.offset / 4, (block.offset + block.bytes) / 4),
+      );
       const owner = [0, 1, 1, 1, 1, 2];
       const positions = [5, 0, 1, 2, 3, 17];
       const rows = owner.length;
@@ -105,15 +141,29 @@ describe("attention kernel", () => {
       const data = new Float32Array(rows * rowWidth).map(() => 2 * random());
       const bias = new Float32Array(rowWidth).map(() => random());
       const half = headDim / 2;
-      const rope = { cos: new Float32Array(32 * half).map(() => random()), sin: new Float32Array(32 * half).map(() => random()) };
+      const rope = {
+        cos: new Float32Array(32 * half).map(() => random()),
+        sin: new Float32Array(32 * half).map(() => random()),
+      };
       const keyOffsets = owner.map((o) => blocks[o].offset / 4);
       const valueOffsets = owner.map((o) => blocks[o].offset / 4 + kvHeads * capacity * headDim);
       const capacities = owner.map(() => capacity);
       const run = () => {
         const f32 = heap.f32;
         blocks.forEach((block, i) => f32.set(snapshot[i], block.offset / 4));
-        const context = new AttentionRows(rows, heads, kvHeads, headDim, positions, rope).layer(data.slice(), bias, keyOffsets, valueOffsets, capacities);
-        return { context, caches: blocks.map((block) => heap.f32.slice(block.offset / 4, (block.offset + block.bytes) / 4)) };
+        const context = new AttentionRows(rows, heads, kvHeads, headDim, positions, rope).layer(
+          data.slice(),
+          bias,
+          keyOffsets,
+          valueOffsets,
+          capacities,
+        );
+        return {
+          context,
+          caches: blocks.map((block) =>
+            heap.f32.slice(block.offset / 4, (block.offset + block.bytes) / 4),
+          ),
+        };
       };
       const js = withKernel("js", run);
       const wasm = withKernel("wasm", run);
@@ -136,7 +186,19 @@ describe("attention kernel", () => {
     const cache = heap.f32;
     for (let i = block.offset / 4; i < (block.offset + block.bytes) / 4; i++) cache[i] = random();
     const data = new Float32Array(heads * headDim + 2 * kvHeads * headDim).map(() => 40 * random()); // scores up to ~±200
-    const run = () => attendRows(data, data.length, 1, [block.offset / 4], [block.offset / 4 + kvHeads * length * headDim], [length], [length], heads, kvHeads, headDim);
+    const run = () =>
+      attendRows(
+        data,
+        data.length,
+        1,
+        [block.offset / 4],
+        [block.offset / 4 + kvHeads * length * headDim],
+        [length],
+        [length],
+        heads,
+        kvHeads,
+        headDim,
+      );
     const difference = maxAbsDiff(withKernel("wasm", run), withKernel("js", run));
     assert.ok(difference <= 1e-5, `max abs diff ${difference}`);
     heap.release(block);
@@ -165,7 +227,10 @@ describe("kernel heap", () => {
     const gap = heap.allocate(1 << 15);
     assert.ok(gap.offset < big.offset);
     const halves = [heap.allocate(1 << 15), heap.allocate(1 << 15)]; // the free 64 KiB block, split
-    assert.deepEqual(halves.map((h) => h.offset).sort((a, b) => a - b), [big.offset, big.offset + (1 << 15)]);
+    assert.deepEqual(
+      halves.map((h) => h.offset).sort((a, b) => a - b),
+      [big.offset, big.offset + (1 << 15)],
+    );
     for (const half of halves) heap.release(half);
     assert.equal(heap.allocate(1 << 16).offset, big.offset); // merged again
     assert.equal(heap.byteLength, size);
@@ -216,7 +281,16 @@ describe("kernel heap", () => {
 
   test("the heap does not grow over many sequences joining and leaving", () => {
     // 4 kv heads of 64: 4 KiB a position, so a 160-token cache is a 1 MiB block
-    const model = new Transformer(presetConfig("test", { vocabSize: 50, numAttentionHeads: 4, numKeyValueHeads: 4, headDim: 64 }), undefined, { seed: 2 });
+    const model = new Transformer(
+      presetConfig("test", {
+        vocabSize: 50,
+        numAttentionHeads: 4,
+        numKeyValueHeads: 4,
+        headDim: 64,
+      }),
+      undefined,
+      { seed: 2 },
+    );
     const heap = kernelHeap();
     const random = rng(9);
     const live = heap.liveBytes - heap.scratchBytes;
@@ -232,17 +306,28 @@ describe("kernel heap", () => {
     try {
       for (let round = 0; round < 300; round++) {
         if (round === 100) sizeAfterWarmUp = heap.byteLength;
-        const sequence = round % 7 === 0 && running.length > 0 ? running[0].fork() : model.createSequence();
+        const sequence =
+          round % 7 === 0 && running.length > 0 ? running[0].fork() : model.createSequence();
         const length = 1 + Math.floor((random() + 1) * 80); // 1..160: capacities 64, 128, 256
-        model.prefill(sequence, Array.from({ length }, (_, t) => (t * 3 + round) % 50));
+        model.prefill(
+          sequence,
+          Array.from({ length }, (_, t) => (t * 3 + round) % 50),
+        );
         running.push(sequence);
         if (running.length > 8) running.splice(Math.floor((random() + 1) * 4), 1)[0].dispose();
-        if (round % 5 === 0) model.decodeStep(running, running.map(() => 4));
+        if (round % 5 === 0)
+          model.decodeStep(
+            running,
+            running.map(() => 4),
+          );
       }
     } finally {
       heap.allocate = allocate;
     }
-    assert.ok(allocated > 3 * heap.byteLength, `${allocated} bytes allocated after the warm-up, heap ${heap.byteLength}`);
+    assert.ok(
+      allocated > 3 * heap.byteLength,
+      `${allocated} bytes allocated after the warm-up, heap ${heap.byteLength}`,
+    );
     assert.equal(heap.byteLength, sizeAfterWarmUp);
     for (const s of running) s.dispose();
     assert.equal(heap.liveBytes - heap.scratchBytes, live);
@@ -250,7 +335,16 @@ describe("kernel heap", () => {
   });
 
   test("decoding with the js and the wasm kernel gives the same logits", () => {
-    const model = new Transformer(presetConfig("test", { vocabSize: 64, numAttentionHeads: 8, numKeyValueHeads: 2, headDim: 8 }), undefined, { seed: 4 });
+    const model = new Transformer(
+      presetConfig("test", {
+        vocabSize: 64,
+        numAttentionHeads: 8,
+        numKeyValueHeads: 2,
+        headDim: 8,
+      }),
+      undefined,
+      { seed: 4 },
+    );
     const ids = Array.from({ length: 70 }, (_, t) => (t * 11 + 5) % 64);
     const run = () => {
       const sequence = model.createSequence();

@@ -29,18 +29,41 @@ interface WasmMemory {
 interface WasmApi {
   Memory: new (descriptor: { initial: number; maximum?: number }) => WasmMemory;
   Module: new (bytes: Uint8Array) => object;
-  Instance: new (module: object, imports: Record<string, Record<string, unknown>>) => { exports: Record<string, unknown> };
+  Instance: new (
+    module: object,
+    imports: Record<string, Record<string, unknown>>,
+  ) => { exports: Record<string, unknown> };
   validate(bytes: Uint8Array): boolean;
 }
 const wasmApi = (globalThis as { WebAssembly?: WasmApi }).WebAssembly;
 
 type RowsExport = (
-  data: number, rows: number, rowWidth: number, heads: number, kvHeads: number, headDim: number,
-  bias: number, cos: number, sin: number, meta: number, out: number, scale: number, scores: number,
+  data: number,
+  rows: number,
+  rowWidth: number,
+  heads: number,
+  kvHeads: number,
+  headDim: number,
+  bias: number,
+  cos: number,
+  sin: number,
+  meta: number,
+  out: number,
+  scale: number,
+  scores: number,
 ) => void;
 type AttendExport = (
-  q: number, out: number, k: number, v: number, headStride: number, length: number,
-  kvHeads: number, group: number, headDim: number, scale: number, scores: number,
+  q: number,
+  out: number,
+  k: number,
+  v: number,
+  headStride: number,
+  length: number,
+  kvHeads: number,
+  group: number,
+  headDim: number,
+  scale: number,
+  scores: number,
 ) => void;
 
 // ---------------------------------------------------------------- the heap
@@ -67,12 +90,22 @@ interface Backing {
 function createBacking(pages: number): { backing: Backing; memory?: WasmMemory } {
   if (wasmApi) {
     const memory = new wasmApi.Memory({ initial: pages });
-    return { backing: { get buffer() { return memory.buffer; }, grow: (more) => void memory.grow(more) }, memory };
+    return {
+      backing: {
+        get buffer() {
+          return memory.buffer;
+        },
+        grow: (more) => void memory.grow(more),
+      },
+      memory,
+    };
   }
   let buffer = new ArrayBuffer(pages * PAGE_BYTES);
   return {
     backing: {
-      get buffer() { return buffer; },
+      get buffer() {
+        return buffer;
+      },
       grow(more) {
         const next = new ArrayBuffer(buffer.byteLength + more * PAGE_BYTES);
         new Uint8Array(next).set(new Uint8Array(buffer));
@@ -111,7 +144,8 @@ export class KernelHeap {
 
   /** The whole heap as 32-bit integers (same rules as `f32`). */
   get i32(): Int32Array {
-    if (this.intView.buffer !== this.backing.buffer) this.intView = new Int32Array(this.backing.buffer);
+    if (this.intView.buffer !== this.backing.buffer)
+      this.intView = new Int32Array(this.backing.buffer);
     return this.intView;
   }
 
@@ -145,11 +179,15 @@ export class KernelHeap {
       offset = this.free[larger].values().next().value as number;
       this.free[larger].delete(offset);
       // keep the lower half, free the upper halves down to the size wanted
-      for (let split = larger - 1; split >= sizeClass; split--) this.free[split].add(offset + 2 ** split);
+      for (let split = larger - 1; split >= sizeClass; split--)
+        this.free[split].add(offset + 2 ** split);
     } else {
       offset = Math.ceil(this.top / size) * size;
       const end = offset + size;
-      if (end > MAX_PAGES * PAGE_BYTES) throw new RangeError(`kernel heap would pass 4 GiB (${end} bytes): dispose sequences you no longer need`);
+      if (end > MAX_PAGES * PAGE_BYTES)
+        throw new RangeError(
+          `kernel heap would pass 4 GiB (${end} bytes): dispose sequences you no longer need`,
+        );
       this.freeRange(this.top, offset); // the alignment gap
       if (end > this.byteLength) {
         const pages = this.byteLength / PAGE_BYTES;
@@ -220,8 +258,13 @@ function loadSimdKernel(): { attend: AttendExport; rows: RowsExport } | null {
   if (!wasmApi || !heap.memory) return simdExports;
   const bytes = Uint8Array.from(atob(ATTENTION_WASM_BASE64), (c) => c.charCodeAt(0));
   if (!wasmApi.validate(bytes)) return simdExports; // no WebAssembly SIMD here
-  const instance = new wasmApi.Instance(new wasmApi.Module(bytes), { env: { memory: heap.memory } });
-  simdExports = { attend: instance.exports.attend as AttendExport, rows: instance.exports.rows as RowsExport };
+  const instance = new wasmApi.Instance(new wasmApi.Module(bytes), {
+    env: { memory: heap.memory },
+  });
+  simdExports = {
+    attend: instance.exports.attend as AttendExport,
+    rows: instance.exports.rows as RowsExport,
+  };
   return simdExports;
 }
 
@@ -235,10 +278,14 @@ let chosen: AttentionKernelName | undefined;
 /** The kernel `attendRows` uses: `AGENTRL_ATTENTION_KERNEL`, else wasm where SIMD validates, else js. */
 export function attentionKernel(): AttentionKernelName {
   if (chosen === undefined) {
-    const forced = typeof process === "undefined" ? undefined : process.env.AGENTRL_ATTENTION_KERNEL;
-    if (forced && forced !== "js" && forced !== "wasm") throw new Error(`AGENTRL_ATTENTION_KERNEL must be "js" or "wasm", not "${forced}"`);
-    chosen = (forced as AttentionKernelName | undefined) ?? (simdAttentionAvailable() ? "wasm" : "js");
-    if (chosen === "wasm" && !simdAttentionAvailable()) throw new Error("AGENTRL_ATTENTION_KERNEL=wasm but WebAssembly SIMD is not available");
+    const forced =
+      typeof process === "undefined" ? undefined : process.env.AGENTRL_ATTENTION_KERNEL;
+    if (forced && forced !== "js" && forced !== "wasm")
+      throw new Error(`AGENTRL_ATTENTION_KERNEL must be "js" or "wasm", not "${forced}"`);
+    chosen =
+      (forced as AttentionKernelName | undefined) ?? (simdAttentionAvailable() ? "wasm" : "js");
+    if (chosen === "wasm" && !simdAttentionAvailable())
+      throw new Error("AGENTRL_ATTENTION_KERNEL=wasm but WebAssembly SIMD is not available");
   }
   return chosen;
 }
@@ -246,7 +293,8 @@ export function attentionKernel(): AttentionKernelName {
 /** Chooses the attention kernel (tests, benchmarks); returns the previous choice. Caches are shared, so switching is safe at any time. */
 export function setAttentionKernel(name: AttentionKernelName): AttentionKernelName {
   const previous = attentionKernel();
-  if (name === "wasm" && !simdAttentionAvailable()) throw new Error("WebAssembly SIMD is not available");
+  if (name === "wasm" && !simdAttentionAvailable())
+    throw new Error("WebAssembly SIMD is not available");
   chosen = name;
   return previous;
 }
@@ -294,8 +342,13 @@ export class AttentionRows {
     const heap = kernelHeap();
     const round4 = (n: number) => Math.ceil(n / 4) * 4;
     const sizes = {
-      data: rows * this.rowWidth, out: rows * heads * headDim, bias: this.rowWidth,
-      cos: round4(rows * this.half), sin: round4(rows * this.half), meta: 4 * rows, scores: 20 * this.maxLength,
+      data: rows * this.rowWidth,
+      out: rows * heads * headDim,
+      bias: this.rowWidth,
+      cos: round4(rows * this.half),
+      sin: round4(rows * this.half),
+      meta: 4 * rows,
+      scores: 20 * this.maxLength,
     };
     let offset = heap.scratch(4 * Object.values(sizes).reduce((a, b) => a + b, 0)) / 4; // may grow the heap
     for (const key of Object.keys(sizes) as (keyof typeof sizes)[]) {
@@ -316,7 +369,13 @@ export class AttentionRows {
    * keys at float offset keyOffsets[r] of the heap, values at valueOffsets[r], kv head stride
    * capacities[r]·headDim. Returns the context [rows, heads·headDim]. The JS path modifies `data`.
    */
-  layer(data: Float32Array, bias: Float32Array | undefined, keyOffsets: ArrayLike<number>, valueOffsets: ArrayLike<number>, capacities: ArrayLike<number>): Float32Array {
+  layer(
+    data: Float32Array,
+    bias: Float32Array | undefined,
+    keyOffsets: ArrayLike<number>,
+    valueOffsets: ArrayLike<number>,
+    capacities: ArrayLike<number>,
+  ): Float32Array {
     const { rows, heads, kvHeads, headDim, rowWidth, positions, at } = this;
     const qWidth = heads * headDim;
     const heap = kernelHeap();
@@ -333,8 +392,19 @@ export class AttentionRows {
         i32[meta + 3] = positions[row];
       }
       loadSimdKernel()!.rows(
-        4 * at.data, rows, rowWidth, heads, kvHeads, headDim, bias ? 4 * at.bias : 0,
-        4 * at.cos, 4 * at.sin, 4 * at.meta, 4 * at.out, 1 / Math.sqrt(headDim), 4 * at.scores,
+        4 * at.data,
+        rows,
+        rowWidth,
+        heads,
+        kvHeads,
+        headDim,
+        bias ? 4 * at.bias : 0,
+        4 * at.cos,
+        4 * at.sin,
+        4 * at.meta,
+        4 * at.out,
+        1 / Math.sqrt(headDim),
+        4 * at.scores,
       );
       return f32.slice(at.out, at.out + rows * qWidth);
     }
@@ -356,10 +426,25 @@ export class AttentionRows {
       }
     }
     const group = heads / kvHeads;
-    if (jsScores.length < group * this.maxLength) jsScores = new Float32Array(2 * group * this.maxLength);
+    if (jsScores.length < group * this.maxLength)
+      jsScores = new Float32Array(2 * group * this.maxLength);
     const context = new Float32Array(rows * qWidth);
     for (let row = 0; row < rows; row++) {
-      attendJs(data, row * rowWidth, cache, keyOffsets[row], valueOffsets[row], capacities[row] * headDim, positions[row] + 1, heads, kvHeads, headDim, context, row * qWidth, jsScores);
+      attendJs(
+        data,
+        row * rowWidth,
+        cache,
+        keyOffsets[row],
+        valueOffsets[row],
+        capacities[row] * headDim,
+        positions[row] + 1,
+        heads,
+        kvHeads,
+        headDim,
+        context,
+        row * qWidth,
+        jsScores,
+      );
     }
     return context;
   }
@@ -370,7 +455,15 @@ export class AttentionRows {
  * x1 sin over the two halves of each head): row r at position positions[r] holds `heads`
  * heads of headDim from its start (the query heads, then the key heads).
  */
-export function rotateRows(data: Float32Array, rows: number, rowWidth: number, positions: ArrayLike<number>, heads: number, headDim: number, tables: RotaryTables): void {
+export function rotateRows(
+  data: Float32Array,
+  rows: number,
+  rowWidth: number,
+  positions: ArrayLike<number>,
+  heads: number,
+  headDim: number,
+  tables: RotaryTables,
+): void {
   const half = headDim / 2;
   const { cos, sin } = tables;
   for (let row = 0; row < rows; row++) {
@@ -400,9 +493,16 @@ let jsScores = new Float32Array(0);
  * decode and prefill path uses `AttentionRows`, which also adds biases, rotates and writes the cache.
  */
 export function attendRows(
-  data: Float32Array, rowWidth: number, rows: number,
-  keyOffsets: ArrayLike<number>, valueOffsets: ArrayLike<number>, capacities: ArrayLike<number>, lengths: ArrayLike<number>,
-  heads: number, kvHeads: number, headDim: number,
+  data: Float32Array,
+  rowWidth: number,
+  rows: number,
+  keyOffsets: ArrayLike<number>,
+  valueOffsets: ArrayLike<number>,
+  capacities: ArrayLike<number>,
+  lengths: ArrayLike<number>,
+  heads: number,
+  kvHeads: number,
+  headDim: number,
 ): Float32Array {
   const qWidth = heads * headDim;
   const group = heads / kvHeads;
@@ -421,8 +521,17 @@ export function attendRows(
     const scale = 1 / Math.sqrt(headDim);
     for (let row = 0; row < rows; row++) {
       attend(
-        4 * (scratch + row * rowWidth), 4 * (output + row * qWidth), 4 * keyOffsets[row], 4 * valueOffsets[row],
-        4 * capacities[row] * headDim, lengths[row], kvHeads, group, headDim, scale, scores,
+        4 * (scratch + row * rowWidth),
+        4 * (output + row * qWidth),
+        4 * keyOffsets[row],
+        4 * valueOffsets[row],
+        4 * capacities[row] * headDim,
+        lengths[row],
+        kvHeads,
+        group,
+        headDim,
+        scale,
+        scores,
       );
     }
     return f32.slice(output, output + outputFloats);
@@ -431,7 +540,21 @@ export function attendRows(
   const cache = heap.f32;
   const context = new Float32Array(rows * qWidth);
   for (let row = 0; row < rows; row++) {
-    attendJs(data, row * rowWidth, cache, keyOffsets[row], valueOffsets[row], capacities[row] * headDim, lengths[row], heads, kvHeads, headDim, context, row * qWidth, jsScores);
+    attendJs(
+      data,
+      row * rowWidth,
+      cache,
+      keyOffsets[row],
+      valueOffsets[row],
+      capacities[row] * headDim,
+      lengths[row],
+      heads,
+      kvHeads,
+      headDim,
+      context,
+      row * qWidth,
+      jsScores,
+    );
   }
   return context;
 }
@@ -445,11 +568,36 @@ export function attendRows(
  * the whole group of query heads that shares it.
  */
 export function attendJs(
-  queries: Float32Array, queryOffset: number, cache: Float32Array, keyOffset: number, valueOffset: number, headStride: number, length: number,
-  heads: number, kvHeads: number, headDim: number, output: Float32Array, outputOffset: number, scores: Float32Array,
+  queries: Float32Array,
+  queryOffset: number,
+  cache: Float32Array,
+  keyOffset: number,
+  valueOffset: number,
+  headStride: number,
+  length: number,
+  heads: number,
+  kvHeads: number,
+  headDim: number,
+  output: Float32Array,
+  outputOffset: number,
+  scores: Float32Array,
 ): void {
   const group = heads / kvHeads;
-  if (group === 4) return attendJsGroupOf4(queries, queryOffset, cache, keyOffset, valueOffset, headStride, length, kvHeads, headDim, output, outputOffset, scores);
+  if (group === 4)
+    return attendJsGroupOf4(
+      queries,
+      queryOffset,
+      cache,
+      keyOffset,
+      valueOffset,
+      headStride,
+      length,
+      kvHeads,
+      headDim,
+      output,
+      outputOffset,
+      scores,
+    );
   const scale = 1 / Math.sqrt(headDim);
   for (let kvHead = 0; kvHead < kvHeads; kvHead++) {
     const keyBase = keyOffset + kvHead * headStride;
@@ -468,7 +616,8 @@ export function attendJs(
     for (let member = 0; member < group; member++) {
       const row = member * length;
       let max = -Infinity;
-      for (let position = 0; position < length; position++) if (scores[row + position] > max) max = scores[row + position];
+      for (let position = 0; position < length; position++)
+        if (scores[row + position] > max) max = scores[row + position];
       let sum = 0;
       for (let position = 0; position < length; position++) {
         const e = Math.exp(scores[row + position] - max);
@@ -492,8 +641,18 @@ export function attendJs(
 
 /** `attendJs` for 4 query heads per kv head, the four accumulators in registers (~2× faster in V8). */
 function attendJsGroupOf4(
-  queries: Float32Array, queryOffset: number, cache: Float32Array, keyOffset: number, valueOffset: number, headStride: number, length: number,
-  kvHeads: number, headDim: number, output: Float32Array, outputOffset: number, scores: Float32Array,
+  queries: Float32Array,
+  queryOffset: number,
+  cache: Float32Array,
+  keyOffset: number,
+  valueOffset: number,
+  headStride: number,
+  length: number,
+  kvHeads: number,
+  headDim: number,
+  output: Float32Array,
+  outputOffset: number,
+  scores: Float32Array,
 ): void {
   const scale = 1 / Math.sqrt(headDim);
   for (let kvHead = 0; kvHead < kvHeads; kvHead++) {

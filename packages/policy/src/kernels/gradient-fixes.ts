@@ -25,7 +25,10 @@ export function installGradientFixes(): void {
       inputsToSave: ["a", "b"],
       gradFunc: (dy, saved, attrs) => {
         const [a, b] = saved;
-        const { transposeA, transposeB } = attrs as unknown as { transposeA: boolean; transposeB: boolean };
+        const { transposeA, transposeB } = attrs as unknown as {
+          transposeA: boolean;
+          transposeB: boolean;
+        };
         const gradient = dy as tf.Tensor;
         let gradA: tf.Tensor;
         let gradB: tf.Tensor;
@@ -52,10 +55,13 @@ export function installGradientFixes(): void {
 
 /** Sums a broadcast gradient back to the input's batch shape. */
 function reduceToShape(gradient: tf.Tensor, shape: number[]): tf.Tensor {
-  if (gradient.shape.length === shape.length && gradient.shape.every((d, i) => d === shape[i])) return gradient;
+  if (gradient.shape.length === shape.length && gradient.shape.every((d, i) => d === shape[i]))
+    return gradient;
   const extra = gradient.rank - shape.length;
   let reduced = extra > 0 ? tf.sum(gradient, [...Array(extra).keys()]) : gradient;
-  const broadcastAxes = shape.map((d, i) => (d === 1 && reduced.shape[i] !== 1 ? i : -1)).filter((i) => i >= 0);
+  const broadcastAxes = shape
+    .map((d, i) => (d === 1 && reduced.shape[i] !== 1 ? i : -1))
+    .filter((i) => i >= 0);
   if (broadcastAxes.length > 0) reduced = tf.sum(reduced, broadcastAxes, true);
   return tf.reshape(reduced, shape);
 }

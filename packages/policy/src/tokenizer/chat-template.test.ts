@@ -46,7 +46,13 @@ const CONVERSATION: ChatMessage[] = [
   {
     role: "assistant",
     content: null,
-    tool_calls: [{ id: "call_1", type: "function", function: { name: "get_weather", arguments: '{"city":"Paris"}' } }],
+    tool_calls: [
+      {
+        id: "call_1",
+        type: "function",
+        function: { name: "get_weather", arguments: '{"city":"Paris"}' },
+      },
+    ],
   },
   { role: "tool", tool_call_id: "call_1", content: '{"temperature_c": 18}' },
   { role: "assistant", content: "It is 64.4 °F in Paris." },
@@ -85,8 +91,15 @@ const EXPECTED_WITH_TOOLS =
   "It is 64.4 °F in Paris.<|im_end|>\n";
 
 /** Renders with Qwen2.5's template; `tools` default {@link TOOLS}, `null` for none. */
-const render = (messages: ChatMessage[], addGenerationPrompt = false, tools: ChatToolSpec[] | null = TOOLS) =>
-  renderChatTemplate(QWEN25_CHAT_TEMPLATE, messages, { tools: tools ?? undefined, addGenerationPrompt });
+const render = (
+  messages: ChatMessage[],
+  addGenerationPrompt = false,
+  tools: ChatToolSpec[] | null = TOOLS,
+) =>
+  renderChatTemplate(QWEN25_CHAT_TEMPLATE, messages, {
+    tools: tools ?? undefined,
+    addGenerationPrompt,
+  });
 
 describe("Qwen2.5 chat template", () => {
   test("renders system + tools + tool call + tool response + answer exactly", () => {
@@ -100,7 +113,10 @@ describe("Qwen2.5 chat template", () => {
       "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful assistant.<|im_end|>\n" +
         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n",
     );
-    assert.equal(renderChatTemplate(QWEN25_CHAT_TEMPLATE, [{ role: "user", content: "Hi" }], { tools: [] }), text.slice(0, -"<|im_start|>assistant\n".length));
+    assert.equal(
+      renderChatTemplate(QWEN25_CHAT_TEMPLATE, [{ role: "user", content: "Hi" }], { tools: [] }),
+      text.slice(0, -"<|im_start|>assistant\n".length),
+    );
   });
 
   test("content before tool calls, two calls in one turn, consecutive tool results share one user turn", () => {
@@ -110,8 +126,16 @@ describe("Qwen2.5 chat template", () => {
         role: "assistant",
         content: "Checking both.",
         tool_calls: [
-          { id: "a", type: "function", function: { name: "get_weather", arguments: '{"city": "Oslo"}' } },
-          { id: "b", type: "function", function: { name: "get_weather", arguments: '{"city": "Rome"}' } },
+          {
+            id: "a",
+            type: "function",
+            function: { name: "get_weather", arguments: '{"city": "Oslo"}' },
+          },
+          {
+            id: "b",
+            type: "function",
+            function: { name: "get_weather", arguments: '{"city": "Rome"}' },
+          },
         ],
       },
       { role: "tool", tool_call_id: "a", content: "5" },
@@ -136,7 +160,11 @@ describe("Qwen2.5 chat template", () => {
         role: "assistant",
         content: null,
         tool_calls: [
-          { id: "1", type: "function", function: { name: "f", arguments: '{"n": [1, 2], "s": "é"}' } },
+          {
+            id: "1",
+            type: "function",
+            function: { name: "f", arguments: '{"n": [1, 2], "s": "é"}' },
+          },
           { id: "2", type: "function", function: { name: "g", arguments: "not json" } },
         ],
       },
@@ -145,19 +173,29 @@ describe("Qwen2.5 chat template", () => {
     assert.deepEqual(calls[0].function.arguments, { n: [1, 2], s: "é" });
     assert.equal(calls[1].function.arguments, "not json");
     assert.equal(prepared[0].content, "");
-    const text = render([{ role: "user", content: "x" }, prepared[0] as unknown as ChatMessage], false, null);
+    const text = render(
+      [{ role: "user", content: "x" }, prepared[0] as unknown as ChatMessage],
+      false,
+      null,
+    );
     assert.ok(text.includes('{"name": "f", "arguments": {"n": [1, 2], "s": "é"}}'), text);
     assert.ok(text.includes('{"name": "g", "arguments": "not json"}'), text);
   });
 
   test("toJsonLikePython writes json.dumps' separators", () => {
-    assert.equal(toJsonLikePython({ a: [1, "x", null, true], b: { c: 1.5 } }), '{"a": [1, "x", null, true], "b": {"c": 1.5}}');
+    assert.equal(
+      toJsonLikePython({ a: [1, "x", null, true], b: { c: 1.5 } }),
+      '{"a": [1, "x", null, true], "b": {"c": 1.5}}',
+    );
     assert.equal(toJsonLikePython([]), "[]");
     assert.equal(toJsonLikePython({}), "{}");
   });
 
   test("a template that does not parse raises ChatTemplateError", () => {
-    assert.throws(() => renderChatTemplate("{% if %}", [{ role: "user", content: "x" }]), ChatTemplateError);
+    assert.throws(
+      () => renderChatTemplate("{% if %}", [{ role: "user", content: "x" }]),
+      ChatTemplateError,
+    );
   });
 });
 
@@ -183,8 +221,13 @@ describe("compact chat template", () => {
   });
 
   test("without tools it is Qwen2.5's rendering", () => {
-    const messages = CONVERSATION.filter((message) => message.role !== "tool" && !(message.role === "assistant" && message.tool_calls));
-    assert.equal(renderChatTemplate(COMPACT_CHAT_TEMPLATE, messages, { addGenerationPrompt: true }), render(messages, true, null));
+    const messages = CONVERSATION.filter(
+      (message) => message.role !== "tool" && !(message.role === "assistant" && message.tool_calls),
+    );
+    assert.equal(
+      renderChatTemplate(COMPACT_CHAT_TEMPLATE, messages, { addGenerationPrompt: true }),
+      render(messages, true, null),
+    );
   });
 });
 
@@ -198,8 +241,16 @@ describe("prefix stability (what the rollout engine relies on)", () => {
       role: "assistant",
       content: "Let me check.",
       tool_calls: [
-        { id: "c", type: "function", function: { name: "get_weather", arguments: '{"city":"Rome"}' } },
-        { id: "d", type: "function", function: { name: "get_weather", arguments: '{"city":"Oslo","days":[1,2]}' } },
+        {
+          id: "c",
+          type: "function",
+          function: { name: "get_weather", arguments: '{"city":"Rome"}' },
+        },
+        {
+          id: "d",
+          type: "function",
+          function: { name: "get_weather", arguments: '{"city":"Oslo","days":[1,2]}' },
+        },
       ],
     },
     { role: "tool", tool_call_id: "c", content: "22" },
@@ -215,7 +266,10 @@ describe("prefix stability (what the rollout engine relies on)", () => {
       const prompt = render(LONG_CONVERSATION.slice(0, k + 1), true);
       const withAnswer = render(LONG_CONVERSATION.slice(0, k + 2));
       const continued = prompt + generatedText(next) + "<|im_end|>\n";
-      assert.ok(withAnswer.startsWith(continued), `turn ${k + 1}:\n${continued}\n---\n${withAnswer}`);
+      assert.ok(
+        withAnswer.startsWith(continued),
+        `turn ${k + 1}:\n${continued}\n---\n${withAnswer}`,
+      );
       checked++;
     }
     assert.equal(checked, 4);
@@ -228,7 +282,10 @@ describe("prefix stability (what the rollout engine relies on)", () => {
       for (let later = k + 1; later <= LONG_CONVERSATION.length; later++) {
         // Later prefixes that end inside a run of tool messages are not meaningful (see below).
         if (later < LONG_CONVERSATION.length && LONG_CONVERSATION[later]?.role === "tool") continue;
-        assert.ok(render(LONG_CONVERSATION.slice(0, later), true).startsWith(upToAssistant), `k=${k} later=${later}`);
+        assert.ok(
+          render(LONG_CONVERSATION.slice(0, later), true).startsWith(upToAssistant),
+          `k=${k} later=${later}`,
+        );
       }
     }
   });
@@ -240,7 +297,8 @@ describe("prefix stability (what the rollout engine relies on)", () => {
     assert.ok(!whole.startsWith(split));
     // A model that writes compact JSON: the template re-writes it with ", " and ": ".
     const prompt = render(CONVERSATION.slice(0, 2), true);
-    const compact = '<tool_call>\n{"name":"get_weather","arguments":{"city":"Paris"}}\n</tool_call><|im_end|>\n';
+    const compact =
+      '<tool_call>\n{"name":"get_weather","arguments":{"city":"Paris"}}\n</tool_call><|im_end|>\n';
     assert.ok(!render(CONVERSATION.slice(0, 3)).startsWith(prompt + compact));
   });
 });
@@ -248,9 +306,12 @@ describe("prefix stability (what the rollout engine relies on)", () => {
 describe("agreement with Python Jinja2 (as transformers renders)", () => {
   const python = spawnSync("python3", ["-c", "import jinja2"], { encoding: "utf8" });
   const hasJinja2 = python.status === 0;
-  test("renders byte-identical output", { skip: hasJinja2 ? false : "python3 with jinja2 is not installed" }, () => {
-    // transformers: Environment(trim_blocks=True, lstrip_blocks=True), tojson = json.dumps(ensure_ascii=False).
-    const script = `
+  test(
+    "renders byte-identical output",
+    { skip: hasJinja2 ? false : "python3 with jinja2 is not installed" },
+    () => {
+      // transformers: Environment(trim_blocks=True, lstrip_blocks=True), tojson = json.dumps(ensure_ascii=False).
+      const script = `
 import json, sys
 import jinja2
 data = json.load(sys.stdin)
@@ -264,31 +325,38 @@ for case in data["cases"]:
     out.append(env.from_string(data["template"]).render(**kwargs))
 sys.stdout.write(json.dumps(out))
 `;
-    const cases = [
-      { messages: CONVERSATION, tools: TOOLS, add_generation_prompt: false },
-      { messages: CONVERSATION.slice(0, 4), tools: TOOLS, add_generation_prompt: true },
-      { messages: CONVERSATION.slice(1, 2), tools: null, add_generation_prompt: true },
-      { messages: CONVERSATION.slice(1), tools: null, add_generation_prompt: false },
-    ];
-    const input = JSON.stringify({
-      template: QWEN25_CHAT_TEMPLATE,
-      cases: cases.map((c) => ({ ...c, messages: prepareMessagesForTemplate(c.messages) })),
-    });
-    const result = spawnSync("python3", ["-c", script], { input, encoding: "utf8" });
-    assert.equal(result.status, 0, result.stderr);
-    const expected = JSON.parse(result.stdout) as string[];
-    cases.forEach((c, index) => {
-      assert.equal(render(c.messages, c.add_generation_prompt, c.tools), expected[index], `case ${index}`);
-    });
-    assert.equal(expected[0], EXPECTED_WITH_TOOLS);
-  });
+      const cases = [
+        { messages: CONVERSATION, tools: TOOLS, add_generation_prompt: false },
+        { messages: CONVERSATION.slice(0, 4), tools: TOOLS, add_generation_prompt: true },
+        { messages: CONVERSATION.slice(1, 2), tools: null, add_generation_prompt: true },
+        { messages: CONVERSATION.slice(1), tools: null, add_generation_prompt: false },
+      ];
+      const input = JSON.stringify({
+        template: QWEN25_CHAT_TEMPLATE,
+        cases: cases.map((c) => ({ ...c, messages: prepareMessagesForTemplate(c.messages) })),
+      });
+      const result = spawnSync("python3", ["-c", script], { input, encoding: "utf8" });
+      assert.equal(result.status, 0, result.stderr);
+      const expected = JSON.parse(result.stdout) as string[];
+      cases.forEach((c, index) => {
+        assert.equal(
+          render(c.messages, c.add_generation_prompt, c.tools),
+          expected[index],
+          `case ${index}`,
+        );
+      });
+      assert.equal(expected[0], EXPECTED_WITH_TOOLS);
+    },
+  );
 });
 
 test("the compact template is, character for character, the one in the shipped models/warmstart (models carry their template; evaluation memos hash it)", async (t) => {
   const { existsSync, readFileSync } = await import("node:fs");
   const file = new URL("../../../../models/warmstart/tokenizer_config.json", import.meta.url);
   if (!existsSync(file)) return t.skip("no models/warmstart in this checkout");
-  const { chat_template: shipped } = JSON.parse(readFileSync(file, "utf8")) as { chat_template: string };
+  const { chat_template: shipped } = JSON.parse(readFileSync(file, "utf8")) as {
+    chat_template: string;
+  };
   const { COMPACT_CHAT_TEMPLATE } = await import("./chat-template.js");
   assert.equal(shipped, COMPACT_CHAT_TEMPLATE);
 });

@@ -7,7 +7,13 @@
  * Templates are Jinja (Hugging Face `chat_template`), rendered by `@huggingface/jinja`.
  */
 import { Template } from "@huggingface/jinja";
-import { AgentRLError, type AssistantMessage, type ChatToolSpec, type Message, type ToolCall } from "@agentrl/spec";
+import {
+  AgentRLError,
+  type AssistantMessage,
+  type ChatToolSpec,
+  type Message,
+  type ToolCall,
+} from "@agentrl/spec";
 
 /** One message of a conversation: `@agentrl/spec`'s {@link Message}, by the name this package has always used. */
 export type ChatMessage = Message;
@@ -99,13 +105,16 @@ const SYSTEM_AND_MESSAGES = `{%- else %}
  * - tool results as a user turn `<|im_start|>user\n<tool_response>\n...\n</tool_response><|im_end|>`,
  *   consecutive tool messages sharing one user turn.
  */
-export const QWEN25_CHAT_TEMPLATE = SYSTEM_WITH_TOOLS + `    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}
+export const QWEN25_CHAT_TEMPLATE =
+  SYSTEM_WITH_TOOLS +
+  `    {{- "\\n\\n# Tools\\n\\nYou may call one or more functions to assist with the user query.\\n\\nYou are provided with function signatures within <tools></tools> XML tags:\\n<tools>" }}
     {%- for tool in tools %}
         {{- "\\n" }}
         {{- tool | tojson }}
     {%- endfor %}
     {{- "\\n</tools>\\n\\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\\n<tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}
-` + SYSTEM_AND_MESSAGES;
+` +
+  SYSTEM_AND_MESSAGES;
 
 /**
  * {@link QWEN25_CHAT_TEMPLATE} with the tool list shortened for tiny models trained from
@@ -115,7 +124,9 @@ export const QWEN25_CHAT_TEMPLATE = SYSTEM_WITH_TOOLS + `    {{- "\\n\\n# Tools\
  * the descriptions, and attention over them is most of the cost of every training row
  * (see docs/warmstart.md for the token counts).
  */
-export const COMPACT_CHAT_TEMPLATE = SYSTEM_WITH_TOOLS + `    {{- "\\n\\n# Tools\\n" }}
+export const COMPACT_CHAT_TEMPLATE =
+  SYSTEM_WITH_TOOLS +
+  `    {{- "\\n\\n# Tools\\n" }}
     {%- for tool in tools %}
         {%- set function = tool.function if tool.function is defined else tool %}
         {{- "\\n" + function.name + "(" }}
@@ -128,12 +139,15 @@ export const COMPACT_CHAT_TEMPLATE = SYSTEM_WITH_TOOLS + `    {{- "\\n\\n# Tools
         {{- ")" }}
     {%- endfor %}
     {{- "\\n\\nCall a tool with <tool_call>\\n{\\"name\\": <function-name>, \\"arguments\\": <args-json-object>}\\n</tool_call><|im_end|>\\n" }}
-` + SYSTEM_AND_MESSAGES;
+` +
+  SYSTEM_AND_MESSAGES;
 
 /** The chat templates the project writes into the models it makes, by name. */
-export const CHAT_TEMPLATES = { "qwen2.5": QWEN25_CHAT_TEMPLATE, compact: COMPACT_CHAT_TEMPLATE } as const;
+export const CHAT_TEMPLATES = {
+  "qwen2.5": QWEN25_CHAT_TEMPLATE,
+  compact: COMPACT_CHAT_TEMPLATE,
+} as const;
 export type ChatTemplateName = keyof typeof CHAT_TEMPLATES;
-
 
 /**
  * Tool-call arguments as the templates expect them.
@@ -157,14 +171,19 @@ export function parseToolCallArguments(argumentsText: string): unknown {
  * {@link parseToolCallArguments}) and a `null` assistant content turned into `""` (which the
  * templates test as false, like `None`).
  */
-export function prepareMessagesForTemplate(messages: readonly ChatMessage[]): Record<string, unknown>[] {
+export function prepareMessagesForTemplate(
+  messages: readonly ChatMessage[],
+): Record<string, unknown>[] {
   return messages.map((message) => {
     if (message.role !== "assistant") return { ...message };
     const prepared: Record<string, unknown> = { ...message, content: message.content ?? "" };
     if (message.tool_calls !== undefined) {
       prepared.tool_calls = message.tool_calls.map((call) => ({
         ...call,
-        function: { name: call.function.name, arguments: parseToolCallArguments(call.function.arguments) },
+        function: {
+          name: call.function.name,
+          arguments: parseToolCallArguments(call.function.arguments),
+        },
       }));
     }
     return prepared;
@@ -178,7 +197,9 @@ export function prepareMessagesForTemplate(messages: readonly ChatMessage[]): Re
 export function toJsonLikePython(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(toJsonLikePython).join(", ")}]`;
   if (value !== null && typeof value === "object") {
-    const entries = Object.entries(value).map(([key, item]) => `${JSON.stringify(key)}: ${toJsonLikePython(item)}`);
+    const entries = Object.entries(value).map(
+      ([key, item]) => `${JSON.stringify(key)}: ${toJsonLikePython(item)}`,
+    );
     return `{${entries.join(", ")}}`;
   }
   return JSON.stringify(value) ?? "null";

@@ -32,7 +32,9 @@ export const TokenizerJsonSchema = z.looseObject({
 export type TokenizerJson = z.infer<typeof TokenizerJsonSchema>;
 
 /** A token in `tokenizer_config.json`: a string, or an `AddedToken` dict with `content`. */
-const ConfigTokenSchema = z.union([z.string(), z.looseObject({ content: z.string() }), z.null()]).optional();
+const ConfigTokenSchema = z
+  .union([z.string(), z.looseObject({ content: z.string() }), z.null()])
+  .optional();
 
 /** `tokenizer_config.json`: special tokens and the chat template. */
 export const TokenizerConfigSchema = z.looseObject({
@@ -45,14 +47,19 @@ export const TokenizerConfigSchema = z.looseObject({
   eos_token: ConfigTokenSchema,
   pad_token: ConfigTokenSchema,
   unk_token: ConfigTokenSchema,
-  additional_special_tokens: z.array(z.union([z.string(), z.looseObject({ content: z.string() })])).optional(),
+  additional_special_tokens: z
+    .array(z.union([z.string(), z.looseObject({ content: z.string() })]))
+    .optional(),
   clean_up_tokenization_spaces: z.boolean().optional(),
 });
 export type TokenizerConfig = z.infer<typeof TokenizerConfigSchema>;
 
 /** The part of `generation_config.json` the tokenizer reads. */
 export const GenerationConfigSchema = z.looseObject({
-  eos_token_id: z.union([z.number().int(), z.array(z.number().int())]).nullable().optional(),
+  eos_token_id: z
+    .union([z.number().int(), z.array(z.number().int())])
+    .nullable()
+    .optional(),
 });
 export type GenerationConfig = z.infer<typeof GenerationConfigSchema>;
 
@@ -60,7 +67,11 @@ export type GenerationConfig = z.infer<typeof GenerationConfigSchema>;
 export class TokenizerFileError extends AgentRLError {}
 
 /** Validates `value` against `schema`, naming `what` in the error. */
-export function parseTokenizerFile<Schema extends z.ZodType>(schema: Schema, value: unknown, what: string): z.infer<Schema> {
+export function parseTokenizerFile<Schema extends z.ZodType>(
+  schema: Schema,
+  value: unknown,
+  what: string,
+): z.infer<Schema> {
   const result = schema.safeParse(value);
   if (!result.success) {
     throw new TokenizerFileError(`${what} is not valid: ${z.prettifyError(result.error)}`);
@@ -69,7 +80,9 @@ export function parseTokenizerFile<Schema extends z.ZodType>(schema: Schema, val
 }
 
 /** The text of a token field of `tokenizer_config.json` (`"<|im_end|>"` or `{content: ...}`). */
-export function configTokenContent(token: z.infer<typeof ConfigTokenSchema> | { content: string }): string | undefined {
+export function configTokenContent(
+  token: z.infer<typeof ConfigTokenSchema> | { content: string },
+): string | undefined {
   if (token === undefined || token === null) return undefined;
   return typeof token === "string" ? token : token.content;
 }

@@ -7,8 +7,14 @@ import * as huggingFaceTokenizers from "@huggingface/tokenizers";
 
 /** The library's `Tokenizer` (a `tokenizer.json` plus `tokenizer_config.json`). */
 export interface HuggingFaceTokenizer {
-  encode(text: string, options?: { add_special_tokens?: boolean }): { ids: number[]; tokens: string[] };
-  decode(ids: number[], options?: { skip_special_tokens?: boolean; clean_up_tokenization_spaces?: boolean }): string;
+  encode(
+    text: string,
+    options?: { add_special_tokens?: boolean },
+  ): { ids: number[]; tokens: string[] };
+  decode(
+    ids: number[],
+    options?: { skip_special_tokens?: boolean; clean_up_tokenization_spaces?: boolean },
+  ): string;
   token_to_id(token: string): number | undefined;
   id_to_token(id: number): string | undefined;
   get_vocab(withAddedTokens?: boolean): Map<string, number>;

@@ -38,7 +38,8 @@ export class StreamDecoder {
     const prefixText = this.decode(this.ids.slice(this.prefixOffset, this.readOffset));
     const fullText = this.decode(this.ids.slice(this.prefixOffset));
     const pendingTokens = this.ids.length - this.readOffset;
-    if (fullText.endsWith(REPLACEMENT_CHARACTER) && pendingTokens < MAXIMUM_PENDING_TOKENS) return "";
+    if (fullText.endsWith(REPLACEMENT_CHARACTER) && pendingTokens < MAXIMUM_PENDING_TOKENS)
+      return "";
     // A decoder that rewrites earlier text (e.g. clean-up of spaces before punctuation):
     // decode everything and emit what extends the text emitted so far.
     const newText = fullText.startsWith(prefixText)

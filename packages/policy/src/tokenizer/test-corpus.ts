@@ -9,7 +9,10 @@ const WORDS = (
   "database table select where entity relation answer weather city temperature shop buy search click item price"
 ).split(" ");
 
-const SYLLABLES = "ka lo mi ne ru sa ti vo ze ba de fi go hu ja ku li mo nu pa qui ra se to ul ve wa xi yo zu an er in on st tr pl gr ch sh th ng".split(" ");
+const SYLLABLES =
+  "ka lo mi ne ru sa ti vo ze ba de fi go hu ja ku li mo nu pa qui ra se to ul ve wa xi yo zu an er in on st tr pl gr ch sh th ng".split(
+    " ",
+  );
 
 /** A small linear congruential generator, so the corpus is the same on every run. */
 function createRandom(seed: number): () => number {
@@ -24,7 +27,11 @@ function createRandom(seed: number): () => number {
  * `documents` texts of roughly `charactersPerDocument` characters each.
  * @param seed seed of the generator (default 1)
  */
-export function syntheticCorpus(documents: number, charactersPerDocument: number, seed = 1): string[] {
+export function syntheticCorpus(
+  documents: number,
+  charactersPerDocument: number,
+  seed = 1,
+): string[] {
   const random = createRandom(seed);
   const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)];
   const corpus: string[] = [];
@@ -36,10 +43,13 @@ export function syntheticCorpus(documents: number, charactersPerDocument: number
         const length = 4 + Math.floor(random() * 12);
         // Common words, plus made-up words (Zipf-like: short ones are frequent) for a long tail.
         const madeUpWord = () =>
-          Array.from({ length: 1 + Math.floor(random() * random() * 5) }, () => pick(SYLLABLES)).join("");
+          Array.from({ length: 1 + Math.floor(random() * random() * 5) }, () =>
+            pick(SYLLABLES),
+          ).join("");
         const words = Array.from({ length }, () => (random() < 0.6 ? pick(WORDS) : madeUpWord()));
         words[0] = words[0][0].toUpperCase() + words[0].slice(1);
-        text += words.join(" ") + (random() < 0.2 ? ` ${Math.floor(random() * 100000)}` : "") + ". ";
+        text +=
+          words.join(" ") + (random() < 0.2 ? ` ${Math.floor(random() * 100000)}` : "") + ". ";
       } else if (kind < 0.75) {
         const name = pick(["count", "total", "items", "rows"]);
         text += `\ndef ${name}_${pick(WORDS)}(x):\n    return x * ${Math.floor(random() * 1000)} + len("${pick(WORDS)}")\n`;

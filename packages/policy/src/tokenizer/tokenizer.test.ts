@@ -37,7 +37,8 @@ describe("Tokenizer files", () => {
       assert.equal(loaded.padTokenId, tokenizer.padTokenId);
       assert.deepEqual(loaded.stopTokenIds, tokenizer.stopTokenIds);
       for (const text of SAMPLES) assert.deepEqual(loaded.encode(text), tokenizer.encode(text));
-      for (let id = 0; id < tokenizer.vocabSize; id++) assert.equal(loaded.idToToken(id), tokenizer.idToToken(id));
+      for (let id = 0; id < tokenizer.vocabSize; id++)
+        assert.equal(loaded.idToToken(id), tokenizer.idToToken(id));
       const messages: ChatMessage[] = [{ role: "user", content: "hi" }];
       assert.equal(loaded.applyChatTemplate(messages), tokenizer.applyChatTemplate(messages));
       // Saving the loaded tokenizer writes the same files again.
@@ -51,9 +52,15 @@ describe("Tokenizer files", () => {
     withTemporaryDirectory((directory) => {
       tokenizer.save(directory);
       const extra = tokenizer.tokenToId("</tool_call>")!;
-      writeFileSync(join(directory, "generation_config.json"), JSON.stringify({ eos_token_id: [tokenizer.eosTokenId, extra] }));
+      writeFileSync(
+        join(directory, "generation_config.json"),
+        JSON.stringify({ eos_token_id: [tokenizer.eosTokenId, extra] }),
+      );
       const loaded = Tokenizer.fromDirectory(directory);
-      assert.deepEqual(loaded.stopTokenIds, [...tokenizer.stopTokenIds, extra].sort((a, b) => a - b));
+      assert.deepEqual(
+        loaded.stopTokenIds,
+        [...tokenizer.stopTokenIds, extra].sort((a, b) => a - b),
+      );
     });
   });
 
@@ -62,8 +69,14 @@ describe("Tokenizer files", () => {
       const { chat_template: _template, ...configWithoutTemplate } = trained.tokenizerConfig;
       Tokenizer.fromJson(trained.tokenizerJson, configWithoutTemplate).save(directory);
       assert.equal(Tokenizer.fromDirectory(directory).hasChatTemplate, false);
-      writeFileSync(join(directory, "chat_template.jinja"), "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}");
-      assert.equal(Tokenizer.fromDirectory(directory).applyChatTemplate([{ role: "user", content: "hi" }]), "<user>hi");
+      writeFileSync(
+        join(directory, "chat_template.jinja"),
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}",
+      );
+      assert.equal(
+        Tokenizer.fromDirectory(directory).applyChatTemplate([{ role: "user", content: "hi" }]),
+        "<user>hi",
+      );
     });
   });
 
@@ -85,7 +98,10 @@ describe("Tokenizer files", () => {
       assert.throws(() => Tokenizer.fromDirectory(directory), TokenizerFileError);
     });
     assert.throws(() => Tokenizer.fromJson({ added_tokens: "no" }, {}), TokenizerFileError);
-    assert.throws(() => Tokenizer.fromJson(trained.tokenizerJson, { eos_token: "<|missing|>" }), TokenizerError);
+    assert.throws(
+      () => Tokenizer.fromJson(trained.tokenizerJson, { eos_token: "<|missing|>" }),
+      TokenizerError,
+    );
   });
 });
 
@@ -150,10 +166,25 @@ describe("stream decoder", () => {
 
 describe("token-level prefix stability", () => {
   test("prompt ids + generated ids + eos + reply ids = ids of the whole rendering (boundaries at special tokens)", () => {
-    const tools = [{ type: "function" as const, function: { name: "bash", description: "Run a command.", parameters: { type: "object" } } }];
+    const tools = [
+      {
+        type: "function" as const,
+        function: { name: "bash", description: "Run a command.", parameters: { type: "object" } },
+      },
+    ];
     const conversation: ChatMessage[] = [
       { role: "user", content: "How many files are in /tmp?" },
-      { role: "assistant", content: null, tool_calls: [{ id: "1", type: "function", function: { name: "bash", arguments: '{"command":"ls /tmp | wc -l"}' } }] },
+      {
+        role: "assistant",
+        content: null,
+        tool_calls: [
+          {
+            id: "1",
+            type: "function",
+            function: { name: "bash", arguments: '{"command":"ls /tmp | wc -l"}' },
+          },
+        ],
+      },
       { role: "tool", tool_call_id: "1", content: "42" },
       { role: "assistant", content: "There are 42 files." },
     ];
@@ -162,7 +193,10 @@ describe("token-level prefix stability", () => {
     for (let k = 0; k < conversation.length; k++) {
       const message = conversation[k];
       if (message.role !== "assistant") continue;
-      const prompt = tokenizer.applyChatTemplate(conversation.slice(0, k), { tools, addGenerationPrompt: true });
+      const prompt = tokenizer.applyChatTemplate(conversation.slice(0, k), {
+        tools,
+        addGenerationPrompt: true,
+      });
       ids.push(...tokenizer.encode(prompt.slice(rendered.length))); // the environment's part (mask 0)
       ids.push(...tokenizer.encode(qwen25AssistantText(message)), tokenizer.eosTokenId); // "generated" (mask 1)
       rendered = tokenizer.applyChatTemplate(conversation.slice(0, k + 1), { tools });
@@ -192,15 +226,24 @@ describe("chat template selection", () => {
       "T1",
     );
     assert.equal(named.applyChatTemplate(messages, { templateName: "tool_use", tools: [] }), "T0");
-    assert.throws(() => named.applyChatTemplate(messages, { templateName: "nope" }), TokenizerError);
-    const none = Tokenizer.fromJson(trained.tokenizerJson, { ...trained.tokenizerConfig, chat_template: undefined });
+    assert.throws(
+      () => named.applyChatTemplate(messages, { templateName: "nope" }),
+      TokenizerError,
+    );
+    const none = Tokenizer.fromJson(trained.tokenizerJson, {
+      ...trained.tokenizerConfig,
+      chat_template: undefined,
+    });
     assert.equal(none.hasChatTemplate, false);
     assert.throws(() => none.applyChatTemplate(messages), TokenizerError);
   });
 
   test("templates see bos_token / eos_token", () => {
     const config = { ...trained.tokenizerConfig, chat_template: "{{ eos_token }}{{ bos_token }}" };
-    assert.equal(Tokenizer.fromJson(trained.tokenizerJson, config).applyChatTemplate([]), "<|im_end|>");
+    assert.equal(
+      Tokenizer.fromJson(trained.tokenizerJson, config).applyChatTemplate([]),
+      "<|im_end|>",
+    );
   });
 });
 
@@ -210,12 +253,50 @@ describe("chat template selection", () => {
  */
 function llamaStyleTokenizer(): Tokenizer {
   const vocab: Record<string, number> = { "<unk>": 0, "<s>": 1, "</s>": 2 };
-  for (let byte = 0; byte < 256; byte++) vocab[`<0x${byte.toString(16).toUpperCase().padStart(2, "0")}>`] = 3 + byte;
-  const pieces = ["▁", "h", "e", "l", "o", "w", "r", "d", "he", "ll", "hell", "hello", "▁w", "or", "▁wor", "▁world", "▁hello"];
+  for (let byte = 0; byte < 256; byte++)
+    vocab[`<0x${byte.toString(16).toUpperCase().padStart(2, "0")}>`] = 3 + byte;
+  const pieces = [
+    "▁",
+    "h",
+    "e",
+    "l",
+    "o",
+    "w",
+    "r",
+    "d",
+    "he",
+    "ll",
+    "hell",
+    "hello",
+    "▁w",
+    "or",
+    "▁wor",
+    "▁world",
+    "▁hello",
+  ];
   for (const piece of pieces) vocab[piece] = Object.keys(vocab).length;
-  const merges = ["h e", "l l", "he ll", "hell o", "▁ w", "o r", "▁w or", "▁wor l", "▁worl d", "▁ hello"];
+  const merges = [
+    "h e",
+    "l l",
+    "he ll",
+    "hell o",
+    "▁ w",
+    "o r",
+    "▁w or",
+    "▁wor l",
+    "▁worl d",
+    "▁ hello",
+  ];
   vocab["▁worl"] = Object.keys(vocab).length;
-  const special = (id: number, content: string) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+  const special = (id: number, content: string) => ({
+    id,
+    content,
+    single_word: false,
+    lstrip: false,
+    rstrip: false,
+    normalized: false,
+    special: true,
+  });
   const tokenizerJson = {
     version: "1.0",
     truncation: null,
@@ -232,7 +313,11 @@ function llamaStyleTokenizer(): Tokenizer {
     post_processor: {
       type: "TemplateProcessing",
       single: [{ SpecialToken: { id: "<s>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }],
-      pair: [{ SpecialToken: { id: "<s>", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }, { Sequence: { id: "B", type_id: 1 } }],
+      pair: [
+        { SpecialToken: { id: "<s>", type_id: 0 } },
+        { Sequence: { id: "A", type_id: 0 } },
+        { Sequence: { id: "B", type_id: 1 } },
+      ],
       special_tokens: { "<s>": { id: "<s>", ids: [1], tokens: ["<s>"] } },
     },
     decoder: {
@@ -261,7 +346,8 @@ function llamaStyleTokenizer(): Tokenizer {
     eos_token: "</s>",
     unk_token: "<unk>",
     clean_up_tokenization_spaces: false,
-    chat_template: "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{{ eos_token }}{% endfor %}",
+    chat_template:
+      "{{ bos_token }}{% for m in messages %}[{{ m.role }}] {{ m.content }}{{ eos_token }}{% endfor %}",
   };
   return Tokenizer.fromJson(tokenizerJson, tokenizerConfig);
 }
@@ -271,10 +357,20 @@ describe("a Llama-style tokenizer (metaspace + byte fallback)", () => {
 
   test("encodes with merges and byte fallback, decodes back", () => {
     const ids = llama.encode("hello world", { addSpecialTokens: true });
-    assert.deepEqual(ids.map((id) => llama.idToToken(id)), ["<s>", "▁hello", "▁world"]);
-    assert.deepEqual(llama.encode("hello world"), ids.slice(1), "addSpecialTokens defaults to false");
+    assert.deepEqual(
+      ids.map((id) => llama.idToToken(id)),
+      ["<s>", "▁hello", "▁world"],
+    );
+    assert.deepEqual(
+      llama.encode("hello world"),
+      ids.slice(1),
+      "addSpecialTokens defaults to false",
+    );
     const emoji = llama.encode("hello 😀");
-    assert.deepEqual(emoji.map((id) => llama.idToToken(id)), ["▁hello", "▁", "<0xF0>", "<0x9F>", "<0x98>", "<0x80>"]);
+    assert.deepEqual(
+      emoji.map((id) => llama.idToToken(id)),
+      ["▁hello", "▁", "<0xF0>", "<0x9F>", "<0x98>", "<0x80>"],
+    );
     assert.equal(llama.decode(emoji), "hello 😀");
     assert.equal(llama.decode(ids, { skipSpecialTokens: true }), "hello world");
     assert.equal(llama.eosTokenId, 2);

@@ -64,7 +64,15 @@ export interface TokenizerOptions {
 }
 
 /** End-of-turn / end-of-text markers of common model families, stop tokens when present. */
-const KNOWN_STOP_TOKENS = ["<|im_end|>", "<|endoftext|>", "<|eot_id|>", "<|end_of_text|>", "<|eom_id|>", "</s>", "<end_of_turn>"];
+const KNOWN_STOP_TOKENS = [
+  "<|im_end|>",
+  "<|endoftext|>",
+  "<|eot_id|>",
+  "<|end_of_text|>",
+  "<|eom_id|>",
+  "</s>",
+  "<end_of_turn>",
+];
 
 export class Tokenizer {
   /** `tokenizer.json` as given (saved back unchanged). */
@@ -87,15 +95,30 @@ export class Tokenizer {
    * @param tokenizerJson the parsed `tokenizer.json`
    * @param tokenizerConfig the parsed `tokenizer_config.json` (`{}` if there is none)
    */
-  constructor(tokenizerJson: unknown, tokenizerConfig: unknown = {}, options: TokenizerOptions = {}) {
+  constructor(
+    tokenizerJson: unknown,
+    tokenizerConfig: unknown = {},
+    options: TokenizerOptions = {},
+  ) {
     // Validate, but keep the caller's objects (deep copies) so `save` writes them back as given.
     parseTokenizerFile(TokenizerJsonSchema, tokenizerJson, "tokenizer.json");
-    const config = parseTokenizerFile(TokenizerConfigSchema, tokenizerConfig, "tokenizer_config.json");
+    const config = parseTokenizerFile(
+      TokenizerConfigSchema,
+      tokenizerConfig,
+      "tokenizer_config.json",
+    );
     this.tokenizerJson = structuredClone(tokenizerJson) as TokenizerJson;
     this.tokenizerConfig = structuredClone(tokenizerConfig) as TokenizerConfig;
     const json = this.tokenizerJson as Record<string, unknown>;
     this.inner = new HuggingFaceTokenizerClass(
-      { normalizer: null, pre_tokenizer: null, post_processor: null, decoder: null, added_tokens: [], ...json },
+      {
+        normalizer: null,
+        pre_tokenizer: null,
+        post_processor: null,
+        decoder: null,
+        added_tokens: [],
+        ...json,
+      },
       this.tokenizerConfig,
     );
     this.cleanUpTokenizationSpaces = config.clean_up_tokenization_spaces ?? false;
@@ -106,12 +129,17 @@ export class Tokenizer {
 
     this.eosTokenId = this.requireTokenId(configTokenContent(config.eos_token), "eos_token");
     const padToken = configTokenContent(config.pad_token);
-    this.padTokenId = padToken === undefined ? this.eosTokenId : this.requireTokenId(padToken, "pad_token");
+    this.padTokenId =
+      padToken === undefined ? this.eosTokenId : this.requireTokenId(padToken, "pad_token");
     this.stopTokenIds = this.collectStopTokenIds(options.generationConfig);
   }
 
   /** Builds a tokenizer from parsed `tokenizer.json` and `tokenizer_config.json` objects. */
-  static fromJson(tokenizerJson: unknown, tokenizerConfig: unknown = {}, options: TokenizerOptions = {}): Tokenizer {
+  static fromJson(
+    tokenizerJson: unknown,
+    tokenizerConfig: unknown = {},
+    options: TokenizerOptions = {},
+  ): Tokenizer {
     return new Tokenizer(tokenizerJson, tokenizerConfig, options);
   }
 
@@ -122,7 +150,8 @@ export class Tokenizer {
    */
   static fromDirectory(directory: string): Tokenizer {
     const tokenizerJson = readJsonFile(join(directory, "tokenizer.json"), true);
-    const tokenizerConfig = (readJsonFile(join(directory, "tokenizer_config.json"), false) ?? {}) as Record<string, unknown>;
+    const tokenizerConfig = (readJsonFile(join(directory, "tokenizer_config.json"), false) ??
+      {}) as Record<string, unknown>;
     const templateFile = join(directory, "chat_template.jinja");
     if (tokenizerConfig.chat_template == null && existsSync(templateFile)) {
       tokenizerConfig.chat_template = readFileSync(templateFile, "utf8");
@@ -134,8 +163,14 @@ export class Tokenizer {
   /** Writes `tokenizer.json` and `tokenizer_config.json` into `directory` (created if needed). */
   save(directory: string): void {
     mkdirSync(directory, { recursive: true });
-    writeFileSync(join(directory, "tokenizer.json"), JSON.stringify(this.tokenizerJson, null, 2) + "\n");
-    writeFileSync(join(directory, "tokenizer_config.json"), JSON.stringify(this.tokenizerConfig, null, 2) + "\n");
+    writeFileSync(
+      join(directory, "tokenizer.json"),
+      JSON.stringify(this.tokenizerJson, null, 2) + "\n",
+    );
+    writeFileSync(
+      join(directory, "tokenizer_config.json"),
+      JSON.stringify(this.tokenizerConfig, null, 2) + "\n",
+    );
   }
 
   /** Token ids of `text`. Added tokens written in the text (`<|im_start|>`) become their single ids. */
@@ -149,7 +184,9 @@ export class Tokenizer {
     if (ids.length === 0) return "";
     for (const id of ids) {
       if (!Number.isInteger(id) || this.inner.id_to_token(id) === undefined) {
-        throw new TokenizerError(`token id ${id} is not in the vocabulary (size ${this.vocabSize})`);
+        throw new TokenizerError(
+          `token id ${id} is not in the vocabulary (size ${this.vocabSize})`,
+        );
       }
     }
     return this.inner.decode(ids as number[], {
@@ -183,7 +220,10 @@ export class Tokenizer {
    * Renders a conversation with the config's `chat_template` (see `renderChatTemplate` for
    * how tool-call arguments are handled and when the result is prefix-stable).
    */
-  applyChatTemplate(messages: readonly ChatMessage[], options: ApplyChatTemplateOptions = {}): string {
+  applyChatTemplate(
+    messages: readonly ChatMessage[],
+    options: ApplyChatTemplateOptions = {},
+  ): string {
     const config = this.tokenizerConfig;
     return renderChatTemplate(this.chatTemplateSource(options), messages, {
       tools: options.tools,
@@ -193,7 +233,9 @@ export class Tokenizer {
         eos_token: configTokenContent(config.eos_token) ?? "",
         pad_token: configTokenContent(config.pad_token) ?? "",
         unk_token: configTokenContent(config.unk_token) ?? "",
-        additional_special_tokens: (config.additional_special_tokens ?? []).map((token) => configTokenContent(token)),
+        additional_special_tokens: (config.additional_special_tokens ?? []).map((token) =>
+          configTokenContent(token),
+        ),
       },
     });
   }
@@ -206,7 +248,8 @@ export class Tokenizer {
     }
     const hasTools = options.tools !== undefined && options.tools.length > 0;
     const wanted =
-      options.templateName ?? (hasTools && template.some((entry) => entry.name === "tool_use") ? "tool_use" : "default");
+      options.templateName ??
+      (hasTools && template.some((entry) => entry.name === "tool_use") ? "tool_use" : "default");
     const found = template.find((entry) => entry.name === wanted);
     if (found === undefined) {
       const names = template.map((entry) => entry.name).join(", ");

@@ -25,9 +25,9 @@ const HARD_TEXTS = [
   "naïve café Ελληνικά русский 日本語のテキスト 한국어 עברית العربية",
   "emoji 😀👍🏽 👨‍👩‍👧‍👦 🇫🇷 and a lone combining mark e\u0301 and NFD vs NFC é",
   "  leading spaces, trailing spaces   \n\n\n\ttabs\t\tand\r\nCRLF\r\n\u00a0nbsp\u3000ideographic\u2028line sep",
-  'def f(x):\n    return {"a": [1, 2, 3], \'b\': x ** 2}  # comment\n\n\nclass A:\n\tpass\n',
+  "def f(x):\n    return {\"a\": [1, 2, 3], 'b': x ** 2}  # comment\n\n\nclass A:\n\tpass\n",
   "I'M HE'LL they're it's 'S 'Ll O'Neil rock'n'roll",
-  "<|im_start|>user\nliteral specials <tool_call>{\"x\": 1}</tool_call><|im_end|>\n<|endoftext|>",
+  '<|im_start|>user\nliteral specials <tool_call>{"x": 1}</tool_call><|im_end|>\n<|endoftext|>',
   "\u0000\u0001\u001f\u007f control characters and \uFFFD replacement",
   "",
   " ",
@@ -36,7 +36,7 @@ const HARD_TEXTS = [
 /** Random strings over a mix of ASCII, Latin-1, CJK, emoji and whitespace code points. */
 function randomTexts(count: number, seed: number): string[] {
   let state = seed;
-  const random = () => ((state = (Math.imul(state, 1103515245) + 12345) >>> 0) / 2 ** 32);
+  const random = () => (state = (Math.imul(state, 1103515245) + 12345) >>> 0) / 2 ** 32;
   const ranges: [number, number][] = [
     [0x20, 0x7e],
     [0x09, 0x0d],
@@ -59,15 +59,27 @@ function randomTexts(count: number, seed: number): string[] {
 describe("trainByteLevelBpe", () => {
   test("vocabulary: 256 bytes in GPT-2 order, merges, then the specials; exactly vocabSize ids", () => {
     assert.equal(tokenizer.vocabSize, 1000);
-    const model = trained.tokenizerJson.model as { vocab: Record<string, number>; merges: string[] };
+    const model = trained.tokenizerJson.model as {
+      vocab: Record<string, number>;
+      merges: string[];
+    };
     assert.equal(model.vocab["!"], 0);
-    assert.equal(model.vocab["Ġ"], BYTE_TO_UNICODE.slice().sort((a, b) => a.charCodeAt(0) - b.charCodeAt(0)).indexOf("Ġ"));
+    assert.equal(
+      model.vocab["Ġ"],
+      BYTE_TO_UNICODE.slice()
+        .sort((a, b) => a.charCodeAt(0) - b.charCodeAt(0))
+        .indexOf("Ġ"),
+    );
     assert.equal(Object.keys(model.vocab).length, 1000 - DEFAULT_SPECIAL_TOKENS.length);
     assert.ok(model.merges.length >= 1000 - 256 - DEFAULT_SPECIAL_TOKENS.length);
     const added = trained.tokenizerJson.added_tokens;
     assert.deepEqual(
       added.map((token) => [token.id, token.content, token.special]),
-      DEFAULT_SPECIAL_TOKENS.map((token, index) => [1000 - DEFAULT_SPECIAL_TOKENS.length + index, token.content, token.special]),
+      DEFAULT_SPECIAL_TOKENS.map((token, index) => [
+        1000 - DEFAULT_SPECIAL_TOKENS.length + index,
+        token.content,
+        token.special,
+      ]),
     );
     assert.equal(tokenizer.idToToken(tokenizer.eosTokenId), "<|im_end|>");
     assert.equal(tokenizer.idToToken(tokenizer.padTokenId), "<|endoftext|>");
@@ -89,7 +101,10 @@ describe("trainByteLevelBpe", () => {
     for (const merge of json.model.merges as string[]) {
       const [left, right, ...rest] = merge.split(" ");
       assert.equal(rest.length, 0);
-      assert.ok(left + right in json.model.vocab, `merge result ${left + right} is in the vocabulary`);
+      assert.ok(
+        left + right in json.model.vocab,
+        `merge result ${left + right} is in the vocabulary`,
+      );
     }
     assert.equal(new Set(json.model.merges).size, json.model.merges.length, "no duplicate merges");
     assert.equal(trained.tokenizerConfig.chat_template, tokenizer.tokenizerConfig.chat_template);
@@ -99,15 +114,26 @@ describe("trainByteLevelBpe", () => {
 
   test("merges are learnt by pair frequency, most frequent first", () => {
     // Pieces: "ab" ×1, " ab" ×3, " cd" ×1 → (a,b) = 4, then (Ġ,ab) = 3; the rest occur once.
-    const small = trainByteLevelBpe(["ab ab ab ab cd"], { vocabSize: 300, specialTokens: [], minFrequency: 2 });
+    const small = trainByteLevelBpe(["ab ab ab ab cd"], {
+      vocabSize: 300,
+      specialTokens: [],
+      minFrequency: 2,
+    });
     assert.deepEqual((small.tokenizerJson.model as { merges: string[] }).merges, ["a b", "Ġ ab"]);
   });
 
   test("incremental pair counts give the same merges as recounting after every merge", () => {
     const corpus = syntheticCorpus(6, 1500, 7).concat(randomTexts(30, 3));
-    const fast = (trainByteLevelBpe(corpus, { vocabSize: 500, specialTokens: [], minFrequency: 2, maxTokenLength: 1000 }).tokenizerJson.model as {
-      merges: string[];
-    }).merges;
+    const fast = (
+      trainByteLevelBpe(corpus, {
+        vocabSize: 500,
+        specialTokens: [],
+        minFrequency: 2,
+        maxTokenLength: 1000,
+      }).tokenizerJson.model as {
+        merges: string[];
+      }
+    ).merges;
     assert.deepEqual(fast, naiveMerges(corpus, 500 - 256, 2));
   });
 
@@ -128,28 +154,66 @@ describe("trainByteLevelBpe", () => {
     const ids = tokenizer.encode("<|im_start|>assistant\n<tool_call>\n{}\n</tool_call><|im_end|>");
     assert.equal(ids[0], tokenizer.tokenToId("<|im_start|>"));
     assert.equal(ids.at(-1), tokenizer.eosTokenId);
-    assert.equal(tokenizer.decode(ids, { skipSpecialTokens: true }), "assistant\n<tool_call>\n{}\n</tool_call>");
+    assert.equal(
+      tokenizer.decode(ids, { skipSpecialTokens: true }),
+      "assistant\n<tool_call>\n{}\n</tool_call>",
+    );
   });
 
   test("digits are kept separate even when the corpus is full of numbers", () => {
-    const numeric = trainByteLevelBpe(["12345 apples 678 2024 oranges 1000000 ".repeat(2000)], { vocabSize: 400 });
+    const numeric = trainByteLevelBpe(["12345 apples 678 2024 oranges 1000000 ".repeat(2000)], {
+      vocabSize: 400,
+    });
     const merges = (numeric.tokenizerJson.model as { merges: string[] }).merges;
-    assert.ok(merges.includes("Ġ apples") || merges.some((merge) => merge.endsWith("les")), "words do merge");
+    assert.ok(
+      merges.includes("Ġ apples") || merges.some((merge) => merge.endsWith("les")),
+      "words do merge",
+    );
     for (const merge of merges) assert.ok(!/\d/.test(merge), `merge "${merge}" involves a digit`);
     const numericTokenizer = new Tokenizer(numeric.tokenizerJson, numeric.tokenizerConfig);
-    assert.ok(numericTokenizer.vocabSize < 400, "the corpus ran out of pairs: fewer ids than asked for");
-    const tokens = numericTokenizer.encode("2024 apples 1000000").map((id) => numericTokenizer.idToToken(id));
-    assert.deepEqual(tokens, ["2", "0", "2", "4", "Ġapples", "Ġ", "1", "0", "0", "0", "0", "0", "0"]);
+    assert.ok(
+      numericTokenizer.vocabSize < 400,
+      "the corpus ran out of pairs: fewer ids than asked for",
+    );
+    const tokens = numericTokenizer
+      .encode("2024 apples 1000000")
+      .map((id) => numericTokenizer.idToToken(id));
+    assert.deepEqual(tokens, [
+      "2",
+      "0",
+      "2",
+      "4",
+      "Ġapples",
+      "Ġ",
+      "1",
+      "0",
+      "0",
+      "0",
+      "0",
+      "0",
+      "0",
+    ]);
     // The same holds for the tokenizer trained on the general corpus.
     const general = tokenizer.encode("in 2024: 31415").map((id) => tokenizer.idToToken(id));
-    assert.deepEqual(general.filter((token) => /\d/.test(token!)), ["2", "0", "2", "4", "3", "1", "4", "1", "5"]);
+    assert.deepEqual(
+      general.filter((token) => /\d/.test(token!)),
+      ["2", "0", "2", "4", "3", "1", "4", "1", "5"],
+    );
   });
 
   test("maxTokenLength caps merged tokens (long runs do not become one token)", () => {
-    const runs = trainByteLevelBpe(["x".repeat(5000) + " =====" .repeat(100)], { vocabSize: 400, maxTokenLength: 8 });
-    const vocab = Object.keys((runs.tokenizerJson.model as { vocab: Record<string, number> }).vocab);
+    const runs = trainByteLevelBpe(["x".repeat(5000) + " =====".repeat(100)], {
+      vocabSize: 400,
+      maxTokenLength: 8,
+    });
+    const vocab = Object.keys(
+      (runs.tokenizerJson.model as { vocab: Record<string, number> }).vocab,
+    );
     assert.ok(vocab.includes("xxxxxxxx"));
-    assert.ok(vocab.every((token) => token.length <= 8), vocab.filter((token) => token.length > 8).join(","));
+    assert.ok(
+      vocab.every((token) => token.length <= 8),
+      vocab.filter((token) => token.length > 8).join(","),
+    );
     const runsTokenizer = new Tokenizer(runs.tokenizerJson, runs.tokenizerConfig);
     assert.equal(runsTokenizer.encode("x".repeat(64)).length, 8);
   });
@@ -162,13 +226,28 @@ describe("trainByteLevelBpe", () => {
       invert: false,
     });
     assert.deepEqual(splitter.pre_tokenize_text("Hello world, it's 2024!\n  x"), [
-      "Hello", " world", ",", " it", "'s", " ", "2", "0", "2", "4", "!\n", " ", " x",
+      "Hello",
+      " world",
+      ",",
+      " it",
+      "'s",
+      " ",
+      "2",
+      "0",
+      "2",
+      "4",
+      "!\n",
+      " ",
+      " x",
     ]);
   });
 
   test("rejects a vocabSize too small for the bytes and specials", () => {
     assert.throws(() => trainByteLevelBpe(CORPUS, { vocabSize: 260 }), BpeTrainingError);
-    assert.throws(() => trainByteLevelBpe(CORPUS, { vocabSize: 300, specialTokens: ["<a>", "<a>"] }), BpeTrainingError);
+    assert.throws(
+      () => trainByteLevelBpe(CORPUS, { vocabSize: 300, specialTokens: ["<a>", "<a>"] }),
+      BpeTrainingError,
+    );
   });
 
   test("trains a 2,000-token vocabulary on ~1 MB of text in a few seconds", () => {
@@ -193,7 +272,12 @@ describe("compatibility with the Rust tokenizers (what Python `tokenizers` runs)
   const rust = loadRustTokenizers();
   test(
     "loads our tokenizer.json and encodes to the same ids",
-    { skip: rust === undefined ? "the npm package `tokenizers` (Rust bindings) is not installed; set RUST_TOKENIZERS_MODULE to its path to run" : false },
+    {
+      skip:
+        rust === undefined
+          ? "the npm package `tokenizers` (Rust bindings) is not installed; set RUST_TOKENIZERS_MODULE to its path to run"
+          : false,
+    },
     async () => {
       const directory = mkdtempSync(join(tmpdir(), "agentrl-tokenizer-"));
       try {
@@ -203,7 +287,11 @@ describe("compatibility with the Rust tokenizers (what Python `tokenizers` runs)
         for (const text of [...HARD_TEXTS, ...CORPUS.slice(0, 5), ...randomTexts(50, 5)]) {
           if (text.length === 0) continue;
           const encoding = await reference.encode(text, null, { addSpecialTokens: false });
-          assert.deepEqual(tokenizer.encode(text), encoding.getIds(), JSON.stringify(text.slice(0, 60)));
+          assert.deepEqual(
+            tokenizer.encode(text),
+            encoding.getIds(),
+            JSON.stringify(text.slice(0, 60)),
+          );
         }
       } finally {
         rmSync(directory, { recursive: true, force: true });
@@ -216,7 +304,11 @@ interface RustTokenizersModule {
   Tokenizer: {
     fromFile(path: string): {
       getVocabSize(withAddedTokens: boolean): number;
-      encode(text: string, pair: null, options: { addSpecialTokens: boolean }): Promise<{ getIds(): number[] }>;
+      encode(
+        text: string,
+        pair: null,
+        options: { addSpecialTokens: boolean },
+      ): Promise<{ getIds(): number[] }>;
     };
   };
 }
@@ -285,7 +377,11 @@ function naiveMerges(corpus: string[], mergeCount: number, minFrequency: number)
     for (const word of words) {
       const merged: string[] = [];
       for (let i = 0; i < word.symbols.length; i++) {
-        if (i + 1 < word.symbols.length && word.symbols[i] === left && word.symbols[i + 1] === right) {
+        if (
+          i + 1 < word.symbols.length &&
+          word.symbols[i] === left &&
+          word.symbols[i + 1] === right
+        ) {
           merged.push(left + right);
           i++;
         } else merged.push(word.symbols[i]);

@@ -10,7 +10,13 @@ import type { KVSequence, Policy } from "@agentrl/policy";
 import type { InferenceEngine } from "./engine.js";
 import { createPolicyEngine, type PolicyWeights } from "./policy-model.js";
 import { ThreadEngine, engineThreadData, threadWeights } from "./thread.js";
-import type { EngineStats, GenerationEngine, GenerationRequest, GenerationResult, InferenceEngineOptions } from "./types.js";
+import type {
+  EngineStats,
+  GenerationEngine,
+  GenerationRequest,
+  GenerationResult,
+  InferenceEngineOptions,
+} from "./types.js";
 
 export class EnginePool implements GenerationEngine<PolicyWeights> {
   /** Requests in flight per engine. */
@@ -32,7 +38,8 @@ export class EnginePool implements GenerationEngine<PolicyWeights> {
     let index = key === undefined ? undefined : this.affinity.get(key);
     if (index === undefined) {
       index = 0;
-      for (let i = 1; i < this.engines.length; i++) if (this.inFlight[i] < this.inFlight[index]) index = i;
+      for (let i = 1; i < this.engines.length; i++)
+        if (this.inFlight[i] < this.inFlight[index]) index = i;
       if (key !== undefined) this.affinity.set(key, index);
     }
     const chosen = index;
@@ -53,15 +60,23 @@ export class EnginePool implements GenerationEngine<PolicyWeights> {
     // One shared copy of the weights for all threads, made once.
     const threads = this.engines.some((engine) => engine instanceof ThreadEngine);
     const shared = threads ? threadWeights(weights) : undefined;
-    await Promise.all(this.engines.map((engine) => (engine instanceof ThreadEngine ? engine.updateWeights(shared!, version) : engine.updateWeights(weights, version))));
+    await Promise.all(
+      this.engines.map((engine) =>
+        engine instanceof ThreadEngine
+          ? engine.updateWeights(shared!, version)
+          : engine.updateWeights(weights, version),
+      ),
+    );
   }
 
   /** Counts summed over the engines; means weighted by decode steps; the version is the pool's. */
   stats(): EngineStats {
     const all = this.engines.map((engine) => engine.stats());
-    const sum = (pick: (stats: EngineStats) => number) => all.reduce((total, stats) => total + pick(stats), 0);
+    const sum = (pick: (stats: EngineStats) => number) =>
+      all.reduce((total, stats) => total + pick(stats), 0);
     const steps = sum((stats) => stats.decodeSteps);
-    const weighted = (pick: (stats: EngineStats) => number) => (steps === 0 ? 0 : sum((stats) => pick(stats) * stats.decodeSteps) / steps);
+    const weighted = (pick: (stats: EngineStats) => number) =>
+      steps === 0 ? 0 : sum((stats) => pick(stats) * stats.decodeSteps) / steps;
     return {
       version: this.version,
       waiting: sum((stats) => stats.waiting),
@@ -103,12 +118,21 @@ export function defaultDecodeThreads(): number {
  * The in-process engine over `policy` and `threads` engine threads with copies of its weights
  * (each with its own sampler seed: `seed + i`); with `threads` 0, the in-process engine alone.
  */
-export async function createPolicyEnginePool(policy: Policy, options: InferenceEngineOptions = {}, threads = defaultDecodeThreads()): Promise<GenerationEngine<PolicyWeights>> {
+export async function createPolicyEnginePool(
+  policy: Policy,
+  options: InferenceEngineOptions = {},
+  threads = defaultDecodeThreads(),
+): Promise<GenerationEngine<PolicyWeights>> {
   const local: InferenceEngine<KVSequence, PolicyWeights> = createPolicyEngine(policy, options);
   if (threads <= 0) return local;
   const data = engineThreadData(policy, options);
   const started = await Promise.allSettled(
-    Array.from({ length: threads }, (_, i) => ThreadEngine.fromData({ ...data, options: { ...data.options, seed: (options.seed ?? 0) + i + 1 } })),
+    Array.from({ length: threads }, (_, i) =>
+      ThreadEngine.fromData({
+        ...data,
+        options: { ...data.options, seed: (options.seed ?? 0) + i + 1 },
+      }),
+    ),
   );
   const failed = started.find((outcome) => outcome.status === "rejected");
   if (failed) {
@@ -116,5 +140,8 @@ export async function createPolicyEnginePool(policy: Policy, options: InferenceE
     for (const outcome of started) if (outcome.status === "fulfilled") outcome.value.close();
     throw (failed as PromiseRejectedResult).reason;
   }
-  return new EnginePool([local, ...started.map((outcome) => (outcome as PromiseFulfilledResult<ThreadEngine>).value)]);
+  return new EnginePool([
+    local,
+    ...started.map((outcome) => (outcome as PromiseFulfilledResult<ThreadEngine>).value),
+  ]);
 }

@@ -2,13 +2,27 @@ import { test, describe, before } from "node:test";
 import assert from "node:assert/strict";
 import * as tf from "@tensorflow/tfjs-core";
 import { tokenLogProbs, type Policy } from "@agentrl/policy";
-import { ContextLimitError, InferenceEngine, createPolicyEngine, type GenerationResult } from "./index.js";
+import {
+  ContextLimitError,
+  InferenceEngine,
+  createPolicyEngine,
+  type GenerationResult,
+} from "./index.js";
 import { ScriptedModel, testPolicy } from "../testing/fixtures.js";
 
 /** Log-probs the training side gives each of `generated` after `prompt` ([generated.length]). */
-function scoredLogprobs(policy: Policy, prompt: number[], generated: number[], temperature: number): number[] {
+function scoredLogprobs(
+  policy: Policy,
+  prompt: number[],
+  generated: number[],
+  temperature: number,
+): number[] {
   const ids = [...prompt, ...generated];
-  const scored = tf.tidy(() => tokenLogProbs(policy.model, tf.tensor2d([ids], [1, ids.length], "int32"), { temperature }).logProbs);
+  const scored = tf.tidy(
+    () =>
+      tokenLogProbs(policy.model, tf.tensor2d([ids], [1, ids.length], "int32"), { temperature })
+        .logProbs,
+  );
   const data = Array.from(scored.dataSync());
   scored.dispose();
   return data.slice(prompt.length - 1);
@@ -17,18 +31,27 @@ function scoredLogprobs(policy: Policy, prompt: number[], generated: number[], t
 function prompts(count: number, vocab: number, seed = 5): number[][] {
   let x = seed;
   const next = () => (x = (x * 1103515245 + 12345) % 2147483648);
-  return Array.from({ length: count }, () => Array.from({ length: 3 + (next() % 20) }, () => next() % 400));
+  return Array.from({ length: count }, () =>
+    Array.from({ length: 3 + (next() % 20) }, () => next() % 400),
+  );
 }
 
 describe("InferenceEngine (scripted model)", () => {
   // Writes token (last + 1) mod 50, stopping (token 0) after a per-request length encoded in the first prompt token.
-  const script = (fed: readonly number[]) => (fed.length - 1 >= fed[0] ? 0 : (fed[fed.length - 1] + 1) % 50 || 1);
+  const script = (fed: readonly number[]) =>
+    fed.length - 1 >= fed[0] ? 0 : (fed[fed.length - 1] + 1) % 50 || 1;
 
   test("requests join and leave the shared batch; each gets exactly its own tokens", async () => {
     const model = new ScriptedModel(64, script);
-    const engine = new InferenceEngine(model, { maxBatchSize: 8, temperature: 0, stopTokenIds: [0] });
+    const engine = new InferenceEngine(model, {
+      maxBatchSize: 8,
+      temperature: 0,
+      stopTokenIds: [0],
+    });
     const lengths = [3, 17, 5, 9, 30, 2, 12, 7];
-    const results = await Promise.all(lengths.map((length) => engine.generate({ promptTokens: [length, 10], maxNewTokens: 100 })));
+    const results = await Promise.all(
+      lengths.map((length) => engine.generate({ promptTokens: [length, 10], maxNewTokens: 100 })),
+    );
     results.forEach((result, i) => {
       assert.equal(result.finishReason, "stop");
       assert.equal(result.tokens.length, lengths[i] - 1 + 1, `request ${i}`);
@@ -42,10 +65,22 @@ describe("InferenceEngine (scripted model)", () => {
 
   test("back-pressure: never more than maxBatchSize sequences, nor more than maxCacheTokens reserved", async () => {
     const model = new ScriptedModel(64, script);
-    const engine = new InferenceEngine(model, { maxBatchSize: 3, maxCacheTokens: 40, temperature: 0, stopTokenIds: [0] });
+    const engine = new InferenceEngine(model, {
+      maxBatchSize: 3,
+      maxCacheTokens: 40,
+      temperature: 0,
+      stopTokenIds: [0],
+    });
     let maxReserved = 0;
-    const timer = setInterval(() => (maxReserved = Math.max(maxReserved, engine.stats().reservedCacheTokens)), 0);
-    const results = await Promise.all(Array.from({ length: 10 }, (_, i) => engine.generate({ promptTokens: [4 + (i % 3), 1], maxNewTokens: 10 })));
+    const timer = setInterval(
+      () => (maxReserved = Math.max(maxReserved, engine.stats().reservedCacheTokens)),
+      0,
+    );
+    const results = await Promise.all(
+      Array.from({ length: 10 }, (_, i) =>
+        engine.generate({ promptTokens: [4 + (i % 3), 1], maxNewTokens: 10 }),
+      ),
+    );
     clearInterval(timer);
     assert.equal(results.length, 10);
     assert.ok(Math.max(...model.decodeBatchSizes) <= 3);
@@ -55,11 +90,23 @@ describe("InferenceEngine (scripted model)", () => {
   test("a kept cache is reused: the next turn prefills only the new suffix", async () => {
     const model = new ScriptedModel(64, () => 0);
     const engine = new InferenceEngine(model, { temperature: 0, stopTokenIds: [0] });
-    const first = await engine.generate({ promptTokens: [5, 6, 7], maxNewTokens: 4, cacheKey: "e" });
+    const first = await engine.generate({
+      promptTokens: [5, 6, 7],
+      maxNewTokens: 4,
+      cacheKey: "e",
+    });
     assert.equal(first.prefilledTokens, 3);
-    const second = await engine.generate({ promptTokens: [5, 6, 7, ...first.tokens, 8, 9], maxNewTokens: 4, cacheKey: "e" });
+    const second = await engine.generate({
+      promptTokens: [5, 6, 7, ...first.tokens, 8, 9],
+      maxNewTokens: 4,
+      cacheKey: "e",
+    });
     assert.equal(second.prefilledTokens, 3); // the last generated token (not yet fed) + the two new ones
-    const changed = await engine.generate({ promptTokens: [1, 2, 3, 4, 5, 6, 7, 8, 9], maxNewTokens: 4, cacheKey: "e" });
+    const changed = await engine.generate({
+      promptTokens: [1, 2, 3, 4, 5, 6, 7, 8, 9],
+      maxNewTokens: 4,
+      cacheKey: "e",
+    });
     assert.equal(changed.prefilledTokens, 9);
     engine.releaseCache("e");
     assert.equal(engine.stats().keptCaches, 0);
@@ -68,11 +115,23 @@ describe("InferenceEngine (scripted model)", () => {
   test("a weight update drops kept caches, unless keepCachesOnUpdate (then the next turn still prefills only its suffix)", async () => {
     for (const keep of [false, true]) {
       const model = new ScriptedModel(64, () => 0);
-      const engine = new InferenceEngine(model, { temperature: 0, stopTokenIds: [0], keepCachesOnUpdate: keep });
-      const first = await engine.generate({ promptTokens: [5, 6, 7], maxNewTokens: 4, cacheKey: "e" });
+      const engine = new InferenceEngine(model, {
+        temperature: 0,
+        stopTokenIds: [0],
+        keepCachesOnUpdate: keep,
+      });
+      const first = await engine.generate({
+        promptTokens: [5, 6, 7],
+        maxNewTokens: 4,
+        cacheKey: "e",
+      });
       await engine.updateWeights(1, 1);
       assert.equal(engine.stats().keptCaches, keep ? 1 : 0);
-      const second = await engine.generate({ promptTokens: [5, 6, 7, ...first.tokens, 8, 9], maxNewTokens: 4, cacheKey: "e" });
+      const second = await engine.generate({
+        promptTokens: [5, 6, 7, ...first.tokens, 8, 9],
+        maxNewTokens: 4,
+        cacheKey: "e",
+      });
       assert.equal(second.prefilledTokens, keep ? 3 : 6, `keepCachesOnUpdate ${keep}`);
       assert.deepEqual(second.versions, [1], "the new turn's tokens carry the new version");
     }
@@ -80,18 +139,36 @@ describe("InferenceEngine (scripted model)", () => {
 
   test("prefix cache: the same opening prompt is prefilled once, later ones fork it", async () => {
     const model = new ScriptedModel(64, () => 0);
-    const engine = new InferenceEngine(model, { temperature: 0, stopTokenIds: [0], minPrefixTokens: 4 });
+    const engine = new InferenceEngine(model, {
+      temperature: 0,
+      stopTokenIds: [0],
+      minPrefixTokens: 4,
+    });
     const prompt = Array.from({ length: 20 }, (_, i) => i + 1);
     const first = await engine.generate({ promptTokens: prompt, maxNewTokens: 3 });
     assert.equal(first.prefilledTokens, 20);
-    const again = await Promise.all([engine.generate({ promptTokens: prompt, maxNewTokens: 3 }), engine.generate({ promptTokens: [...prompt, 7, 8], maxNewTokens: 3 })]);
-    assert.deepEqual(again.map((r) => r.prefilledTokens), [1, 3]);
+    const again = await Promise.all([
+      engine.generate({ promptTokens: prompt, maxNewTokens: 3 }),
+      engine.generate({ promptTokens: [...prompt, 7, 8], maxNewTokens: 3 }),
+    ]);
+    assert.deepEqual(
+      again.map((r) => r.prefilledTokens),
+      [1, 3],
+    );
     assert.equal(engine.stats().cachedPrefixes, 2, "the opening prompt and the longer one");
     await engine.updateWeights(1, 1);
-    assert.equal(engine.stats().cachedPrefixes, 0, "prefixes computed with old weights are dropped");
+    assert.equal(
+      engine.stats().cachedPrefixes,
+      0,
+      "prefixes computed with old weights are dropped",
+    );
     const short = await engine.generate({ promptTokens: [1, 2, 3], maxNewTokens: 3 });
     assert.equal(short.prefilledTokens, 3);
-    assert.equal(engine.stats().cachedPrefixes, 0, "prompts shorter than minPrefixTokens are not cached");
+    assert.equal(
+      engine.stats().cachedPrefixes,
+      0,
+      "prompts shorter than minPrefixTokens are not cached",
+    );
   });
 
   test("prefix cache: a prompt sharing only a beginning with a cached one forks that beginning and prefills the rest", async () => {
@@ -100,29 +177,66 @@ describe("InferenceEngine (scripted model)", () => {
     const head = Array.from({ length: 20 }, (_, i) => i + 1);
     const first = [...head, 30, 31];
     const second = [...head, 40, 41, 42];
-    const engine = new InferenceEngine(new ScriptedModel(64, sum), { temperature: 0, stopTokenIds: [0], minPrefixTokens: 8 });
-    assert.equal((await engine.generate({ promptTokens: first, maxNewTokens: 5 })).prefilledTokens, 22);
+    const engine = new InferenceEngine(new ScriptedModel(64, sum), {
+      temperature: 0,
+      stopTokenIds: [0],
+      minPrefixTokens: 8,
+    });
+    assert.equal(
+      (await engine.generate({ promptTokens: first, maxNewTokens: 5 })).prefilledTokens,
+      22,
+    );
     const shared = await engine.generate({ promptTokens: second, maxNewTokens: 5 });
     assert.equal(shared.prefilledTokens, 3, "only the part after the shared 20 tokens");
     assert.equal(engine.stats().reusedCacheTokens, 20);
-    const fresh = new InferenceEngine(new ScriptedModel(64, sum), { temperature: 0, stopTokenIds: [0], prefixCacheEntries: 0 });
-    assert.deepEqual(shared.tokens, (await fresh.generate({ promptTokens: second, maxNewTokens: 5 })).tokens);
+    const fresh = new InferenceEngine(new ScriptedModel(64, sum), {
+      temperature: 0,
+      stopTokenIds: [0],
+      prefixCacheEntries: 0,
+    });
+    assert.deepEqual(
+      shared.tokens,
+      (await fresh.generate({ promptTokens: second, maxNewTokens: 5 })).tokens,
+    );
     // Fewer than minPrefixTokens shared: prefilled whole.
-    assert.equal((await engine.generate({ promptTokens: [1, 2, 3, 9, 9, 9, 9, 9, 9, 9], maxNewTokens: 2 })).prefilledTokens, 10);
+    assert.equal(
+      (await engine.generate({ promptTokens: [1, 2, 3, 9, 9, 9, 9, 9, 9, 9], maxNewTokens: 2 }))
+        .prefilledTokens,
+      10,
+    );
   });
 
   test("abort frees the slot and rejects; a prompt that does not fit is a ContextLimitError", async () => {
     const model = new ScriptedModel(64, () => 3);
-    const engine = new InferenceEngine(model, { temperature: 0, stopTokenIds: [0], maxSequenceLength: 1_000_000 });
+    const engine = new InferenceEngine(model, {
+      temperature: 0,
+      stopTokenIds: [0],
+      maxSequenceLength: 1_000_000,
+    });
     const controller = new AbortController();
-    const running = engine.generate({ promptTokens: [1], maxNewTokens: 900_000, signal: controller.signal });
-    while (engine.stats().generatedTokens < 20) await new Promise((resolve) => setImmediate(resolve));
+    const running = engine.generate({
+      promptTokens: [1],
+      maxNewTokens: 900_000,
+      signal: controller.signal,
+    });
+    while (engine.stats().generatedTokens < 20)
+      await new Promise((resolve) => setImmediate(resolve));
     controller.abort(new Error("turn timed out"));
     await assert.rejects(running, /turn timed out/);
     assert.equal(engine.stats().active, 0);
-    const small = new InferenceEngine(model, { temperature: 0, stopTokenIds: [0], maxSequenceLength: 50 });
-    await assert.rejects(small.generate({ promptTokens: new Array(50).fill(1), maxNewTokens: 1 }), ContextLimitError);
-    const clamped = await small.generate({ promptTokens: new Array(40).fill(1), maxNewTokens: 100 });
+    const small = new InferenceEngine(model, {
+      temperature: 0,
+      stopTokenIds: [0],
+      maxSequenceLength: 50,
+    });
+    await assert.rejects(
+      small.generate({ promptTokens: new Array(50).fill(1), maxNewTokens: 1 }),
+      ContextLimitError,
+    );
+    const clamped = await small.generate({
+      promptTokens: new Array(40).fill(1),
+      maxNewTokens: 100,
+    });
     assert.equal(clamped.tokens.length, 10);
     assert.equal(clamped.finishReason, "length");
   });
@@ -140,39 +254,84 @@ describe("InferenceEngine (test-preset policy)", () => {
     const maxNew = requests.map((_, i) => 4 + ((i * 7) % 13));
     const alone = [];
     for (const [i, prompt] of requests.entries()) {
-      const engine = createPolicyEngine(policy, { temperature: 0, maxBatchSize: 1, stopTokenIds: [] });
+      const engine = createPolicyEngine(policy, {
+        temperature: 0,
+        maxBatchSize: 1,
+        stopTokenIds: [],
+      });
       alone.push((await engine.generate({ promptTokens: prompt, maxNewTokens: maxNew[i] })).tokens);
     }
-    const engine = createPolicyEngine(policy, { temperature: 0, maxBatchSize: 5, maxPrefillsPerStep: 2, maxPrefillTokensPerStep: 7, stopTokenIds: [] });
-    const batched = await Promise.all(requests.map((prompt, i) => engine.generate({ promptTokens: prompt, maxNewTokens: maxNew[i] })));
-    assert.deepEqual(batched.map((r) => r.tokens), alone);
+    const engine = createPolicyEngine(policy, {
+      temperature: 0,
+      maxBatchSize: 5,
+      maxPrefillsPerStep: 2,
+      maxPrefillTokensPerStep: 7,
+      stopTokenIds: [],
+    });
+    const batched = await Promise.all(
+      requests.map((prompt, i) =>
+        engine.generate({ promptTokens: prompt, maxNewTokens: maxNew[i] }),
+      ),
+    );
+    assert.deepEqual(
+      batched.map((r) => r.tokens),
+      alone,
+    );
     assert.ok(engine.stats().meanBatchSize > 2, `mean batch ${engine.stats().meanBatchSize}`);
-    assert.ok(engine.stats().reusedCacheTokens > 0, "some prompts were forked from the prefix cache");
+    assert.ok(
+      engine.stats().reusedCacheTokens > 0,
+      "some prompts were forked from the prefix cache",
+    );
   });
 
   test("prompts sharing a beginning: the forked beginning gives the tokens and log-probs of a full prefill", async () => {
     const [head] = prompts(1, policy.config.vocabSize, 17);
     const beginning = [...head, ...head, 3, 1, 4, 1, 5, 9, 2, 6].slice(0, 24);
-    const requests = [[...beginning, 5, 6], [...beginning, 7, 8, 9], [...beginning, 11], [...beginning.slice(0, 20), 12, 13]];
-    const fresh = createPolicyEngine(policy, { temperature: 0, stopTokenIds: [], prefixCacheEntries: 0 });
+    const requests = [
+      [...beginning, 5, 6],
+      [...beginning, 7, 8, 9],
+      [...beginning, 11],
+      [...beginning.slice(0, 20), 12, 13],
+    ];
+    const fresh = createPolicyEngine(policy, {
+      temperature: 0,
+      stopTokenIds: [],
+      prefixCacheEntries: 0,
+    });
     const alone: GenerationResult[] = [];
-    for (const prompt of requests) alone.push(await fresh.generate({ promptTokens: prompt, maxNewTokens: 6 }));
+    for (const prompt of requests)
+      alone.push(await fresh.generate({ promptTokens: prompt, maxNewTokens: 6 }));
     const engine = createPolicyEngine(policy, { temperature: 0, stopTokenIds: [] });
     const shared: GenerationResult[] = [];
-    for (const prompt of requests) shared.push(await engine.generate({ promptTokens: prompt, maxNewTokens: 6 }));
-    assert.deepEqual(shared.map((r) => r.tokens), alone.map((r) => r.tokens));
-    shared.forEach((r, i) => r.logprobs.forEach((logprob, j) => assert.ok(Math.abs(logprob - alone[i].logprobs[j]) < 1e-4, `request ${i} token ${j}`)));
-    assert.deepEqual(shared.map((r) => r.prefilledTokens), [26, 3, 1, 2]);
+    for (const prompt of requests)
+      shared.push(await engine.generate({ promptTokens: prompt, maxNewTokens: 6 }));
+    assert.deepEqual(
+      shared.map((r) => r.tokens),
+      alone.map((r) => r.tokens),
+    );
+    shared.forEach((r, i) =>
+      r.logprobs.forEach((logprob, j) =>
+        assert.ok(Math.abs(logprob - alone[i].logprobs[j]) < 1e-4, `request ${i} token ${j}`),
+      ),
+    );
+    assert.deepEqual(
+      shared.map((r) => r.prefilledTokens),
+      [26, 3, 1, 2],
+    );
   });
 
   test("the recorded log-prob equals the training-side score within 1e-4 (temperature 0.8)", async () => {
     const engine = createPolicyEngine(policy, { temperature: 0.8, seed: 11, stopTokenIds: [] });
     const requests = prompts(6, policy.config.vocabSize, 9);
-    const results = await Promise.all(requests.map((prompt) => engine.generate({ promptTokens: prompt, maxNewTokens: 12 })));
+    const results = await Promise.all(
+      requests.map((prompt) => engine.generate({ promptTokens: prompt, maxNewTokens: 12 })),
+    );
     let worst = 0;
     results.forEach((result, i) => {
       const scored = scoredLogprobs(policy, requests[i], result.tokens, 0.8);
-      result.logprobs.forEach((logprob, t) => (worst = Math.max(worst, Math.abs(logprob - scored[t]))));
+      result.logprobs.forEach(
+        (logprob, t) => (worst = Math.max(worst, Math.abs(logprob - scored[t]))),
+      );
     });
     assert.ok(worst < 1e-4, `largest difference ${worst}`);
   });
@@ -181,9 +340,15 @@ describe("InferenceEngine (test-preset policy)", () => {
     test(`a weight update mid-generation corrupts nothing (${mode})`, async () => {
       const other = await testPolicy({ seed: 99 });
       const sampler = policy.fromSnapshot(policy.snapshot());
-      const engine = createPolicyEngine(sampler, { temperature: 0, updateMode: mode, stopTokenIds: [] });
+      const engine = createPolicyEngine(sampler, {
+        temperature: 0,
+        updateMode: mode,
+        stopTokenIds: [],
+      });
       const requests = prompts(6, policy.config.vocabSize, 21);
-      const inFlight = requests.map((prompt) => engine.generate({ promptTokens: prompt, maxNewTokens: 24 }));
+      const inFlight = requests.map((prompt) =>
+        engine.generate({ promptTokens: prompt, maxNewTokens: 24 }),
+      );
       // Update once every request is decoding (each has sampled a token), i.e. mid-generation.
       while (engine.stats().generatedTokens < 12) await new Promise((r) => setImmediate(r));
       const update = other.snapshot();
@@ -193,8 +358,10 @@ describe("InferenceEngine (test-preset policy)", () => {
       await updated;
       const late = await after;
       update.dispose();
-      const oldAlone = (prompt: number[], n: number) => policy.generate([prompt], { temperature: 0, maxNewTokens: n, stopTokenIds: [] })[0].tokens;
-      const newAlone = (prompt: number[], n: number) => other.generate([prompt], { temperature: 0, maxNewTokens: n, stopTokenIds: [] })[0].tokens;
+      const oldAlone = (prompt: number[], n: number) =>
+        policy.generate([prompt], { temperature: 0, maxNewTokens: n, stopTokenIds: [] })[0].tokens;
+      const newAlone = (prompt: number[], n: number) =>
+        other.generate([prompt], { temperature: 0, maxNewTokens: n, stopTokenIds: [] })[0].tokens;
       for (const [i, result] of results.entries()) {
         assert.equal(result.tokens.length, 24);
         assert.deepEqual([...result.versions].sort(), result.versions, "versions never go back");
@@ -203,12 +370,23 @@ describe("InferenceEngine (test-preset policy)", () => {
         assert.deepEqual(result.tokens.slice(0, oldCount), oldAlone(requests[i], oldCount));
         if (mode === "drain") {
           // In-flight requests finish on the old weights; requests still queued at the swap run wholly on the new ones.
-          assert.ok(oldCount === 24 || oldCount === 0, `drain mixed versions: ${oldCount} old tokens`);
+          assert.ok(
+            oldCount === 24 || oldCount === 0,
+            `drain mixed versions: ${oldCount} old tokens`,
+          );
           if (oldCount === 0) assert.deepEqual(result.tokens, newAlone(requests[i], 24));
         }
       }
-      if (mode === "drain") assert.ok(results.some((r) => r.versions[23] === 0), "drain: some request finished on the old weights");
-      if (mode === "continue") assert.ok(results.some((r) => r.versions.includes(1)), "continue: some tokens on the new weights");
+      if (mode === "drain")
+        assert.ok(
+          results.some((r) => r.versions[23] === 0),
+          "drain: some request finished on the old weights",
+        );
+      if (mode === "continue")
+        assert.ok(
+          results.some((r) => r.versions.includes(1)),
+          "continue: some tokens on the new weights",
+        );
       // A request that arrived with the update runs wholly on the new weights.
       assert.deepEqual(late.versions, new Array(10).fill(1));
       assert.deepEqual(late.tokens, newAlone(requests[0], 10));

@@ -27,8 +27,15 @@ import { Rng, sampleToken } from "@agentrl/policy";
 import { checkFits, clampNewTokens, reservationOf } from "./kv-budget.js";
 import { type CachedTokens, PrefixCache } from "./prefix-cache.js";
 import {
-  EngineClosedError, type EngineModel, type EngineSequence, type EngineStats, type GenerationEngine,
-  type GenerationRequest, type GenerationResult, type InferenceEngineOptions, type WeightUpdateMode
+  EngineClosedError,
+  type EngineModel,
+  type EngineSequence,
+  type EngineStats,
+  type GenerationEngine,
+  type GenerationRequest,
+  type GenerationResult,
+  type InferenceEngineOptions,
+  type WeightUpdateMode,
 } from "./types.js";
 
 interface ActiveRequest<Sequence> {
@@ -70,7 +77,10 @@ interface PendingUpdate<Weights> {
   reject: (error: unknown) => void;
 }
 
-export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, Weights = unknown> implements GenerationEngine<Weights> {
+export class InferenceEngine<
+  Sequence extends EngineSequence = EngineSequence,
+  Weights = unknown,
+> implements GenerationEngine<Weights> {
   readonly maxBatchSize: number;
   readonly maxCacheTokens: number;
   readonly maxSequenceLength: number;
@@ -99,7 +109,20 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
   private running = false;
   private stepsSinceJoin = 0;
   private closed = false;
-  private counters = { decodeSteps: 0, generatedTokens: 0, prefilledTokens: 0, prefillCalls: 0, decodeFedTokens: 0, reusedCacheTokens: 0, completedRequests: 0, weightUpdates: 0, occupancySum: 0, batchSum: 0, decodeMs: 0, prefillMs: 0 };
+  private counters = {
+    decodeSteps: 0,
+    generatedTokens: 0,
+    prefilledTokens: 0,
+    prefillCalls: 0,
+    decodeFedTokens: 0,
+    reusedCacheTokens: 0,
+    completedRequests: 0,
+    weightUpdates: 0,
+    occupancySum: 0,
+    batchSum: 0,
+    decodeMs: 0,
+    prefillMs: 0,
+  };
 
   constructor(model: EngineModel<Sequence, Weights>, options: InferenceEngineOptions = {}) {
     this.model = model;
@@ -110,7 +133,7 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     this.maxPrefillTokensPerStep = options.maxPrefillTokensPerStep ?? 512;
     this.joinFraction = options.joinFraction ?? 0.25;
     this.joinIntervalSteps = options.joinIntervalSteps ?? 8;
-    this.prefixCacheEntries = model.fork ? options.prefixCacheEntries ?? 32 : 0;
+    this.prefixCacheEntries = model.fork ? (options.prefixCacheEntries ?? 32) : 0;
     this.minPrefixTokens = options.minPrefixTokens ?? 16;
     this.decodeFeedTokens = options.decodeFeedTokens ?? 64;
     this.decodeFeedMinBatch = options.decodeFeedMinBatch ?? 4;
@@ -122,9 +145,13 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     this.keepCachesOnUpdate = options.keepCachesOnUpdate ?? false;
     this.currentVersion = options.initialVersion ?? 0;
     this.random = new Rng(options.seed ?? 0);
-    this.prefixCache = new PrefixCache(this.prefixCacheEntries, (sequence) => model.fork!(sequence));
-    if (!(this.maxBatchSize >= 1)) throw new RangeError(`maxBatchSize must be ≥ 1, got ${this.maxBatchSize}`);
-    if (!(this.maxCacheTokens >= 1)) throw new RangeError(`maxCacheTokens must be ≥ 1, got ${this.maxCacheTokens}`);
+    this.prefixCache = new PrefixCache(this.prefixCacheEntries, (sequence) =>
+      model.fork!(sequence),
+    );
+    if (!(this.maxBatchSize >= 1))
+      throw new RangeError(`maxBatchSize must be ≥ 1, got ${this.maxBatchSize}`);
+    if (!(this.maxCacheTokens >= 1))
+      throw new RangeError(`maxCacheTokens must be ≥ 1, got ${this.maxCacheTokens}`);
   }
 
   /** Version of the weights in use now. */
@@ -224,7 +251,10 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     } catch (error) {
       this.failAll(error);
     }
-    const idle = this.active.length === 0 && (this.waiting.length === 0 || this.blockedByUpdate()) && this.pendingUpdates.length === 0;
+    const idle =
+      this.active.length === 0 &&
+      (this.waiting.length === 0 || this.blockedByUpdate()) &&
+      this.pendingUpdates.length === 0;
     if (idle || this.closed) {
       this.running = false;
       return;
@@ -272,7 +302,11 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
   private admit(): void {
     if (this.blockedByUpdate()) return;
     let prefills = 0;
-    while (this.waiting.length > 0 && this.active.length < this.maxBatchSize && prefills < this.maxPrefillsPerStep) {
+    while (
+      this.waiting.length > 0 &&
+      this.active.length < this.maxBatchSize &&
+      prefills < this.maxPrefillsPerStep
+    ) {
       const next = this.waiting[0];
       const need = reservationOf(next.request, this.maxSequenceLength);
       if (!this.makeRoom(need, next.request.cacheKey)) break;
@@ -288,7 +322,8 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
 
   /** Frees kept caches (oldest first) until `need` more tokens fit. */
   private makeRoom(need: number, ownKey: string | undefined): boolean {
-    while (this.prefixCache.size > 0 && this.reservedTokens() + need > this.maxCacheTokens) this.prefixCache.dropOldest(1);
+    while (this.prefixCache.size > 0 && this.reservedTokens() + need > this.maxCacheTokens)
+      this.prefixCache.dropOldest(1);
     for (const [key] of this.kept) {
       if (this.reservedTokens() + need <= this.maxCacheTokens) break;
       if (key !== ownKey) this.releaseCache(key);
@@ -310,14 +345,29 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
       temperature: request.temperature ?? this.temperature,
       stop: new Set(request.stopTokenIds ?? this.stopTokenIds),
       reserved,
-      result: { tokens: [], logprobs: [], versions: [], finishReason: "length", prefilledTokens: suffix.length },
+      result: {
+        tokens: [],
+        logprobs: [],
+        versions: [],
+        finishReason: "length",
+        prefilledTokens: suffix.length,
+      },
       pending: suffix,
       nextToken: -1,
       joined: false,
-      feedByDecode: fed.length > 0 && suffix.length <= this.decodeFeedTokens && this.active.filter((other) => other.joined).length >= this.decodeFeedMinBatch,
+      feedByDecode:
+        fed.length > 0 &&
+        suffix.length <= this.decodeFeedTokens &&
+        this.active.filter((other) => other.joined).length >= this.decodeFeedMinBatch,
       feeding: false,
       // A prompt not continuing an episode's kept cache, long enough, is remembered without its last token (unless the prefix cache gave all of that).
-      cacheAt: this.prefixCacheEntries > 0 && !kept && promptEnd > fed.length && promptEnd >= this.minPrefixTokens ? promptEnd : -1,
+      cacheAt:
+        this.prefixCacheEntries > 0 &&
+        !kept &&
+        promptEnd > fed.length &&
+        promptEnd >= this.minPrefixTokens
+          ? promptEnd
+          : -1,
       resolve: waiting.resolve,
       reject: waiting.reject,
     });
@@ -330,7 +380,8 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     for (const active of this.active) {
       if (budget <= 0) break;
       if (active.pending.length === 0 || active.feedByDecode) continue;
-      const untilCache = active.cacheAt > active.fed.length ? active.cacheAt - active.fed.length : Infinity;
+      const untilCache =
+        active.cacheAt > active.fed.length ? active.cacheAt - active.fed.length : Infinity;
       const chunk = active.pending.slice(0, Math.min(budget, untilCache));
       budget -= chunk.length;
       work.push({ active, chunk });
@@ -340,7 +391,10 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     let batched: Float32Array[] | undefined;
     if (work.length > 1 && this.model.prefillBatch) {
       try {
-        batched = this.model.prefillBatch(work.map((item) => item.active.sequence), work.map((item) => item.chunk));
+        batched = this.model.prefillBatch(
+          work.map((item) => item.active.sequence),
+          work.map((item) => item.chunk),
+        );
       } catch {
         batched = undefined; // validated before any change: find the failing request below, one by one
       }
@@ -362,23 +416,37 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
       this.counters.prefilledTokens += chunk.length;
       this.counters.prefillCalls += batched ? (index === 0 ? 1 : 0) : 1;
       active.fed.push(...chunk);
-      if (active.fed.length === active.cacheAt) this.prefixCache.remember(active.fed, active.sequence);
+      if (active.fed.length === active.cacheAt)
+        this.prefixCache.remember(active.fed, active.sequence);
       if (active.pending.length === 0) this.accept(active, logits);
     }
     this.counters.prefillMs += performance.now() - began;
   }
 
   /** A kept cache whose tokens prefix the prompt (prefill only the rest), or a new sequence. */
-  private sequenceFor(request: GenerationRequest): { sequence: Sequence; fed: number[]; suffix: number[]; kept: boolean } {
+  private sequenceFor(request: GenerationRequest): {
+    sequence: Sequence;
+    fed: number[];
+    suffix: number[];
+    kept: boolean;
+  } {
     const key = request.cacheKey;
     const kept = key === undefined ? undefined : this.kept.get(key);
     if (kept && key !== undefined) {
       this.kept.delete(key);
       const prompt = request.promptTokens;
-      const reusable = kept.tokens.length < prompt.length && kept.tokens.length === kept.sequence.length && kept.tokens.every((token, i) => token === prompt[i]);
+      const reusable =
+        kept.tokens.length < prompt.length &&
+        kept.tokens.length === kept.sequence.length &&
+        kept.tokens.every((token, i) => token === prompt[i]);
       if (reusable) {
         this.counters.reusedCacheTokens += kept.tokens.length;
-        return { sequence: kept.sequence, fed: kept.tokens, suffix: prompt.slice(kept.tokens.length), kept: true };
+        return {
+          sequence: kept.sequence,
+          fed: kept.tokens,
+          suffix: prompt.slice(kept.tokens.length),
+          kept: true,
+        };
       }
       kept.sequence.dispose();
     }
@@ -386,7 +454,12 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     const shared = this.prefixCache.longestSharedBeginning(prompt, this.minPrefixTokens);
     if (shared && this.model.fork) {
       this.counters.reusedCacheTokens += shared.length;
-      return { sequence: this.model.fork(shared.entry.sequence, shared.length), fed: shared.entry.tokens.slice(0, shared.length), suffix: prompt.slice(shared.length), kept: false };
+      return {
+        sequence: this.model.fork(shared.entry.sequence, shared.length),
+        fed: shared.entry.tokens.slice(0, shared.length),
+        suffix: prompt.slice(shared.length),
+        kept: false,
+      };
     }
     return { sequence: this.model.createSequence(), fed: [], suffix: [...prompt], kept: false };
   }
@@ -398,14 +471,18 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
     if (batch.length === 0) return;
     this.stepsSinceJoin += 1;
     const began = performance.now();
-    const rows = this.model.decodeStep(batch.map((active) => active.sequence), batch.map((active) => active.nextToken));
+    const rows = this.model.decodeStep(
+      batch.map((active) => active.sequence),
+      batch.map((active) => active.nextToken),
+    );
     this.counters.decodeMs += performance.now() - began;
     this.counters.decodeSteps += 1;
     this.counters.batchSum += batch.length;
     this.counters.occupancySum += batch.length / this.maxBatchSize;
     batch.forEach((active, i) => {
       active.fed.push(active.nextToken);
-      if (active.fed.length === active.cacheAt) this.prefixCache.remember(active.fed, active.sequence);
+      if (active.fed.length === active.cacheAt)
+        this.prefixCache.remember(active.fed, active.sequence);
       if (active.feeding) {
         this.counters.decodeFedTokens += 1;
         if (active.pending.length > 0) {
@@ -427,7 +504,10 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
       else if (active.pending.length === 0 || active.feedByDecode) ready += 1;
     }
     if (ready === 0) return;
-    const due = decoding === 0 || ready >= this.joinFraction * decoding || this.stepsSinceJoin >= this.joinIntervalSteps;
+    const due =
+      decoding === 0 ||
+      ready >= this.joinFraction * decoding ||
+      this.stepsSinceJoin >= this.joinIntervalSteps;
     if (!due) return;
     for (const active of this.active) {
       if (active.joined || (active.pending.length > 0 && !active.feedByDecode)) continue;
@@ -442,7 +522,11 @@ export class InferenceEngine<Sequence extends EngineSequence = EngineSequence, W
 
   /** Samples the next token of `active` from its logits; finishes it on stop or length. */
   private accept(active: ActiveRequest<Sequence>, logits: Float32Array): void {
-    const sampled = sampleToken(logits, { temperature: active.temperature, topP: this.topP, topK: this.topK }, this.random);
+    const sampled = sampleToken(
+      logits,
+      { temperature: active.temperature, topP: this.topP, topK: this.topK },
+      this.random,
+    );
     const { result } = active;
     result.tokens.push(sampled.token);
     result.logprobs.push(sampled.logProb);

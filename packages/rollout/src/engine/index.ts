@@ -4,9 +4,16 @@
  * (policy-model.ts).
  */
 export {
-  ContextLimitError, EngineClosedError, type EngineModel, type EngineSequence, type EngineStats,
-  type GenerationEngine, type GenerationRequest, type GenerationResult, type InferenceEngineOptions,
-  type WeightUpdateMode
+  ContextLimitError,
+  EngineClosedError,
+  type EngineModel,
+  type EngineSequence,
+  type EngineStats,
+  type GenerationEngine,
+  type GenerationRequest,
+  type GenerationResult,
+  type InferenceEngineOptions,
+  type WeightUpdateMode,
 } from "./types.js";
 export { InferenceEngine } from "./engine.js";
 export { createPolicyEngine, policyEngineModel, type PolicyWeights } from "./policy-model.js";

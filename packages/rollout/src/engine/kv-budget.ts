@@ -8,7 +8,10 @@ import { ContextLimitError, type GenerationRequest } from "./types.js";
 
 /** The tokens a request may generate: its `maxNewTokens`, but never past the model's context (at least 1). */
 export function clampNewTokens(request: GenerationRequest, maxSequenceLength: number): number {
-  return Math.max(1, Math.min(request.maxNewTokens, maxSequenceLength - request.promptTokens.length));
+  return Math.max(
+    1,
+    Math.min(request.maxNewTokens, maxSequenceLength - request.promptTokens.length),
+  );
 }
 
 /** KV tokens a request reserves while it runs: prompt + the tokens it may generate. */
@@ -17,11 +20,18 @@ export function reservationOf(request: GenerationRequest, maxSequenceLength: num
 }
 
 /** Why a request can never run (empty prompt, no tokens to generate, a prompt that fills the context), or undefined. */
-export function checkFits(request: GenerationRequest, maxSequenceLength: number): Error | undefined {
-  if (request.promptTokens.length === 0) return new RangeError("a generation request needs at least one prompt token");
-  if (!(request.maxNewTokens >= 1)) return new RangeError(`maxNewTokens must be ≥ 1, got ${request.maxNewTokens}`);
+export function checkFits(
+  request: GenerationRequest,
+  maxSequenceLength: number,
+): Error | undefined {
+  if (request.promptTokens.length === 0)
+    return new RangeError("a generation request needs at least one prompt token");
+  if (!(request.maxNewTokens >= 1))
+    return new RangeError(`maxNewTokens must be ≥ 1, got ${request.maxNewTokens}`);
   if (request.promptTokens.length >= maxSequenceLength) {
-    return new ContextLimitError(`prompt of ${request.promptTokens.length} tokens leaves no room to generate (maxSequenceLength ${maxSequenceLength})`);
+    return new ContextLimitError(
+      `prompt of ${request.promptTokens.length} tokens leaves no room to generate (maxSequenceLength ${maxSequenceLength})`,
+    );
   }
   return undefined;
 }

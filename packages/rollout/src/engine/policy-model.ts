@@ -1,5 +1,10 @@
 /** The engine over a `Policy` of `@agentrl/policy`. */
-import { PolicySnapshot, type ExportedWeights, type KVSequence, type Policy } from "@agentrl/policy";
+import {
+  PolicySnapshot,
+  type ExportedWeights,
+  type KVSequence,
+  type Policy,
+} from "@agentrl/policy";
 import { InferenceEngine } from "./engine.js";
 import type { EngineModel, InferenceEngineOptions } from "./types.js";
 
@@ -20,12 +25,16 @@ export function policyEngineModel(policy: Policy): EngineModel<KVSequence, Polic
     prefill: (sequence, tokenIds) => model.prefill(sequence, tokenIds),
     prefillBatch: (sequences, tokenLists) => model.prefillBatch(sequences, tokenLists),
     decodeStep: (sequences, tokenIds) => model.decodeStep(sequences, tokenIds),
-    loadWeights: (weights) => (weights instanceof PolicySnapshot ? policy.restore(weights) : policy.importWeights(weights)),
+    loadWeights: (weights) =>
+      weights instanceof PolicySnapshot ? policy.restore(weights) : policy.importWeights(weights),
   };
 }
 
 /** An engine serving `policy` (stop tokens from its tokenizer unless given, version from the policy). */
-export function createPolicyEngine(policy: Policy, options: InferenceEngineOptions = {}): InferenceEngine<KVSequence, PolicyWeights> {
+export function createPolicyEngine(
+  policy: Policy,
+  options: InferenceEngineOptions = {},
+): InferenceEngine<KVSequence, PolicyWeights> {
   return new InferenceEngine(policyEngineModel(policy), {
     stopTokenIds: policy.tokenizer?.stopTokenIds ?? [],
     maxSequenceLength: policy.config.maxPositionEmbeddings,

@@ -40,14 +40,18 @@ export class PrefixCache<Sequence extends EngineSequence> {
    * least `minTokens`, at most all but the prompt's last token (whose logits the prompt needs).
    * The entry becomes the most recently used; undefined when none shares `minTokens`.
    */
-  longestSharedBeginning(prompt: readonly number[], minTokens: number): { entry: CachedTokens<Sequence>; length: number } | undefined {
+  longestSharedBeginning(
+    prompt: readonly number[],
+    minTokens: number,
+  ): { entry: CachedTokens<Sequence>; length: number } | undefined {
     let best: { entry: CachedTokens<Sequence>; length: number } | undefined;
     const limit = prompt.length - 1;
     for (const entry of this.entries) {
       const end = Math.min(limit, entry.tokens.length);
       let length = 0;
       while (length < end && entry.tokens[length] === prompt[length]) length += 1;
-      if (length >= Math.max(1, minTokens) && (!best || length > best.length)) best = { entry, length };
+      if (length >= Math.max(1, minTokens) && (!best || length > best.length))
+        best = { entry, length };
     }
     if (best) this.entries = [...this.entries.filter((other) => other !== best!.entry), best.entry];
     return best;
@@ -56,7 +60,14 @@ export class PrefixCache<Sequence extends EngineSequence> {
   /** Keeps a copy of `sequence` (holding `tokens`), unless these tokens are cached already; the oldest entries leave beyond capacity. */
   remember(tokens: readonly number[], sequence: Sequence): void {
     if (this.capacity <= 0) return;
-    if (this.entries.some((entry) => entry.tokens.length === tokens.length && entry.tokens.every((token, i) => token === tokens[i]))) return;
+    if (
+      this.entries.some(
+        (entry) =>
+          entry.tokens.length === tokens.length &&
+          entry.tokens.every((token, i) => token === tokens[i]),
+      )
+    )
+      return;
     this.entries.push({ tokens: [...tokens], sequence: this.fork(sequence) });
     if (this.entries.length > this.capacity) this.dropOldest(this.entries.length - this.capacity);
   }

@@ -3,7 +3,12 @@ import { parentPort, workerData } from "node:worker_threads";
 import { Policy, Transformer, initBackend, snapshotFromFlat } from "@agentrl/policy";
 import { InferenceEngine } from "./engine.js";
 import { policyEngineModel } from "./policy-model.js";
-import type { EngineThreadData, EngineThreadMessage, EngineThreadReply, ThreadWeights } from "./thread.js";
+import type {
+  EngineThreadData,
+  EngineThreadMessage,
+  EngineThreadReply,
+  ThreadWeights,
+} from "./thread.js";
 
 const port = parentPort!;
 const data = workerData as EngineThreadData;
@@ -37,17 +42,24 @@ try {
   if (data.weights.layout === "hf") policy.importWeights(data.weights);
   if (data.usableVocabulary !== undefined) model.limitVocabulary(data.usableVocabulary);
   const base = policyEngineModel(policy);
-  const engine = new InferenceEngine({ ...base, loadWeights: (weights: ThreadWeights) => load(policy, weights) }, data.options);
+  const engine = new InferenceEngine(
+    { ...base, loadWeights: (weights: ThreadWeights) => load(policy, weights) },
+    data.options,
+  );
   const aborts = new Map<number, AbortController>();
-  const reply = (message: Omit<EngineThreadReply, "stats">) => port.postMessage({ ...message, stats: engine.stats() } satisfies EngineThreadReply);
+  const reply = (message: Omit<EngineThreadReply, "stats">) =>
+    port.postMessage({ ...message, stats: engine.stats() } satisfies EngineThreadReply);
   port.on("message", (message: EngineThreadMessage) => {
     if (message.kind === "generate") {
       const abort = new AbortController();
       aborts.set(message.id, abort);
-      engine.generate({ ...message.request, signal: abort.signal }).then(
-        (result) => reply({ id: message.id, result }),
-        (error) => reply({ id: message.id, error: describe(error) }),
-      ).finally(() => aborts.delete(message.id));
+      engine
+        .generate({ ...message.request, signal: abort.signal })
+        .then(
+          (result) => reply({ id: message.id, result }),
+          (error) => reply({ id: message.id, error: describe(error) }),
+        )
+        .finally(() => aborts.delete(message.id));
     } else if (message.kind === "abort") {
       aborts.get(message.id)?.abort(new Error("aborted by the caller"));
     } else if (message.kind === "release") {

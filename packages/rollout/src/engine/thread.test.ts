@@ -1,23 +1,50 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
 import type { Policy } from "@agentrl/policy";
-import { ContextLimitError, EnginePool, ThreadEngine, createPolicyEngine, createPolicyEnginePool, type GenerationEngine, type GenerationResult } from "./index.js";
+import {
+  ContextLimitError,
+  EnginePool,
+  ThreadEngine,
+  createPolicyEngine,
+  createPolicyEnginePool,
+  type GenerationEngine,
+  type GenerationResult,
+} from "./index.js";
 import { testPolicy } from "../testing/fixtures.js";
 
-const PROMPTS = [[5, 9, 13, 2], [7, 7, 7, 7, 7, 7, 1], [300, 4, 22], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]];
+const PROMPTS = [
+  [5, 9, 13, 2],
+  [7, 7, 7, 7, 7, 7, 1],
+  [300, 4, 22],
+  [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12],
+];
 
 /** Same tokens, log-probs within float noise (random test weights often repeat one token, so log-probs tell weights apart). */
 function assertSameDecoding(got: GenerationResult[], expected: GenerationResult[]): void {
-  assert.deepEqual(got.map((r) => r.tokens), expected.map((r) => r.tokens));
-  got.forEach((r, i) => r.logprobs.forEach((logprob, j) => assert.ok(Math.abs(logprob - expected[i].logprobs[j]) < 1e-4, `request ${i} token ${j}: ${logprob} vs ${expected[i].logprobs[j]}`)));
+  assert.deepEqual(
+    got.map((r) => r.tokens),
+    expected.map((r) => r.tokens),
+  );
+  got.forEach((r, i) =>
+    r.logprobs.forEach((logprob, j) =>
+      assert.ok(
+        Math.abs(logprob - expected[i].logprobs[j]) < 1e-4,
+        `request ${i} token ${j}: ${logprob} vs ${expected[i].logprobs[j]}`,
+      ),
+    ),
+  );
 }
 
 function largestLogprobGap(a: GenerationResult[], b: GenerationResult[]): number {
-  return Math.max(...a.flatMap((r, i) => r.logprobs.map((logprob, j) => Math.abs(logprob - b[i].logprobs[j]))));
+  return Math.max(
+    ...a.flatMap((r, i) => r.logprobs.map((logprob, j) => Math.abs(logprob - b[i].logprobs[j]))),
+  );
 }
 
 async function greedy(engine: GenerationEngine, prompts: number[][]) {
-  return Promise.all(prompts.map((promptTokens) => engine.generate({ promptTokens, maxNewTokens: 6 })));
+  return Promise.all(
+    prompts.map((promptTokens) => engine.generate({ promptTokens, maxNewTokens: 6 })),
+  );
 }
 
 describe("ThreadEngine and EnginePool (test policy)", () => {
@@ -42,15 +69,24 @@ describe("ThreadEngine and EnginePool (test policy)", () => {
       assert.equal(thread.stats().completedRequests, PROMPTS.length);
 
       // New weights (another policy's), as a snapshot: the thread now decodes what that policy decodes.
-      const reference = await greedy(createPolicyEngine(other, { temperature: 0, stopTokenIds: [] }), PROMPTS);
-      assert.ok(largestLogprobGap(reference, expected) > 1e-2, "the two test policies decode alike");
+      const reference = await greedy(
+        createPolicyEngine(other, { temperature: 0, stopTokenIds: [] }),
+        PROMPTS,
+      );
+      assert.ok(
+        largestLogprobGap(reference, expected) > 1e-2,
+        "the two test policies decode alike",
+      );
       const snapshot = other.snapshot();
       await thread.updateWeights(snapshot, 7);
       snapshot.dispose();
       assert.equal(thread.version, 7);
       const afterSnapshot = await greedy(thread, PROMPTS);
       assertSameDecoding(afterSnapshot, reference);
-      assert.deepEqual(afterSnapshot[0].versions, afterSnapshot[0].tokens.map(() => 7));
+      assert.deepEqual(
+        afterSnapshot[0].versions,
+        afterSnapshot[0].tokens.map(() => 7),
+      );
 
       // Back to the first policy's weights, exported (HF layout).
       await thread.updateWeights(policy.exportWeights(), 8);
@@ -62,15 +98,29 @@ describe("ThreadEngine and EnginePool (test policy)", () => {
   });
 
   test("a thread engine keeps the engine's errors and honours aborts", async () => {
-    const thread = await ThreadEngine.start(policy, { temperature: 0, stopTokenIds: [], maxSequenceLength: 16 });
+    const thread = await ThreadEngine.start(policy, {
+      temperature: 0,
+      stopTokenIds: [],
+      maxSequenceLength: 16,
+    });
     try {
-      await assert.rejects(thread.generate({ promptTokens: Array.from({ length: 20 }, () => 1), maxNewTokens: 2 }), ContextLimitError);
+      await assert.rejects(
+        thread.generate({ promptTokens: Array.from({ length: 20 }, () => 1), maxNewTokens: 2 }),
+        ContextLimitError,
+      );
       const controller = new AbortController();
-      const pending = thread.generate({ promptTokens: [1, 2, 3], maxNewTokens: 10, signal: controller.signal });
+      const pending = thread.generate({
+        promptTokens: [1, 2, 3],
+        maxNewTokens: 10,
+        signal: controller.signal,
+      });
       controller.abort(new Error("stop"));
       await assert.rejects(pending, /stop/);
       // still serving after the abort
-      assert.equal((await thread.generate({ promptTokens: [1, 2, 3], maxNewTokens: 3 })).tokens.length, 3);
+      assert.equal(
+        (await thread.generate({ promptTokens: [1, 2, 3], maxNewTokens: 3 })).tokens.length,
+        3,
+      );
     } finally {
       thread.close();
     }
@@ -81,17 +131,30 @@ describe("ThreadEngine and EnginePool (test policy)", () => {
     const engine = await createPolicyEnginePool(policy, { temperature: 0, stopTokenIds: [] }, 1);
     assert.ok(engine instanceof EnginePool);
     try {
-      const expected = await greedy(createPolicyEngine(policy, { temperature: 0, stopTokenIds: [] }), PROMPTS);
+      const expected = await greedy(
+        createPolicyEngine(policy, { temperature: 0, stopTokenIds: [] }),
+        PROMPTS,
+      );
       const many = [...PROMPTS, ...PROMPTS];
       const got = await greedy(engine, many);
       assertSameDecoding(got, [...expected, ...expected]);
-      const [local, thread] = (engine as EnginePool).engines.map((member) => member.stats().completedRequests);
+      const [local, thread] = (engine as EnginePool).engines.map(
+        (member) => member.stats().completedRequests,
+      );
       assert.ok(local > 0 && thread > 0, `requests per engine: ${local}, ${thread}`);
       assert.equal(engine.stats().completedRequests, many.length);
 
       // Two turns of one episode: the second reuses the first's kept cache (same engine).
-      const first = await engine.generate({ promptTokens: PROMPTS[3], maxNewTokens: 4, cacheKey: "episode" });
-      const second = await engine.generate({ promptTokens: [...PROMPTS[3], ...first.tokens, 9, 9], maxNewTokens: 4, cacheKey: "episode" });
+      const first = await engine.generate({
+        promptTokens: PROMPTS[3],
+        maxNewTokens: 4,
+        cacheKey: "episode",
+      });
+      const second = await engine.generate({
+        promptTokens: [...PROMPTS[3], ...first.tokens, 9, 9],
+        maxNewTokens: 4,
+        cacheKey: "episode",
+      });
       assert.equal(second.prefilledTokens, 3); // the last generated token (sampled, never fed) and the two new ones
       engine.releaseCache("episode");
 
@@ -99,7 +162,10 @@ describe("ThreadEngine and EnginePool (test policy)", () => {
       await engine.updateWeights(snapshot, 3);
       snapshot.dispose();
       assert.equal(engine.version, 3);
-      const reference = await greedy(createPolicyEngine(other, { temperature: 0, stopTokenIds: [] }), PROMPTS);
+      const reference = await greedy(
+        createPolicyEngine(other, { temperature: 0, stopTokenIds: [] }),
+        PROMPTS,
+      );
       assertSameDecoding(await greedy(engine, many), [...reference, ...reference]);
     } finally {
       engine.close();

@@ -11,10 +11,22 @@
  */
 import { Worker } from "node:worker_threads";
 import { AgentRLError } from "@agentrl/spec";
-import { PolicySnapshot, snapshotToFlat, type ExportedWeights, type ModelConfig, type NamedWeight, type Policy } from "@agentrl/policy";
 import {
-  ContextLimitError, EngineClosedError, type EngineStats, type GenerationEngine, type GenerationRequest,
-  type GenerationResult, type InferenceEngineOptions
+  PolicySnapshot,
+  snapshotToFlat,
+  type ExportedWeights,
+  type ModelConfig,
+  type NamedWeight,
+  type Policy,
+} from "@agentrl/policy";
+import {
+  ContextLimitError,
+  EngineClosedError,
+  type EngineStats,
+  type GenerationEngine,
+  type GenerationRequest,
+  type GenerationResult,
+  type InferenceEngineOptions,
 } from "./types.js";
 import type { PolicyWeights } from "./policy-model.js";
 
@@ -53,7 +65,9 @@ export interface EngineThreadReply {
 }
 
 /** Copies tensors into one SharedArrayBuffer (views of it), so that any number of threads read them without a copy each. */
-export function sharedTensors(tensors: readonly { name: string; shape: number[]; data: ArrayLike<number> }[]): NamedWeight[] {
+export function sharedTensors(
+  tensors: readonly { name: string; shape: number[]; data: ArrayLike<number> }[],
+): NamedWeight[] {
   let total = 0;
   for (const tensor of tensors) total += tensor.data.length;
   const buffer = new SharedArrayBuffer(total * Float32Array.BYTES_PER_ELEMENT);
@@ -69,22 +83,37 @@ export function sharedTensors(tensors: readonly { name: string; shape: number[];
 /** Weights for engine threads from a snapshot (model layout) or exported weights (HF layout). */
 export function threadWeights(weights: PolicyWeights): ThreadWeights {
   if (weights instanceof PolicySnapshot) {
-    return { version: weights.version, layout: "internal", tensors: sharedTensors(snapshotToFlat(weights)) };
+    return {
+      version: weights.version,
+      layout: "internal",
+      tensors: sharedTensors(snapshotToFlat(weights)),
+    };
   }
   const exported = weights as ExportedWeights;
   return { version: exported.version, layout: "hf", tensors: sharedTensors(exported.tensors) };
 }
 
 /** The thread's start data for `policy` (its weights now, stop tokens and context from the policy unless given). */
-export function engineThreadData(policy: Policy, options: InferenceEngineOptions = {}): EngineThreadData {
+export function engineThreadData(
+  policy: Policy,
+  options: InferenceEngineOptions = {},
+): EngineThreadData {
   const snapshot = policy.snapshot();
   try {
     const tokenizerVocabulary = policy.tokenizer?.vocabSize;
     return {
       config: policy.config,
-      usableVocabulary: tokenizerVocabulary !== undefined && tokenizerVocabulary < policy.config.vocabSize ? tokenizerVocabulary : undefined,
+      usableVocabulary:
+        tokenizerVocabulary !== undefined && tokenizerVocabulary < policy.config.vocabSize
+          ? tokenizerVocabulary
+          : undefined,
       weights: threadWeights(snapshot),
-      options: { stopTokenIds: policy.tokenizer?.stopTokenIds ?? [], maxSequenceLength: policy.config.maxPositionEmbeddings, initialVersion: policy.version, ...options },
+      options: {
+        stopTokenIds: policy.tokenizer?.stopTokenIds ?? [],
+        maxSequenceLength: policy.config.maxPositionEmbeddings,
+        initialVersion: policy.version,
+        ...options,
+      },
     };
   } finally {
     snapshot.dispose();
@@ -97,18 +126,36 @@ interface Pending {
 }
 
 const EMPTY_STATS: EngineStats = {
-  version: 0, waiting: 0, active: 0, reservedCacheTokens: 0, keptCaches: 0, cachedPrefixes: 0, decodeSteps: 0,
-  generatedTokens: 0, prefilledTokens: 0, prefillCalls: 0, decodeFedTokens: 0, reusedCacheTokens: 0, completedRequests: 0,
-  weightUpdates: 0, meanBatchOccupancy: 0, meanBatchSize: 0, decodeMs: 0, prefillMs: 0,
+  version: 0,
+  waiting: 0,
+  active: 0,
+  reservedCacheTokens: 0,
+  keptCaches: 0,
+  cachedPrefixes: 0,
+  decodeSteps: 0,
+  generatedTokens: 0,
+  prefilledTokens: 0,
+  prefillCalls: 0,
+  decodeFedTokens: 0,
+  reusedCacheTokens: 0,
+  completedRequests: 0,
+  weightUpdates: 0,
+  meanBatchOccupancy: 0,
+  meanBatchSize: 0,
+  decodeMs: 0,
+  prefillMs: 0,
 };
 
 /** Rebuilds an error the thread reported, keeping the classes callers test for. */
 function threadError(error: { name: string; message: string; stack?: string }): Error {
   const made =
-    error.name === "ContextLimitError" ? new ContextLimitError(error.message)
-    : error.name === "EngineClosedError" ? new EngineClosedError(error.message)
-    : error.name === "RangeError" ? new RangeError(error.message)
-    : new EngineThreadError(`the engine thread failed: ${error.name}: ${error.message}`);
+    error.name === "ContextLimitError"
+      ? new ContextLimitError(error.message)
+      : error.name === "EngineClosedError"
+        ? new EngineClosedError(error.message)
+        : error.name === "RangeError"
+          ? new RangeError(error.message)
+          : new EngineThreadError(`the engine thread failed: ${error.name}: ${error.message}`);
   if (error.stack) made.stack = error.stack;
   return made;
 }
@@ -121,7 +168,10 @@ export class ThreadEngine implements GenerationEngine<PolicyWeights> {
   private currentVersion: number;
   private failure: Error | undefined;
 
-  private constructor(private readonly worker: Worker, data: EngineThreadData) {
+  private constructor(
+    private readonly worker: Worker,
+    data: EngineThreadData,
+  ) {
     this.currentVersion = data.weights.version;
     this.lastStats = { ...EMPTY_STATS, version: this.currentVersion };
     worker.on("message", (reply: EngineThreadReply) => {
@@ -133,8 +183,12 @@ export class ThreadEngine implements GenerationEngine<PolicyWeights> {
       if (reply.error) waiter.reject(threadError(reply.error));
       else waiter.resolve(reply.result);
     });
-    worker.on("error", (error) => this.fail(new EngineThreadError(`the engine thread crashed: ${error.message}`)));
-    worker.on("exit", (code) => this.fail(new EngineClosedError(`the engine thread exited (code ${code})`)));
+    worker.on("error", (error) =>
+      this.fail(new EngineThreadError(`the engine thread crashed: ${error.message}`)),
+    );
+    worker.on("exit", (code) =>
+      this.fail(new EngineClosedError(`the engine thread exited (code ${code})`)),
+    );
     // The thread keeps the process alive only while a call waits for it (a forgotten close does not).
     worker.unref();
   }
@@ -147,16 +201,33 @@ export class ThreadEngine implements GenerationEngine<PolicyWeights> {
   /** Starts a thread from its start data (e.g. shared by several threads). */
   static async fromData(data: EngineThreadData): Promise<ThreadEngine> {
     const entry = import.meta.url.endsWith(".ts")
-      ? { url: new URL("./thread-source.mjs", import.meta.url), workerData: { ...data, entry: new URL("./thread-worker.ts", import.meta.url).href } }
+      ? {
+          url: new URL("./thread-source.mjs", import.meta.url),
+          workerData: { ...data, entry: new URL("./thread-worker.ts", import.meta.url).href },
+        }
       : { url: new URL("./thread-worker.js", import.meta.url), workerData: data };
     const worker = new Worker(entry.url, { workerData: entry.workerData });
     await new Promise<void>((resolve, reject) => {
       const onMessage = (message: { ready?: boolean; error?: { message: string } }) => {
-        if (message.ready) { cleanup(); resolve(); }
-        else if (message.error) { cleanup(); void worker.terminate(); reject(new EngineThreadError(`the engine thread failed to start: ${message.error.message}`)); }
+        if (message.ready) {
+          cleanup();
+          resolve();
+        } else if (message.error) {
+          cleanup();
+          void worker.terminate();
+          reject(
+            new EngineThreadError(`the engine thread failed to start: ${message.error.message}`),
+          );
+        }
       };
-      const onExit = (code: number) => { cleanup(); reject(new EngineThreadError(`the engine thread exited while starting (code ${code})`)); };
-      const cleanup = () => { worker.off("message", onMessage); worker.off("exit", onExit); };
+      const onExit = (code: number) => {
+        cleanup();
+        reject(new EngineThreadError(`the engine thread exited while starting (code ${code})`));
+      };
+      const cleanup = () => {
+        worker.off("message", onMessage);
+        worker.off("exit", onExit);
+      };
       worker.on("message", onMessage);
       worker.on("exit", onExit);
     });
@@ -177,19 +248,27 @@ export class ThreadEngine implements GenerationEngine<PolicyWeights> {
       const onAbort = () => {
         this.pending.delete(id);
         if (this.pending.size === 0) this.worker.unref();
-        if (!this.failure) this.worker.postMessage({ kind: "abort", id } satisfies EngineThreadMessage);
+        if (!this.failure)
+          this.worker.postMessage({ kind: "abort", id } satisfies EngineThreadMessage);
         reject(signal.reason);
       };
       signal.addEventListener("abort", onAbort, { once: true });
       answer.then(
-        (result) => { signal.removeEventListener("abort", onAbort); resolve(result); },
-        (error) => { signal.removeEventListener("abort", onAbort); reject(error); },
+        (result) => {
+          signal.removeEventListener("abort", onAbort);
+          resolve(result);
+        },
+        (error) => {
+          signal.removeEventListener("abort", onAbort);
+          reject(error);
+        },
       );
     });
   }
 
   releaseCache(cacheKey: string): void {
-    if (!this.failure) this.worker.postMessage({ kind: "release", cacheKey } satisfies EngineThreadMessage);
+    if (!this.failure)
+      this.worker.postMessage({ kind: "release", cacheKey } satisfies EngineThreadMessage);
   }
 
   async updateWeights(weights: PolicyWeights | ThreadWeights, version: number): Promise<void> {
@@ -225,5 +304,7 @@ export class ThreadEngine implements GenerationEngine<PolicyWeights> {
 }
 
 function isThreadWeights(weights: unknown): weights is ThreadWeights {
-  return typeof weights === "object" && weights !== null && "layout" in weights && "tensors" in weights;
+  return (
+    typeof weights === "object" && weights !== null && "layout" in weights && "tensors" in weights
+  );
 }

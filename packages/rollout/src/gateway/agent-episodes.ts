@@ -28,7 +28,12 @@ import type {
   SampleStatus,
   ToolSpec,
 } from "@agentrl/envs";
-import { raceSignal, type EpisodeDependencies, type EpisodeOptions, type EpisodeSpec } from "../episode.js";
+import {
+  raceSignal,
+  type EpisodeDependencies,
+  type EpisodeOptions,
+  type EpisodeSpec,
+} from "../episode.js";
 import type { ServeTokenizer } from "../serve/chat.js";
 import { endCauseOf, NO_VERSION, type Trajectory } from "../types.js";
 import { RecordingGateway, type GatewayEngine, type RecordingGatewayOptions } from "./gateway.js";

@@ -8,7 +8,14 @@ export async function readBody(request: IncomingMessage, maxBytes: number): Prom
   let size = 0;
   for await (const part of request) {
     size += (part as Buffer).length;
-    if (size > maxBytes) throw new ApiError(413, `the request body exceeds ${maxBytes} bytes`, "invalid_request_error", null, "body_too_large");
+    if (size > maxBytes)
+      throw new ApiError(
+        413,
+        `the request body exceeds ${maxBytes} bytes`,
+        "invalid_request_error",
+        null,
+        "body_too_large",
+      );
     parts.push(part as Buffer);
   }
   return Buffer.concat(parts);
@@ -20,6 +27,12 @@ export async function readJsonBody(request: IncomingMessage, maxBytes: number): 
   try {
     return JSON.parse(text);
   } catch (error) {
-    throw new ApiError(400, `the request body is not valid JSON (${(error as Error).message})`, "invalid_request_error", null, "invalid_json");
+    throw new ApiError(
+      400,
+      `the request body is not valid JSON (${(error as Error).message})`,
+      "invalid_request_error",
+      null,
+      "invalid_json",
+    );
   }
 }

@@ -13,13 +13,21 @@
 import type { GenerationResult } from "../engine/index.js";
 import { parseToolCalls, TOOL_CALL_OPEN } from "../toolcall.js";
 import type { AssistantMessage, Message, ToolCall, ToolSpec } from "@agentrl/envs";
-import { ApiError, type ChatCompletionRequest, type RequestMessage, type RequestTool } from "./schema.js";
+import {
+  ApiError,
+  type ChatCompletionRequest,
+  type RequestMessage,
+  type RequestTool,
+} from "./schema.js";
 
 /** What the server needs from a tokenizer (`@agentrl/policy`'s `Tokenizer` fits). */
 export interface ServeTokenizer {
   encode(text: string): number[];
   decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
-  applyChatTemplate(messages: readonly Message[], options?: { tools?: readonly ToolSpec[]; addGenerationPrompt?: boolean }): string;
+  applyChatTemplate(
+    messages: readonly Message[],
+    options?: { tools?: readonly ToolSpec[]; addGenerationPrompt?: boolean },
+  ): string;
   /** Token ids that end a turn (`<|im_end|>`, …). */
   readonly stopTokenIds: number[];
 }
@@ -54,15 +62,31 @@ export function toTemplateMessages(messages: readonly RequestMessage[]): Message
       case "user":
         return { role: "user", content: textOf(message.content) };
       case "tool":
-        return { role: "tool", tool_call_id: message.tool_call_id, content: textOf(message.content), ...(message.name ? { name: message.name } : {}) };
+        return {
+          role: "tool",
+          tool_call_id: message.tool_call_id,
+          content: textOf(message.content),
+          ...(message.name ? { name: message.name } : {}),
+        };
       case "assistant": {
         const calls: ToolCall[] = (message.tool_calls ?? []).map((call) => ({
           id: call.id,
           type: "function",
-          function: { name: call.function.name, arguments: typeof call.function.arguments === "string" ? call.function.arguments : JSON.stringify(call.function.arguments) },
+          function: {
+            name: call.function.name,
+            arguments:
+              typeof call.function.arguments === "string"
+                ? call.function.arguments
+                : JSON.stringify(call.function.arguments),
+          },
         }));
-        const content = message.content === null || message.content === undefined ? null : textOf(message.content);
-        return calls.length > 0 ? { role: "assistant", content, tool_calls: calls } : { role: "assistant", content: content ?? "" };
+        const content =
+          message.content === null || message.content === undefined
+            ? null
+            : textOf(message.content);
+        return calls.length > 0
+          ? { role: "assistant", content, tool_calls: calls }
+          : { role: "assistant", content: content ?? "" };
       }
     }
   });
@@ -74,7 +98,10 @@ function toToolSpecs(tools: readonly RequestTool[]): ToolSpec[] {
     function: {
       ...tool.function,
       description: tool.function.description ?? "",
-      parameters: (tool.function.parameters ?? { type: "object", properties: {} }) as ToolSpec["function"]["parameters"],
+      parameters: (tool.function.parameters ?? {
+        type: "object",
+        properties: {},
+      }) as ToolSpec["function"]["parameters"],
     },
   }));
 }
@@ -82,27 +109,55 @@ function toToolSpecs(tools: readonly RequestTool[]): ToolSpec[] {
 /** Renders the request's conversation into prompt text and tokens. Throws a 400 ApiError for a bad tool_choice. */
 export function buildPrompt(tokenizer: ServeTokenizer, request: ChatCompletionRequest): ChatPrompt {
   // Token-in: the caller's ids are the prompt, as they are.
-  if (request.prompt_token_ids) return { text: tokenizer.decode(request.prompt_token_ids), tokens: request.prompt_token_ids, forcedOpening: "", parseTools: false };
+  if (request.prompt_token_ids)
+    return {
+      text: tokenizer.decode(request.prompt_token_ids),
+      tokens: request.prompt_token_ids,
+      forcedOpening: "",
+      parseTools: false,
+    };
   const tools = request.tools ?? [];
   const choice = request.tool_choice ?? (tools.length > 0 ? "auto" : "none");
   if (choice !== "none" && choice !== "auto" && tools.length === 0) {
-    throw new ApiError(400, "tool_choice requires tools", "invalid_request_error", "tool_choice", "invalid_value");
+    throw new ApiError(
+      400,
+      "tool_choice requires tools",
+      "invalid_request_error",
+      "tool_choice",
+      "invalid_value",
+    );
   }
   let forcedOpening = "";
   if (choice === "required") forcedOpening = `${TOOL_CALL_OPEN}\n`;
   if (typeof choice === "object") {
     const name = choice.function.name;
     if (!tools.some((tool) => tool.function.name === name)) {
-      throw new ApiError(400, `tool_choice names the function "${name}", which is not among the tools`, "invalid_request_error", "tool_choice", "invalid_value");
+      throw new ApiError(
+        400,
+        `tool_choice names the function "${name}", which is not among the tools`,
+        "invalid_request_error",
+        "tool_choice",
+        "invalid_value",
+      );
     }
     forcedOpening = `${TOOL_CALL_OPEN}\n{"name": ${JSON.stringify(name)}, "arguments": `;
   }
   const offered = choice === "none" ? [] : toToolSpecs(tools);
   let text: string;
   try {
-    text = tokenizer.applyChatTemplate(toTemplateMessages(request.messages ?? []), { tools: offered, addGenerationPrompt: true }) + forcedOpening;
+    text =
+      tokenizer.applyChatTemplate(toTemplateMessages(request.messages ?? []), {
+        tools: offered,
+        addGenerationPrompt: true,
+      }) + forcedOpening;
   } catch (error) {
-    throw new ApiError(400, `the chat template could not render the messages: ${(error as Error).message}`, "invalid_request_error", "messages", "invalid_value");
+    throw new ApiError(
+      400,
+      `the chat template could not render the messages: ${(error as Error).message}`,
+      "invalid_request_error",
+      "messages",
+      "invalid_value",
+    );
   }
   return { text, tokens: tokenizer.encode(text), forcedOpening, parseTools: offered.length > 0 };
 }
@@ -115,7 +170,10 @@ export function stopStrings(request: ChatCompletionRequest): string[] {
 }
 
 /** Cuts `text` before the first stop string; `stopped` tells whether one was found. */
-export function cutAtStop(text: string, stops: readonly string[]): { text: string; stopped: boolean } {
+export function cutAtStop(
+  text: string,
+  stops: readonly string[],
+): { text: string; stopped: boolean } {
   let cut = -1;
   for (const stop of stops) {
     const at = text.indexOf(stop);
@@ -152,18 +210,34 @@ export interface InterpretOptions {
 }
 
 /** Turns one generation into the assistant message and finish reason of a choice. */
-export function interpretGeneration(tokenizer: ServeTokenizer, result: Pick<GenerationResult, "tokens" | "finishReason">, options: InterpretOptions): ChoiceOutcome {
+export function interpretGeneration(
+  tokenizer: ServeTokenizer,
+  result: Pick<GenerationResult, "tokens" | "finishReason">,
+  options: InterpretOptions,
+): ChoiceOutcome {
   const decoded = tokenizer.decode(result.tokens, { skipSpecialTokens: true });
   const { text, stopped } = cutAtStop(decoded, options.stops);
   const lengthFinish = result.finishReason === "length" && !stopped;
   if (!options.prompt.parseTools) {
-    return { message: { role: "assistant", content: text }, finishReason: lengthFinish ? "length" : "stop", text };
+    return {
+      message: { role: "assistant", content: text },
+      finishReason: lengthFinish ? "length" : "stop",
+      text,
+    };
   }
-  const parsed = parseToolCalls(options.prompt.forcedOpening + text, { idPrefix: options.idPrefix });
+  const parsed = parseToolCalls(options.prompt.forcedOpening + text, {
+    idPrefix: options.idPrefix,
+  });
   const message = assistantMessage(parsed.message);
-  if (options.singleToolCall && message.tool_calls) message.tool_calls = message.tool_calls.slice(0, 1);
-  if (parsed.toolCalls > 0) return { message, finishReason: lengthFinish ? "length" : "tool_calls", text };
-  return { message: { role: "assistant", content: parsed.message.content ?? "" }, finishReason: lengthFinish ? "length" : "stop", text };
+  if (options.singleToolCall && message.tool_calls)
+    message.tool_calls = message.tool_calls.slice(0, 1);
+  if (parsed.toolCalls > 0)
+    return { message, finishReason: lengthFinish ? "length" : "tool_calls", text };
+  return {
+    message: { role: "assistant", content: parsed.message.content ?? "" },
+    finishReason: lengthFinish ? "length" : "stop",
+    text,
+  };
 }
 
 function assistantMessage(message: AssistantMessage): ChoiceOutcome["message"] {
@@ -179,7 +253,10 @@ export interface SamplingSettings {
   choices: number;
 }
 
-export function samplingSettings(request: ChatCompletionRequest, defaults: { temperature: number; maxTokens: number }): SamplingSettings {
+export function samplingSettings(
+  request: ChatCompletionRequest,
+  defaults: { temperature: number; maxTokens: number },
+): SamplingSettings {
   return {
     temperature: request.temperature ?? defaults.temperature,
     maxNewTokens: request.max_completion_tokens ?? request.max_tokens ?? defaults.maxTokens,

@@ -8,7 +8,11 @@
  * The price: each slice leaves and re-joins the engine's decode batch (under load a join can
  * wait up to the engine's `joinIntervalSteps` decode steps).
  */
-import { ContextLimitError, type GenerationRequest, type GenerationResult } from "../engine/index.js";
+import {
+  ContextLimitError,
+  type GenerationRequest,
+  type GenerationResult,
+} from "../engine/index.js";
 
 /** What chunked generation needs from an engine (`InferenceEngine` fits). */
 export interface ChunkableEngine {
@@ -26,15 +30,31 @@ export interface ChunkedGenerationOptions {
 }
 
 /** Generates `request` slice by slice; resolves with the whole generation. */
-export async function generateInChunks(engine: ChunkableEngine, request: GenerationRequest, options: ChunkedGenerationOptions): Promise<GenerationResult> {
-  if (!(options.chunkTokens >= 1)) throw new RangeError(`chunkTokens must be ≥ 1, got ${options.chunkTokens}`);
-  const total: GenerationResult = { tokens: [], logprobs: [], versions: [], finishReason: "length", prefilledTokens: 0 };
+export async function generateInChunks(
+  engine: ChunkableEngine,
+  request: GenerationRequest,
+  options: ChunkedGenerationOptions,
+): Promise<GenerationResult> {
+  if (!(options.chunkTokens >= 1))
+    throw new RangeError(`chunkTokens must be ≥ 1, got ${options.chunkTokens}`);
+  const total: GenerationResult = {
+    tokens: [],
+    logprobs: [],
+    versions: [],
+    finishReason: "length",
+    prefilledTokens: 0,
+  };
   try {
     while (total.tokens.length < request.maxNewTokens) {
       const wanted = Math.min(options.chunkTokens, request.maxNewTokens - total.tokens.length);
       let part: GenerationResult;
       try {
-        part = await engine.generate({ ...request, promptTokens: [...request.promptTokens, ...total.tokens], maxNewTokens: wanted, cacheKey: options.cacheKey });
+        part = await engine.generate({
+          ...request,
+          promptTokens: [...request.promptTokens, ...total.tokens],
+          maxNewTokens: wanted,
+          cacheKey: options.cacheKey,
+        });
       } catch (error) {
         // The context filled up exactly at a slice boundary: that is a length finish.
         if (error instanceof ContextLimitError && total.tokens.length > 0) break;

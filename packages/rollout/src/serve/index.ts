@@ -74,7 +74,10 @@ export interface RunningModelServer {
 
 /** Loads `options.model` and starts serving it. */
 export async function startModelServer(options: ModelServerOptions): Promise<RunningModelServer> {
-  const weightsKey = serverWeightsKey(options.weightsKey, options.weightsKeyFile ?? defaultServeKeyFile());
+  const weightsKey = serverWeightsKey(
+    options.weightsKey,
+    options.weightsKeyFile ?? defaultServeKeyFile(),
+  );
   const policy = await Policy.load(options.model, { tokenizer: true, trainable: false });
   const tokenizer = policy.tokenizer!;
   const generation = policy.generationConfig;
@@ -94,7 +97,9 @@ export async function startModelServer(options: ModelServerOptions): Promise<Run
     apiKey: options.apiKey,
     weightsKey: weightsKey.key,
     weightSources: options.weightsFrom ?? [],
-    defaultTemperature: options.temperature ?? (typeof generation.temperature === "number" ? generation.temperature : 1),
+    defaultTemperature:
+      options.temperature ??
+      (typeof generation.temperature === "number" ? generation.temperature : 1),
     defaultMaxTokens: options.maxTokens ?? 1024,
     serverSampling: { top_p: topP, seed },
     streamChunkTokens: options.streamChunkTokens,

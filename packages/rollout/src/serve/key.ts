@@ -37,9 +37,13 @@ export function serveKeyFromEnvironment(path: string = defaultServeKeyFile()): s
  * else a new one written to `path` (created exclusively: two servers starting at once on one
  * machine end with the same key). `created` says whether it is new.
  */
-export function serverWeightsKey(given: string | undefined, path: string = defaultServeKeyFile()): { key: string; source: string; created: boolean } {
+export function serverWeightsKey(
+  given: string | undefined,
+  path: string = defaultServeKeyFile(),
+): { key: string; source: string; created: boolean } {
   if (given) return { key: given, source: "--weights-key", created: false };
-  if (process.env.AGENTRL_SERVE_KEY) return { key: process.env.AGENTRL_SERVE_KEY, source: "AGENTRL_SERVE_KEY", created: false };
+  if (process.env.AGENTRL_SERVE_KEY)
+    return { key: process.env.AGENTRL_SERVE_KEY, source: "AGENTRL_SERVE_KEY", created: false };
   const stored = readServeKeyFile(path);
   if (stored) return { key: stored, source: path, created: false };
   const key = randomBytes(24).toString("base64url");

@@ -13,9 +13,11 @@ import { z } from "zod";
 const TextContentSchema = z.union([
   z.string(),
   z.array(
-    z.object({ type: z.string(), text: z.string().optional() }).refine((part) => part.type === "text" && part.text !== undefined, {
-      message: "only text content parts ({type: \"text\", text}) are supported",
-    }),
+    z
+      .object({ type: z.string(), text: z.string().optional() })
+      .refine((part) => part.type === "text" && part.text !== undefined, {
+        message: 'only text content parts ({type: "text", text}) are supported',
+      }),
   ),
 ]);
 
@@ -31,7 +33,11 @@ const ToolCallSchema = z.object({
 
 const MessageSchema = z.discriminatedUnion("role", [
   z.object({ role: z.literal("system"), content: TextContentSchema, name: z.string().optional() }),
-  z.object({ role: z.literal("developer"), content: TextContentSchema, name: z.string().optional() }),
+  z.object({
+    role: z.literal("developer"),
+    content: TextContentSchema,
+    name: z.string().optional(),
+  }),
   z.object({ role: z.literal("user"), content: TextContentSchema, name: z.string().optional() }),
   z.object({
     role: z.literal("assistant"),
@@ -40,7 +46,12 @@ const MessageSchema = z.discriminatedUnion("role", [
     name: z.string().optional(),
     refusal: z.string().nullable().optional(),
   }),
-  z.object({ role: z.literal("tool"), tool_call_id: z.string(), content: TextContentSchema, name: z.string().optional() }),
+  z.object({
+    role: z.literal("tool"),
+    tool_call_id: z.string(),
+    content: TextContentSchema,
+    name: z.string().optional(),
+  }),
 ]);
 
 const ToolSchema = z.object({
@@ -62,7 +73,9 @@ const zeroOnly = (name: string) =>
     .number()
     .nullable()
     .optional()
-    .refine((value) => value === undefined || value === null || value === 0, { message: `${name} is not supported (only 0)` });
+    .refine((value) => value === undefined || value === null || value === 0, {
+      message: `${name} is not supported (only 0)`,
+    });
 
 /** Most completions (`n`) one request may ask for. */
 export const MAXIMUM_CHOICES = 16;
@@ -98,7 +111,10 @@ export const ChatCompletionRequestSchema = z.looseObject({
   top_p: z.number().gt(0).max(1).nullable().optional(),
   max_tokens: z.number().int().min(1).nullable().optional(),
   max_completion_tokens: z.number().int().min(1).nullable().optional(),
-  stop: z.union([z.string().min(1), z.array(z.string().min(1)).max(4)]).nullable().optional(),
+  stop: z
+    .union([z.string().min(1), z.array(z.string().min(1)).max(4)])
+    .nullable()
+    .optional(),
   seed: z.number().int().nullable().optional(),
   n: z.number().int().min(1).max(MAXIMUM_CHOICES).nullable().optional(),
   stream: z.boolean().nullable().optional(),
@@ -112,12 +128,16 @@ export const ChatCompletionRequestSchema = z.looseObject({
     .record(z.string(), z.number())
     .nullable()
     .optional()
-    .refine((value) => !value || Object.keys(value).length === 0, { message: "logit_bias is not supported" }),
+    .refine((value) => !value || Object.keys(value).length === 0, {
+      message: "logit_bias is not supported",
+    }),
   response_format: z
     .object({ type: z.string() })
     .nullable()
     .optional()
-    .refine((value) => !value || value.type === "text", { message: "only response_format {type: \"text\"} is supported" }),
+    .refine((value) => !value || value.type === "text", {
+      message: 'only response_format {type: "text"} is supported',
+    }),
   user: z.string().optional(),
 });
 
@@ -127,7 +147,12 @@ export type RequestTool = NonNullable<ChatCompletionRequest["tools"]>[number];
 export type ToolChoice = NonNullable<ChatCompletionRequest["tool_choice"]>;
 
 /** OpenAI's error types, by HTTP status. */
-export type ApiErrorType = "invalid_request_error" | "authentication_error" | "not_found_error" | "server_error" | "service_unavailable";
+export type ApiErrorType =
+  | "invalid_request_error"
+  | "authentication_error"
+  | "not_found_error"
+  | "server_error"
+  | "service_unavailable";
 
 /** A failure answered with `{error: {message, type, param, code}}` and an HTTP status. */
 export class ApiError extends AgentRLError {
@@ -143,8 +168,12 @@ export class ApiError extends AgentRLError {
     super(message);
   }
 
-  body(): { error: { message: string; type: ApiErrorType; param: string | null; code: string | null } } {
-    return { error: { message: this.message, type: this.type, param: this.param, code: this.code } };
+  body(): {
+    error: { message: string; type: ApiErrorType; param: string | null; code: string | null };
+  } {
+    return {
+      error: { message: this.message, type: this.type, param: this.param, code: this.code },
+    };
   }
 }
 
@@ -153,14 +182,31 @@ export function parseChatCompletionRequest(body: unknown): ChatCompletionRequest
   const parsed = ChatCompletionRequestSchema.safeParse(body);
   if (parsed.success) {
     const request = parsed.data;
-    const invalid = (param: string, message: string) => new ApiError(400, message, "invalid_request_error", param, "invalid_value");
-    if ((request.messages === undefined) === (request.prompt_token_ids === undefined)) throw invalid("messages", "send either messages or prompt_token_ids (token-in), not both or neither");
-    if (request.prompt_token_ids && (request.tools?.length || request.tool_choice)) throw invalid("tools", "with prompt_token_ids the tools are part of the prompt: tools and tool_choice must be absent");
-    if (request.prompt_token_ids && request.stream) throw invalid("stream", "prompt_token_ids (token-in) does not stream");
-    if (request.cache_key && (request.n ?? 1) > 1) throw invalid("cache_key", "cache_key needs n = 1");
+    const invalid = (param: string, message: string) =>
+      new ApiError(400, message, "invalid_request_error", param, "invalid_value");
+    if ((request.messages === undefined) === (request.prompt_token_ids === undefined))
+      throw invalid(
+        "messages",
+        "send either messages or prompt_token_ids (token-in), not both or neither",
+      );
+    if (request.prompt_token_ids && (request.tools?.length || request.tool_choice))
+      throw invalid(
+        "tools",
+        "with prompt_token_ids the tools are part of the prompt: tools and tool_choice must be absent",
+      );
+    if (request.prompt_token_ids && request.stream)
+      throw invalid("stream", "prompt_token_ids (token-in) does not stream");
+    if (request.cache_key && (request.n ?? 1) > 1)
+      throw invalid("cache_key", "cache_key needs n = 1");
     return request;
   }
   const issue = parsed.error.issues[0];
   const param = issue.path.length > 0 ? issue.path.map(String).join(".") : null;
-  throw new ApiError(400, param ? `${param}: ${issue.message}` : issue.message, "invalid_request_error", param, "invalid_value");
+  throw new ApiError(
+    400,
+    param ? `${param}: ${issue.message}` : issue.message,
+    "invalid_request_error",
+    param,
+    "invalid_value",
+  );
 }

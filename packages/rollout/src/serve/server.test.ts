@@ -5,8 +5,19 @@
  */
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { Tokenizer, WeightsError, serializeSafetensors, trainByteLevelBpe, type ExportedWeights } from "@agentrl/policy";
-import { ContextLimitError, type EngineStats, type GenerationRequest, type GenerationResult } from "../engine/index.js";
+import {
+  Tokenizer,
+  WeightsError,
+  serializeSafetensors,
+  trainByteLevelBpe,
+  type ExportedWeights,
+} from "@agentrl/policy";
+import {
+  ContextLimitError,
+  type EngineStats,
+  type GenerationRequest,
+  type GenerationResult,
+} from "../engine/index.js";
 import { generateInChunks } from "./chunked.js";
 import { ChoiceStreamer, longestSuffixPrefix } from "./stream.js";
 import { ChatServer, isLoopbackHost, type ServeEngine } from "./server.js";
@@ -15,12 +26,20 @@ import { parseChatCompletionRequest } from "./schema.js";
 import { ServeConfigError, serveKeyFromEnvironment, serverWeightsKey } from "./key.js";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 const corpus = [
-  "hello world, the weather is fine. <tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+  'hello world, the weather is fine. <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
   "I will look it up. Sunny in Paris, 21 degrees.",
 ];
 const trained = trainByteLevelBpe(corpus, { vocabSize: 400, minFrequency: 1 });
@@ -41,14 +60,23 @@ class ScriptedEngine implements ServeEngine {
     this.requests.push(request);
     let script = request.cacheKey === undefined ? undefined : this.continued.get(request.cacheKey);
     if (!script) {
-      script = { tokens: [...tokenizer.encode(this.texts[this.scripts++ % this.texts.length]), endOfTurn], offset: 0 };
+      script = {
+        tokens: [...tokenizer.encode(this.texts[this.scripts++ % this.texts.length]), endOfTurn],
+        offset: 0,
+      };
       if (request.cacheKey !== undefined) this.continued.set(request.cacheKey, script);
     }
     const tokens = script.tokens.slice(script.offset, script.offset + request.maxNewTokens);
     script.offset += tokens.length;
     await new Promise((resolve) => setTimeout(resolve, 1));
     const stopped = tokens.at(-1) === endOfTurn;
-    return { tokens, logprobs: tokens.map(() => -0.5), versions: tokens.map(() => 3), finishReason: stopped ? "stop" : "length", prefilledTokens: request.promptTokens.length };
+    return {
+      tokens,
+      logprobs: tokens.map(() => -0.5),
+      versions: tokens.map(() => 3),
+      finishReason: stopped ? "stop" : "length",
+      prefilledTokens: request.promptTokens.length,
+    };
   }
   releaseCache(cacheKey: string): void {
     this.released.push(cacheKey);
@@ -57,7 +85,8 @@ class ScriptedEngine implements ServeEngine {
   /** Weights installed by POST /v1/weights (the served version follows them). */
   installed: ExportedWeights[] = [];
   async updateWeights(weights: ExportedWeights, version: number): Promise<void> {
-    if (weights.tensors.some((tensor) => tensor.name !== "w")) throw new WeightsError(`unexpected tensor ${weights.tensors[0].name}`);
+    if (weights.tensors.some((tensor) => tensor.name !== "w"))
+      throw new WeightsError(`unexpected tensor ${weights.tensors[0].name}`);
     this.installed.push({ ...weights, version });
   }
   stats(): EngineStats {
@@ -67,18 +96,43 @@ class ScriptedEngine implements ServeEngine {
 
 const WEATHER_TOOL = {
   type: "function",
-  function: { name: "get_weather", description: "Weather of a city.", parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } },
+  function: {
+    name: "get_weather",
+    description: "Weather of a city.",
+    parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+  },
 };
 
-async function withServer(texts: string[], options: { apiKey?: string; weightsKey?: string; weightSources?: string[] } = {}) {
+async function withServer(
+  texts: string[],
+  options: { apiKey?: string; weightsKey?: string; weightSources?: string[] } = {},
+) {
   const engine = new ScriptedEngine(texts);
-  const server = new ChatServer({ engine, tokenizer, modelName: "scripted", apiKey: options.apiKey, weightsKey: options.weightsKey, weightSources: options.weightSources, log: null });
+  const server = new ChatServer({
+    engine,
+    tokenizer,
+    modelName: "scripted",
+    apiKey: options.apiKey,
+    weightsKey: options.weightsKey,
+    weightSources: options.weightSources,
+    log: null,
+  });
   const address = await server.listen(0, "127.0.0.1");
   return { engine, server, url: address.baseUrl };
 }
 
-function post(url: string, body: unknown, headers: Record<string, string> = {}, signal?: AbortSignal) {
-  return fetch(`${url}/chat/completions`, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body), signal });
+function post(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+  signal?: AbortSignal,
+) {
+  return fetch(`${url}/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: JSON.stringify(body),
+    signal,
+  });
 }
 
 /** A response body as JSON (untyped: the tests check its shape). */
@@ -89,12 +143,19 @@ async function json(response: Response): Promise<any> {
 describe("chat server (scripted engine)", () => {
   let running: Awaited<ReturnType<typeof withServer>>;
   before(async () => {
-    running = await withServer(['I will look it up.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>', "Sunny in Paris, 21 degrees."]);
+    running = await withServer([
+      'I will look it up.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>',
+      "Sunny in Paris, 21 degrees.",
+    ]);
   });
   after(async () => running.server.close());
 
   test("a tool-call generation becomes tool_calls with JSON-string arguments and finish_reason tool_calls", async () => {
-    const response = await post(running.url, { model: "scripted", messages: [{ role: "user", content: "Weather in Paris?" }], tools: [WEATHER_TOOL] });
+    const response = await post(running.url, {
+      model: "scripted",
+      messages: [{ role: "user", content: "Weather in Paris?" }],
+      tools: [WEATHER_TOOL],
+    });
     assert.equal(response.status, 200);
     const body = await json(response);
     assert.equal(body.object, "chat.completion");
@@ -105,7 +166,9 @@ describe("chat server (scripted engine)", () => {
     assert.equal(choice.message.tool_calls.length, 1);
     assert.equal(choice.message.tool_calls[0].type, "function");
     assert.equal(choice.message.tool_calls[0].function.name, "get_weather");
-    assert.deepEqual(JSON.parse(choice.message.tool_calls[0].function.arguments), { city: "Paris" });
+    assert.deepEqual(JSON.parse(choice.message.tool_calls[0].function.arguments), {
+      city: "Paris",
+    });
     assert.ok(body.usage.prompt_tokens > 10);
     assert.equal(body.usage.total_tokens, body.usage.prompt_tokens + body.usage.completion_tokens);
     // The prompt holds the tools (Qwen2.5 template) and ends with the generation prompt.
@@ -115,13 +178,28 @@ describe("chat server (scripted engine)", () => {
   });
 
   test("plain text, max_tokens → length, stop strings cut, n choices", async () => {
-    const response = await post(running.url, { model: "scripted", messages: [{ role: "user", content: "hi" }], n: 2, stop: [", 21"], max_tokens: 200 });
+    const response = await post(running.url, {
+      model: "scripted",
+      messages: [{ role: "user", content: "hi" }],
+      n: 2,
+      stop: [", 21"],
+      max_tokens: 200,
+    });
     const body = await json(response);
     assert.equal(body.choices.length, 2);
-    assert.deepEqual(body.choices.map((c: { index: number }) => c.index), [0, 1]);
+    assert.deepEqual(
+      body.choices.map((c: { index: number }) => c.index),
+      [0, 1],
+    );
     const texts = body.choices.map((c: { message: { content: string } }) => c.message.content);
     assert.ok(texts.includes("Sunny in Paris"), JSON.stringify(texts));
-    const short = await json(await post(running.url, { model: "scripted", messages: [{ role: "user", content: "hi" }], max_completion_tokens: 2 }));
+    const short = await json(
+      await post(running.url, {
+        model: "scripted",
+        messages: [{ role: "user", content: "hi" }],
+        max_completion_tokens: 2,
+      }),
+    );
     assert.equal(short.choices[0].finish_reason, "length");
     assert.equal(short.usage.completion_tokens, 2);
   });
@@ -130,29 +208,68 @@ describe("chat server (scripted engine)", () => {
     const before = running.engine.requests.length;
     const texts = [];
     for (let i = 0; i < 2; i++) {
-      const body = await json(await post(running.url, { model: "scripted", messages: [{ role: "user", content: "x" }], tools: [WEATHER_TOOL], tool_choice: "none" }));
+      const body = await json(
+        await post(running.url, {
+          model: "scripted",
+          messages: [{ role: "user", content: "x" }],
+          tools: [WEATHER_TOOL],
+          tool_choice: "none",
+        }),
+      );
       texts.push(body.choices[0]);
     }
     assert.ok(!tokenizer.decode(running.engine.requests[before].promptTokens).includes("<tools>"));
-    assert.ok(texts.every((choice) => choice.message.tool_calls === undefined && choice.finish_reason === "stop"));
+    assert.ok(
+      texts.every(
+        (choice) => choice.message.tool_calls === undefined && choice.finish_reason === "stop",
+      ),
+    );
   });
 
   test("parallel_tool_calls false keeps only the first call", () => {
-    const prompt = buildPrompt(tokenizer, parseChatCompletionRequest({ model: "m", messages: [{ role: "user", content: "x" }], tools: [WEATHER_TOOL] }));
-    const call = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
+    const prompt = buildPrompt(
+      tokenizer,
+      parseChatCompletionRequest({
+        model: "m",
+        messages: [{ role: "user", content: "x" }],
+        tools: [WEATHER_TOOL],
+      }),
+    );
+    const call =
+      '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
     const tokens = tokenizer.encode(`${call}\n${call}`);
-    const both = interpretGeneration(tokenizer, { tokens, finishReason: "stop" }, { prompt, stops: [], idPrefix: "c" });
-    const first = interpretGeneration(tokenizer, { tokens, finishReason: "stop" }, { prompt, stops: [], idPrefix: "c", singleToolCall: true });
+    const both = interpretGeneration(
+      tokenizer,
+      { tokens, finishReason: "stop" },
+      { prompt, stops: [], idPrefix: "c" },
+    );
+    const first = interpretGeneration(
+      tokenizer,
+      { tokens, finishReason: "stop" },
+      { prompt, stops: [], idPrefix: "c", singleToolCall: true },
+    );
     assert.equal(both.message.tool_calls?.length, 2);
     assert.equal(first.message.tool_calls?.length, 1);
     assert.equal(first.finishReason, "tool_calls");
   });
 
   test("a named tool_choice writes the call's opening into the prompt", () => {
-    const request = parseChatCompletionRequest({ model: "m", messages: [{ role: "user", content: "x" }], tools: [WEATHER_TOOL], tool_choice: { type: "function", function: { name: "get_weather" } } });
+    const request = parseChatCompletionRequest({
+      model: "m",
+      messages: [{ role: "user", content: "x" }],
+      tools: [WEATHER_TOOL],
+      tool_choice: { type: "function", function: { name: "get_weather" } },
+    });
     const prompt = buildPrompt(tokenizer, request);
     assert.ok(prompt.text.endsWith('<tool_call>\n{"name": "get_weather", "arguments": '));
-    assert.throws(() => buildPrompt(tokenizer, { ...request, tool_choice: { type: "function", function: { name: "nope" } } }), /not among the tools/);
+    assert.throws(
+      () =>
+        buildPrompt(tokenizer, {
+          ...request,
+          tool_choice: { type: "function", function: { name: "nope" } },
+        }),
+      /not among the tools/,
+    );
   });
 
   test("assistant tool_calls and tool messages in the history render through the template", async () => {
@@ -162,7 +279,17 @@ describe("chat server (scripted engine)", () => {
       messages: [
         { role: "system", content: [{ type: "text", text: "Be brief." }] },
         { role: "user", content: "Weather in Paris?" },
-        { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "get_weather", arguments: '{"city": "Paris"}' } }] },
+        {
+          role: "assistant",
+          content: null,
+          tool_calls: [
+            {
+              id: "c1",
+              type: "function",
+              function: { name: "get_weather", arguments: '{"city": "Paris"}' },
+            },
+          ],
+        },
         { role: "tool", tool_call_id: "c1", content: "sunny" },
       ],
     });
@@ -174,12 +301,25 @@ describe("chat server (scripted engine)", () => {
   });
 
   test("streaming: role chunk, content deltas that spell the message, tool-call delta, finish, usage, [DONE]", async () => {
-    const response = await post(running.url, { model: "scripted", messages: [{ role: "user", content: "Weather?" }], tools: [WEATHER_TOOL], stream: true, stream_options: { include_usage: true } });
+    const response = await post(running.url, {
+      model: "scripted",
+      messages: [{ role: "user", content: "Weather?" }],
+      tools: [WEATHER_TOOL],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     assert.equal(response.headers.get("content-type"), "text/event-stream; charset=utf-8");
-    const events = (await response.text()).split("\n\n").filter(Boolean).map((event) => event.replace(/^data: /, ""));
+    const events = (await response.text())
+      .split("\n\n")
+      .filter(Boolean)
+      .map((event) => event.replace(/^data: /, ""));
     assert.equal(events.at(-1), "[DONE]");
     const chunks = events.slice(0, -1).map((event) => JSON.parse(event));
-    assert.ok(chunks.every((chunk) => chunk.object === "chat.completion.chunk" && chunk.id === chunks[0].id));
+    assert.ok(
+      chunks.every(
+        (chunk) => chunk.object === "chat.completion.chunk" && chunk.id === chunks[0].id,
+      ),
+    );
     assert.equal(chunks[0].choices[0].delta.role, "assistant");
     const content = chunks.map((chunk) => chunk.choices[0]?.delta?.content ?? "").join("");
     const calls = chunks.flatMap((chunk) => chunk.choices[0]?.delta?.tool_calls ?? []);
@@ -203,33 +343,60 @@ describe("chat server (scripted engine)", () => {
     const cases: [unknown, string][] = [
       [{ model: "scripted", messages: [] }, "messages"],
       [{ model: "scripted", messages: [{ role: "wizard", content: "x" }] }, "messages.0.role"],
-      [{ model: "scripted", messages: [{ role: "user", content: "x" }], temperature: 5 }, "temperature"],
+      [
+        { model: "scripted", messages: [{ role: "user", content: "x" }], temperature: 5 },
+        "temperature",
+      ],
       [{ model: "scripted", messages: [{ role: "user", content: "x" }], n: 0 }, "n"],
-      [{ model: "scripted", messages: [{ role: "user", content: "x" }], frequency_penalty: 0.5 }, "frequency_penalty"],
-      [{ model: "scripted", messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }] }, "messages.0.content"],
-      [{ model: "scripted", messages: [{ role: "user", content: "x" }], tool_choice: "required" }, "tool_choice"],
+      [
+        { model: "scripted", messages: [{ role: "user", content: "x" }], frequency_penalty: 0.5 },
+        "frequency_penalty",
+      ],
+      [
+        {
+          model: "scripted",
+          messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: "x" } }] }],
+        },
+        "messages.0.content",
+      ],
+      [
+        { model: "scripted", messages: [{ role: "user", content: "x" }], tool_choice: "required" },
+        "tool_choice",
+      ],
     ];
     for (const [body, param] of cases) {
       const response = await post(running.url, body);
       assert.equal(response.status, 400, JSON.stringify(body));
       const error = (await json(response)).error;
       assert.equal(error.type, "invalid_request_error");
-      assert.ok(error.param === param || error.param?.startsWith(param), `${error.param} for ${JSON.stringify(body)}`);
+      assert.ok(
+        error.param === param || error.param?.startsWith(param),
+        `${error.param} for ${JSON.stringify(body)}`,
+      );
       assert.equal(typeof error.message, "string");
     }
-    const notJson = await fetch(`${running.url}/chat/completions`, { method: "POST", body: "{oops" });
+    const notJson = await fetch(`${running.url}/chat/completions`, {
+      method: "POST",
+      body: "{oops",
+    });
     assert.equal(notJson.status, 400);
     assert.equal((await json(notJson)).error.code, "invalid_json");
   });
 
   test("unknown model and unknown route get 404; models and health answer", async () => {
-    const unknownModel = await post(running.url, { model: "gpt-9", messages: [{ role: "user", content: "x" }] });
+    const unknownModel = await post(running.url, {
+      model: "gpt-9",
+      messages: [{ role: "user", content: "x" }],
+    });
     assert.equal(unknownModel.status, 404);
     assert.equal((await json(unknownModel)).error.code, "model_not_found");
     const unknownRoute = await fetch(`${running.url}/completions`, { method: "POST", body: "{}" });
     assert.equal(unknownRoute.status, 404);
     const models = await json(await fetch(`${running.url}/models`));
-    assert.deepEqual(models.data.map((m: { id: string }) => m.id), ["scripted"]);
+    assert.deepEqual(
+      models.data.map((m: { id: string }) => m.id),
+      ["scripted"],
+    );
     const health = await json(await fetch(running.url.replace(/\/v1$/, "/health")));
     assert.equal(health.status, "ok");
     assert.equal(health.engine.version, 3);
@@ -255,9 +422,19 @@ test("an API key is required on /v1/* (401 when missing or wrong), not on /healt
 });
 
 test("a non-loopback host is refused without an API key", async () => {
-  assert.ok(isLoopbackHost("127.0.0.1") && isLoopbackHost("127.1.2.3") && isLoopbackHost("::1") && isLoopbackHost("localhost"));
+  assert.ok(
+    isLoopbackHost("127.0.0.1") &&
+      isLoopbackHost("127.1.2.3") &&
+      isLoopbackHost("::1") &&
+      isLoopbackHost("localhost"),
+  );
   assert.ok(!isLoopbackHost("0.0.0.0") && !isLoopbackHost("192.168.1.4"));
-  const server = new ChatServer({ engine: new ScriptedEngine(["x"]), tokenizer, modelName: "m", log: null });
+  const server = new ChatServer({
+    engine: new ScriptedEngine(["x"]),
+    tokenizer,
+    modelName: "m",
+    log: null,
+  });
   await assert.rejects(server.listen(0, "0.0.0.0"), ServeConfigError);
 });
 
@@ -269,9 +446,20 @@ test("stop strings cut at the earliest match", () => {
 });
 
 describe("ChoiceStreamer", () => {
-  const toolText = 'I will look it up.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
-  const tools = buildPrompt(tokenizer, parseChatCompletionRequest({ model: "m", messages: [{ role: "user", content: "x" }], tools: [WEATHER_TOOL] }));
-  const plain = buildPrompt(tokenizer, parseChatCompletionRequest({ model: "m", messages: [{ role: "user", content: "x" }] }));
+  const toolText =
+    'I will look it up.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>';
+  const tools = buildPrompt(
+    tokenizer,
+    parseChatCompletionRequest({
+      model: "m",
+      messages: [{ role: "user", content: "x" }],
+      tools: [WEATHER_TOOL],
+    }),
+  );
+  const plain = buildPrompt(
+    tokenizer,
+    parseChatCompletionRequest({ model: "m", messages: [{ role: "user", content: "x" }] }),
+  );
 
   /** Streams `text` token by token; returns the content released after each token, and all deltas. */
   function stream(text: string, prompt: typeof tools, stops: string[] = []) {
@@ -283,7 +471,11 @@ describe("ChoiceStreamer", () => {
       released.push(streamer.releasedContent);
       return out;
     });
-    const outcome = interpretGeneration(tokenizer, { tokens, finishReason: "stop" }, { prompt, stops, idPrefix: "call" });
+    const outcome = interpretGeneration(
+      tokenizer,
+      { tokens, finishReason: "stop" },
+      { prompt, stops, idPrefix: "call" },
+    );
     deltas.push(...streamer.finish(outcome));
     return { released, deltas, outcome };
   }
@@ -296,7 +488,10 @@ describe("ChoiceStreamer", () => {
     assert.equal(contents.join(""), "I will look it up.");
     assert.ok(released.every((text) => !text.includes("<") && !text.includes("{")));
     const calls = deltas.flatMap((delta) => ("tool_calls" in delta ? delta.tool_calls : []));
-    assert.deepEqual(calls.map((call) => [call.index, call.function.name, call.function.arguments]), [[0, "get_weather", '{"city":"Paris"}']]);
+    assert.deepEqual(
+      calls.map((call) => [call.index, call.function.name, call.function.arguments]),
+      [[0, "get_weather", '{"city":"Paris"}']],
+    );
   });
 
   test("a tail that may become a stop string is held back; text after it never appears", () => {
@@ -328,7 +523,16 @@ class HeldEngine implements ServeEngine {
         this.aborted += 1;
         reject(request.signal!.reason);
       });
-      this.waiting.push(() => { settled = true; resolve({ tokens: [...tokenizer.encode("done"), endOfTurn], logprobs: [0, 0], versions: [0, 0], finishReason: "stop", prefilledTokens: 1 }); });
+      this.waiting.push(() => {
+        settled = true;
+        resolve({
+          tokens: [...tokenizer.encode("done"), endOfTurn],
+          logprobs: [0, 0],
+          versions: [0, 0],
+          finishReason: "stop",
+          prefilledTokens: 1,
+        });
+      });
     });
   }
   releaseCache(): void {}
@@ -358,7 +562,12 @@ test("a client that disconnects aborts its generation", async () => {
   const { baseUrl } = await server.listen(0);
   try {
     const controller = new AbortController();
-    const request = post(baseUrl, { model: "m", messages: [{ role: "user", content: "x" }], n: 2 }, {}, controller.signal);
+    const request = post(
+      baseUrl,
+      { model: "m", messages: [{ role: "user", content: "x" }], n: 2 },
+      {},
+      controller.signal,
+    );
     await until(() => engine.held === 2);
     controller.abort();
     await assert.rejects(request);
@@ -390,7 +599,10 @@ test("close() aborts what is still running after the grace period", async () => 
   const engine = new HeldEngine();
   const server = new ChatServer({ engine, tokenizer, modelName: "m", log: null });
   const { baseUrl } = await server.listen(0);
-  const inFlight = post(baseUrl, { model: "m", messages: [{ role: "user", content: "x" }] }).then((response) => response.status, () => "connection closed");
+  const inFlight = post(baseUrl, { model: "m", messages: [{ role: "user", content: "x" }] }).then(
+    (response) => response.status,
+    () => "connection closed",
+  );
   await until(() => engine.held === 1);
   await server.close(50);
   assert.equal(engine.aborted, 1);
@@ -400,14 +612,30 @@ test("close() aborts what is still running after the grace period", async () => 
 test("streaming generates in slices that continue one cache, released at the end; a stop string ends it early", async () => {
   const text = "Sunny in Paris, 21 degrees. Tomorrow rain in the north and wind.";
   const engine = new ScriptedEngine([text]);
-  const server = new ChatServer({ engine, tokenizer, modelName: "m", log: null, streamChunkTokens: 3 });
+  const server = new ChatServer({
+    engine,
+    tokenizer,
+    modelName: "m",
+    log: null,
+    streamChunkTokens: 3,
+  });
   const { baseUrl } = await server.listen(0);
   try {
     const read = async (body: object) => {
-      const response = await post(baseUrl, { model: "m", messages: [{ role: "user", content: "x" }], stream: true, ...body });
-      const events = (await response.text()).split("\n\n").filter((event) => event.startsWith("data: {"));
+      const response = await post(baseUrl, {
+        model: "m",
+        messages: [{ role: "user", content: "x" }],
+        stream: true,
+        ...body,
+      });
+      const events = (await response.text())
+        .split("\n\n")
+        .filter((event) => event.startsWith("data: {"));
       const chunks = events.map((event) => JSON.parse(event.slice(6)));
-      return { content: chunks.map((chunk) => chunk.choices[0]?.delta?.content ?? "").join(""), finish: chunks.at(-1).choices[0].finish_reason };
+      return {
+        content: chunks.map((chunk) => chunk.choices[0]?.delta?.content ?? "").join(""),
+        finish: chunks.at(-1).choices[0].finish_reason,
+      };
     };
     const whole = await read({});
     assert.equal(whole.content, text);
@@ -419,12 +647,19 @@ test("streaming generates in slices that continue one cache, released at the end
     assert.equal(keys.size, 1);
     assert.deepEqual(engine.released, [...keys]);
     // Each slice's prompt is the previous one's plus the tokens generated since.
-    for (let i = 1; i < slices; i++) assert.equal(engine.requests[i].promptTokens.length, engine.requests[i - 1].promptTokens.length + 3);
+    for (let i = 1; i < slices; i++)
+      assert.equal(
+        engine.requests[i].promptTokens.length,
+        engine.requests[i - 1].promptTokens.length + 3,
+      );
 
     const cut = await read({ stop: ["21"] });
     assert.equal(cut.content, "Sunny in Paris, ");
     assert.equal(cut.finish, "stop");
-    assert.ok(engine.requests.length - slices < expectedSlices, `stopped early: ${engine.requests.length - slices} slices`);
+    assert.ok(
+      engine.requests.length - slices < expectedSlices,
+      `stopped early: ${engine.requests.length - slices} slices`,
+    );
   } finally {
     await server.close();
   }
@@ -437,11 +672,21 @@ test("generateInChunks: a context that fills at a slice boundary is a length fin
       calls += 1;
       if (request.promptTokens.length >= 6) throw new ContextLimitError("full");
       const tokens = [7, 7];
-      return { tokens, logprobs: [0, 0], versions: [0, 0], finishReason: "length", prefilledTokens: 0 };
+      return {
+        tokens,
+        logprobs: [0, 0],
+        versions: [0, 0],
+        finishReason: "length",
+        prefilledTokens: 0,
+      };
     },
     releaseCache: () => {},
   };
-  const result = await generateInChunks(engine, { promptTokens: [1, 2], maxNewTokens: 100 }, { chunkTokens: 2, cacheKey: "k", onTokens: () => true });
+  const result = await generateInChunks(
+    engine,
+    { promptTokens: [1, 2], maxNewTokens: 100 },
+    { chunkTokens: 2, cacheKey: "k", onTokens: () => true },
+  );
   assert.equal(result.tokens.length, 4);
   assert.equal(result.finishReason, "length");
   assert.equal(calls, 3);
@@ -451,16 +696,31 @@ test("token-in and token-out: prompt_token_ids are the prompt as given; return_t
   const { engine, server, url } = await withServer(["Sunny in Paris."]);
   try {
     const prompt = tokenizer.encode("hello world");
-    const response = await post(url, { model: "scripted", prompt_token_ids: prompt, return_token_ids: true, cache_key: "episode-1", stop_token_ids: [5] });
+    const response = await post(url, {
+      model: "scripted",
+      prompt_token_ids: prompt,
+      return_token_ids: true,
+      cache_key: "episode-1",
+      stop_token_ids: [5],
+    });
     assert.equal(response.status, 200);
     const body = await json(response);
     assert.deepEqual(engine.requests[0].promptTokens, prompt);
     assert.equal(engine.requests[0].cacheKey, "episode-1");
-    assert.ok(engine.requests[0].stopTokenIds!.includes(5) && engine.requests[0].stopTokenIds!.includes(endOfTurn));
+    assert.ok(
+      engine.requests[0].stopTokenIds!.includes(5) &&
+        engine.requests[0].stopTokenIds!.includes(endOfTurn),
+    );
     const choice = body.choices[0];
     assert.deepEqual(choice.token_ids, [...tokenizer.encode("Sunny in Paris."), endOfTurn]);
-    assert.deepEqual(choice.token_logprobs, choice.token_ids.map(() => -0.5));
-    assert.deepEqual(choice.token_versions, choice.token_ids.map(() => 3));
+    assert.deepEqual(
+      choice.token_logprobs,
+      choice.token_ids.map(() => -0.5),
+    );
+    assert.deepEqual(
+      choice.token_versions,
+      choice.token_ids.map(() => 3),
+    );
     assert.equal(choice.message.content, "Sunny in Paris.");
     assert.equal(choice.finish_reason, "stop");
     // Invalid token-in requests.
@@ -482,14 +742,33 @@ test("token-in and token-out: prompt_token_ids are the prompt as given; return_t
 test("POST /v1/weights installs a pushed version (safetensors body); older versions and wrong weights are refused", async () => {
   const { engine, server, url } = await withServer(["x"], { apiKey: "k", weightsKey: "w-key" });
   const auth = { authorization: "Bearer w-key" };
-  const body = (name: string) => serializeSafetensors([{ name, shape: [2], data: Float32Array.from([1, 2]) }], { metadata: { version: "7" } });
+  const body = (name: string) =>
+    serializeSafetensors([{ name, shape: [2], data: Float32Array.from([1, 2]) }], {
+      metadata: { version: "7" },
+    });
   const push = (bytes: Uint8Array, headers: Record<string, string> = {}) =>
-    fetch(`${url}/weights`, { method: "POST", headers: { "content-type": "application/octet-stream", ...auth, ...headers }, body: bytes });
+    fetch(`${url}/weights`, {
+      method: "POST",
+      headers: { "content-type": "application/octet-stream", ...auth, ...headers },
+      body: bytes,
+    });
   try {
-    assert.equal((await fetch(`${url}/weights`, { method: "POST", headers: { "content-type": "application/octet-stream" }, body: body("w") })).status, 401);
+    assert.equal(
+      (
+        await fetch(`${url}/weights`, {
+          method: "POST",
+          headers: { "content-type": "application/octet-stream" },
+          body: body("w"),
+        })
+      ).status,
+      401,
+    );
     const installed = await push(body("w"));
     assert.equal(installed.status, 200);
-    assert.deepEqual({ ...(await json(installed)), milliseconds: 0 }, { object: "policy_version", version: 7, previous_version: 3, tensors: 1, milliseconds: 0 });
+    assert.deepEqual(
+      { ...(await json(installed)), milliseconds: 0 },
+      { object: "policy_version", version: 7, previous_version: 3, tensors: 1, milliseconds: 0 },
+    );
     assert.deepEqual(Array.from(engine.installed[0].tensors[0].data), [1, 2]);
     assert.equal((await json(await fetch(`${url}/weights`, { headers: auth }))).version, 7);
     assert.equal((await push(body("w"), { "x-agentrl-policy-version": "9" })).status, 200);
@@ -497,8 +776,15 @@ test("POST /v1/weights installs a pushed version (safetensors body); older versi
     assert.equal((await push(body("other"), { "x-agentrl-policy-version": "10" })).status, 400);
     assert.equal((await push(Uint8Array.from([1, 2, 3]))).status, 400);
     // The API key does not open the weight routes.
-    assert.equal((await push(body("w"), { authorization: "Bearer k", "x-agentrl-policy-version": "20" })).status, 401);
-    assert.equal((await fetch(`${url}/weights`, { headers: { authorization: "Bearer k" } })).status, 401);
+    assert.equal(
+      (await push(body("w"), { authorization: "Bearer k", "x-agentrl-policy-version": "20" }))
+        .status,
+      401,
+    );
+    assert.equal(
+      (await fetch(`${url}/weights`, { headers: { authorization: "Bearer k" } })).status,
+      401,
+    );
     assert.equal(engine.stats().version, 9);
   } finally {
     await server.close();
@@ -506,13 +792,23 @@ test("POST /v1/weights installs a pushed version (safetensors body); older versi
 });
 
 test("weight routes need the weights key, also on loopback, and are off without one", async () => {
-  const weights = serializeSafetensors([{ name: "w", shape: [1], data: Float32Array.from([5]) }], { metadata: { version: "4" } });
+  const weights = serializeSafetensors([{ name: "w", shape: [1], data: Float32Array.from([5]) }], {
+    metadata: { version: "4" },
+  });
   const push = (url: string, headers: Record<string, string> = {}) =>
-    fetch(`${url}/weights`, { method: "POST", headers: { "content-type": "application/octet-stream", ...headers }, body: weights });
+    fetch(`${url}/weights`, {
+      method: "POST",
+      headers: { "content-type": "application/octet-stream", ...headers },
+      body: weights,
+    });
   const open = await withServer(["x"]);
   try {
     // No API key, no weights key: chat works, the weight routes are off.
-    assert.equal((await post(open.url, { model: "scripted", messages: [{ role: "user", content: "hi" }] })).status, 200);
+    assert.equal(
+      (await post(open.url, { model: "scripted", messages: [{ role: "user", content: "hi" }] }))
+        .status,
+      200,
+    );
     const off = await push(open.url);
     assert.equal(off.status, 403);
     assert.equal((await json(off)).error.code, "weights_routes_off");
@@ -539,34 +835,86 @@ test("pulls by path or URL only from the allowed folders and URL prefixes", asyn
   const outside = join(root, "outside");
   for (const folder of [allowed, outside]) {
     mkdirSync(join(folder, "model"), { recursive: true });
-    writeFileSync(join(folder, "model", "model.safetensors"), serializeSafetensors([{ name: "w", shape: [1], data: Float32Array.from([1]) }]));
+    writeFileSync(
+      join(folder, "model", "model.safetensors"),
+      serializeSafetensors([{ name: "w", shape: [1], data: Float32Array.from([1]) }]),
+    );
   }
   symlinkSync(join(outside, "model"), join(allowed, "escape"));
   // A file server with one allowed prefix (/weights/) and the same file elsewhere (/private/), and a redirect out.
   const files = createServer((request, response) => {
-    if (request.url === "/weights/redirect/model.safetensors") return void response.writeHead(302, { location: "/private/m/model.safetensors" }).end();
+    if (request.url === "/weights/redirect/model.safetensors")
+      return void response.writeHead(302, { location: "/private/m/model.safetensors" }).end();
     if (!request.url?.endsWith("/model.safetensors")) return void response.writeHead(404).end();
-    response.writeHead(200, { "content-type": "application/octet-stream" }).end(serializeSafetensors([{ name: "w", shape: [1], data: Float32Array.from([2]) }]));
+    response
+      .writeHead(200, { "content-type": "application/octet-stream" })
+      .end(serializeSafetensors([{ name: "w", shape: [1], data: Float32Array.from([2]) }]));
   });
   await new Promise<void>((resolve) => files.listen(0, "127.0.0.1", resolve));
   const origin = `http://127.0.0.1:${(files.address() as AddressInfo).port}`;
-  const { engine, server, url } = await withServer(["x"], { weightsKey: "key", weightSources: [allowed, `${origin}/weights/`] });
+  const { engine, server, url } = await withServer(["x"], {
+    weightsKey: "key",
+    weightSources: [allowed, `${origin}/weights/`],
+  });
   const pull = async (body: Record<string, unknown>) => {
-    const response = await fetch(`${url}/weights`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer key" }, body: JSON.stringify(body) });
+    const response = await fetch(`${url}/weights`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer key" },
+      body: JSON.stringify(body),
+    });
     return { status: response.status, code: (await json(response)).error?.code };
   };
   try {
-    assert.deepEqual(await pull({ path: join(allowed, "model"), version: 10 }), { status: 200, code: undefined });
-    assert.deepEqual(await pull({ path: join(outside, "model"), version: 11 }), { status: 403, code: "weights_source_refused" });
-    assert.deepEqual(await pull({ path: `${allowed}/../outside/model`, version: 11 }), { status: 403, code: "weights_source_refused" });
-    assert.deepEqual(await pull({ path: join(allowed, "escape"), version: 11 }), { status: 403, code: "weights_source_refused" }, "a symbolic link out of the folder");
-    assert.deepEqual(await pull({ path: join(allowed, "missing"), version: 11 }), { status: 404, code: "weights_not_found" });
-    assert.deepEqual(await pull({ url: `${origin}/weights/m`, version: 12 }), { status: 200, code: undefined });
-    assert.deepEqual(await pull({ url: `${origin}/private/m`, version: 13 }), { status: 403, code: "weights_source_refused" });
-    assert.deepEqual(await pull({ url: `${origin}/weights/../private/m`, version: 13 }), { status: 403, code: "weights_source_refused" });
-    assert.deepEqual(await pull({ url: `http://localhost:${(files.address() as AddressInfo).port}/weights/m`, version: 13 }), { status: 403, code: "weights_source_refused" }, "another origin");
-    assert.deepEqual(await pull({ url: `${origin}/weights/redirect`, version: 13 }), { status: 404, code: "weights_not_found" }, "redirects are not followed");
-    assert.deepEqual(engine.installed.map((weights) => weights.version), [10, 12]);
+    assert.deepEqual(await pull({ path: join(allowed, "model"), version: 10 }), {
+      status: 200,
+      code: undefined,
+    });
+    assert.deepEqual(await pull({ path: join(outside, "model"), version: 11 }), {
+      status: 403,
+      code: "weights_source_refused",
+    });
+    assert.deepEqual(await pull({ path: `${allowed}/../outside/model`, version: 11 }), {
+      status: 403,
+      code: "weights_source_refused",
+    });
+    assert.deepEqual(
+      await pull({ path: join(allowed, "escape"), version: 11 }),
+      { status: 403, code: "weights_source_refused" },
+      "a symbolic link out of the folder",
+    );
+    assert.deepEqual(await pull({ path: join(allowed, "missing"), version: 11 }), {
+      status: 404,
+      code: "weights_not_found",
+    });
+    assert.deepEqual(await pull({ url: `${origin}/weights/m`, version: 12 }), {
+      status: 200,
+      code: undefined,
+    });
+    assert.deepEqual(await pull({ url: `${origin}/private/m`, version: 13 }), {
+      status: 403,
+      code: "weights_source_refused",
+    });
+    assert.deepEqual(await pull({ url: `${origin}/weights/../private/m`, version: 13 }), {
+      status: 403,
+      code: "weights_source_refused",
+    });
+    assert.deepEqual(
+      await pull({
+        url: `http://localhost:${(files.address() as AddressInfo).port}/weights/m`,
+        version: 13,
+      }),
+      { status: 403, code: "weights_source_refused" },
+      "another origin",
+    );
+    assert.deepEqual(
+      await pull({ url: `${origin}/weights/redirect`, version: 13 }),
+      { status: 404, code: "weights_not_found" },
+      "redirects are not followed",
+    );
+    assert.deepEqual(
+      engine.installed.map((weights) => weights.version),
+      [10, 12],
+    );
   } finally {
     await server.close();
     files.close();
@@ -575,7 +923,11 @@ test("pulls by path or URL only from the allowed folders and URL prefixes", asyn
   // Without --weights-from, no pull at all.
   const closed = await withServer(["x"], { weightsKey: "key" });
   try {
-    const response = await fetch(`${closed.url}/weights`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer key" }, body: JSON.stringify({ path: tmpdir() }) });
+    const response = await fetch(`${closed.url}/weights`, {
+      method: "POST",
+      headers: { "content-type": "application/json", authorization: "Bearer key" },
+      body: JSON.stringify({ path: tmpdir() }),
+    });
     assert.equal(response.status, 403);
   } finally {
     await closed.server.close();
@@ -588,7 +940,11 @@ test("serverWeightsKey: given, else env, else the key file, else generated into 
   const saved = process.env.AGENTRL_SERVE_KEY;
   delete process.env.AGENTRL_SERVE_KEY;
   try {
-    assert.deepEqual(serverWeightsKey("given", file), { key: "given", source: "--weights-key", created: false });
+    assert.deepEqual(serverWeightsKey("given", file), {
+      key: "given",
+      source: "--weights-key",
+      created: false,
+    });
     assert.equal(existsSync(file), false);
     const first = serverWeightsKey(undefined, file);
     assert.equal(first.created, true);

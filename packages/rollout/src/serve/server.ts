@@ -22,8 +22,23 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import type { AddressInfo } from "node:net";
-import { ContextLimitError, EngineClosedError, type EngineStats, type GenerationRequest, type GenerationResult } from "../engine/index.js";
-import { buildPrompt, interpretGeneration, samplingSettings, stopStrings, stopTokenIdsFor, type ChatPrompt, type ChoiceOutcome, type ServeTokenizer } from "./chat.js";
+import {
+  ContextLimitError,
+  EngineClosedError,
+  type EngineStats,
+  type GenerationRequest,
+  type GenerationResult,
+} from "../engine/index.js";
+import {
+  buildPrompt,
+  interpretGeneration,
+  samplingSettings,
+  stopStrings,
+  stopTokenIdsFor,
+  type ChatPrompt,
+  type ChoiceOutcome,
+  type ServeTokenizer,
+} from "./chat.js";
 import { ChoiceStreamer, type StreamDelta } from "./stream.js";
 import { generateInChunks } from "./chunked.js";
 import { ApiError, parseChatCompletionRequest, type ChatCompletionRequest } from "./schema.js";
@@ -95,7 +110,6 @@ export interface ListeningAddress {
   baseUrl: string;
 }
 
-
 const LOOPBACK_HOSTS = new Set(["127.0.0.1", "::1", "localhost", "::ffff:127.0.0.1"]);
 
 /** True for addresses that only this machine can reach (127.0.0.0/8, ::1, localhost). */
@@ -127,7 +141,9 @@ export class ChatServer {
   /** Starts listening (port 0 = any free port). Refuses a non-loopback host without an API key. */
   async listen(port = 8000, host = "127.0.0.1"): Promise<ListeningAddress> {
     if (!isLoopbackHost(host) && !this.options.apiKey) {
-      throw new ServeConfigError(`binding ${host} (reachable from other machines) needs an API key (--api-key)`);
+      throw new ServeConfigError(
+        `binding ${host} (reachable from other machines) needs an API key (--api-key)`,
+      );
     }
     await new Promise<void>((resolve, reject) => {
       this.server.once("error", reject);
@@ -144,7 +160,11 @@ export class ChatServer {
     const address = this.server.address() as AddressInfo | null;
     if (!address) return undefined;
     const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
-    return { host: address.address, port: address.port, baseUrl: `http://${host}:${address.port}/v1` };
+    return {
+      host: address.address,
+      port: address.port,
+      baseUrl: `http://${host}:${address.port}/v1`,
+    };
   }
 
   /** Requests being answered now. */
@@ -162,8 +182,10 @@ export class ChatServer {
     const closed = new Promise<void>((resolve) => this.server.close(() => resolve()));
     this.server.closeIdleConnections();
     const deadline = Date.now() + graceMs;
-    while (this.inFlight.size > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20));
-    for (const controller of this.inFlight) controller.abort(new ApiError(503, "the server is shutting down", "service_unavailable"));
+    while (this.inFlight.size > 0 && Date.now() < deadline)
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    for (const controller of this.inFlight)
+      controller.abort(new ApiError(503, "the server is shutting down", "service_unavailable"));
     this.server.closeAllConnections();
     await closed;
   }
@@ -175,13 +197,22 @@ export class ChatServer {
     const path = (request.url ?? "/").split("?")[0].replace(/\/+$/, "") || "/";
     let tokens = "";
     try {
-      if (this.closing) throw new ApiError(503, "the server is shutting down", "service_unavailable");
+      if (this.closing)
+        throw new ApiError(503, "the server is shutting down", "service_unavailable");
       if (path === "/health" && request.method === "GET") {
-        sendJson(response, 200, { status: "ok", model: this.modelName, active_requests: this.inFlight.size, engine: this.options.engine.stats() });
+        sendJson(response, 200, {
+          status: "ok",
+          model: this.modelName,
+          active_requests: this.inFlight.size,
+          engine: this.options.engine.stats(),
+        });
       } else if (path === "/v1/models" && request.method === "GET") {
         this.authorize(request);
         sendJson(response, 200, { object: "list", data: [this.modelCard()] });
-      } else if (path === `/v1/models/${encodeURIComponent(this.modelName)}` && request.method === "GET") {
+      } else if (
+        path === `/v1/models/${encodeURIComponent(this.modelName)}` &&
+        request.method === "GET"
+      ) {
         this.authorize(request);
         sendJson(response, 200, this.modelCard());
       } else if (path === "/v1/chat/completions" && request.method === "POST") {
@@ -189,19 +220,40 @@ export class ChatServer {
         tokens = await this.chatCompletion(request, response);
       } else if (path === "/v1/weights" && request.method === "GET") {
         this.authorizeWeights(request);
-        sendJson(response, 200, { object: "policy_version", version: this.options.engine.stats().version });
+        sendJson(response, 200, {
+          object: "policy_version",
+          version: this.options.engine.stats().version,
+        });
       } else if (path === "/v1/weights" && request.method === "POST") {
         this.authorizeWeights(request);
         tokens = await this.installWeights(request, response);
       } else if (path === "/v1/cache/release" && request.method === "POST") {
         this.authorize(request);
-        const body = (await readJsonBody(request, this.options.maxBodyBytes ?? 8 * 1024 * 1024)) as { cache_keys?: unknown };
-        const keys = Array.isArray(body?.cache_keys) ? body.cache_keys.filter((key): key is string => typeof key === "string") : undefined;
-        if (!keys) throw new ApiError(400, "cache_keys: an array of strings is required", "invalid_request_error", "cache_keys", "invalid_value");
+        const body = (await readJsonBody(
+          request,
+          this.options.maxBodyBytes ?? 8 * 1024 * 1024,
+        )) as { cache_keys?: unknown };
+        const keys = Array.isArray(body?.cache_keys)
+          ? body.cache_keys.filter((key): key is string => typeof key === "string")
+          : undefined;
+        if (!keys)
+          throw new ApiError(
+            400,
+            "cache_keys: an array of strings is required",
+            "invalid_request_error",
+            "cache_keys",
+            "invalid_value",
+          );
         for (const key of keys) this.options.engine.releaseCache(key);
         sendJson(response, 200, { released: keys.length });
       } else {
-        throw new ApiError(404, `no route ${request.method} ${path}`, "not_found_error", null, "unknown_route");
+        throw new ApiError(
+          404,
+          `no route ${request.method} ${path}`,
+          "not_found_error",
+          null,
+          "unknown_route",
+        );
       }
     } catch (error) {
       const apiError = toApiError(error);
@@ -212,7 +264,9 @@ export class ChatServer {
         response.end();
       }
     }
-    this.log?.(`${request.method} ${path} ${response.statusCode} ${(performance.now() - began).toFixed(0)}ms${tokens}`);
+    this.log?.(
+      `${request.method} ${path} ${response.statusCode} ${(performance.now() - began).toFixed(0)}ms${tokens}`,
+    );
   }
 
   private modelCard() {
@@ -226,39 +280,87 @@ export class ChatServer {
     const a = Buffer.from(given);
     const b = Buffer.from(key);
     if (given === "" || a.length !== b.length || !timingSafeEqual(a, b)) {
-      throw new ApiError(401, given === "" ? `missing ${what}: send Authorization: Bearer <key>` : `incorrect ${what}`, "authentication_error", null, "invalid_api_key");
+      throw new ApiError(
+        401,
+        given === "" ? `missing ${what}: send Authorization: Bearer <key>` : `incorrect ${what}`,
+        "authentication_error",
+        null,
+        "invalid_api_key",
+      );
     }
   }
 
   /** The weight routes: the weights key, always; off without one. */
   private authorizeWeights(request: IncomingMessage): void {
-    if (!this.options.weightsKey) throw new ApiError(403, "the weight routes are off: this server has no weights key", "authentication_error", null, "weights_routes_off");
-    this.authorize(request, this.options.weightsKey, "weights key (the serve key file, --weights-key or AGENTRL_SERVE_KEY)");
+    if (!this.options.weightsKey)
+      throw new ApiError(
+        403,
+        "the weight routes are off: this server has no weights key",
+        "authentication_error",
+        null,
+        "weights_routes_off",
+      );
+    this.authorize(
+      request,
+      this.options.weightsKey,
+      "weights key (the serve key file, --weights-key or AGENTRL_SERVE_KEY)",
+    );
   }
 
   // ------------------------------------------------------------------ chat completions
 
   /** Answers one chat-completions request; returns a log suffix with token counts. */
-  private async chatCompletion(httpRequest: IncomingMessage, response: ServerResponse): Promise<string> {
-    const request = parseChatCompletionRequest(await readJsonBody(httpRequest, this.options.maxBodyBytes ?? 8 * 1024 * 1024));
+  private async chatCompletion(
+    httpRequest: IncomingMessage,
+    response: ServerResponse,
+  ): Promise<string> {
+    const request = parseChatCompletionRequest(
+      await readJsonBody(httpRequest, this.options.maxBodyBytes ?? 8 * 1024 * 1024),
+    );
     if (request.model !== this.modelName) {
-      throw new ApiError(404, `the model "${request.model}" does not exist; this server serves "${this.modelName}"`, "not_found_error", "model", "model_not_found");
+      throw new ApiError(
+        404,
+        `the model "${request.model}" does not exist; this server serves "${this.modelName}"`,
+        "not_found_error",
+        "model",
+        "model_not_found",
+      );
     }
     const vocabulary = this.options.vocabularySize;
-    const outside = vocabulary === undefined ? -1 : (request.prompt_token_ids ?? []).findIndex((id) => id >= vocabulary);
+    const outside =
+      vocabulary === undefined
+        ? -1
+        : (request.prompt_token_ids ?? []).findIndex((id) => id >= vocabulary);
     if (outside >= 0) {
-      throw new ApiError(400, `prompt_token_ids[${outside}] = ${request.prompt_token_ids![outside]} is outside the vocabulary (${vocabulary} tokens)`, "invalid_request_error", "prompt_token_ids", "invalid_value");
+      throw new ApiError(
+        400,
+        `prompt_token_ids[${outside}] = ${request.prompt_token_ids![outside]} is outside the vocabulary (${vocabulary} tokens)`,
+        "invalid_request_error",
+        "prompt_token_ids",
+        "invalid_value",
+      );
     }
     const prompt = buildPrompt(this.options.tokenizer, request);
-    const sampling = samplingSettings(request, { temperature: this.options.defaultTemperature ?? 1, maxTokens: this.options.defaultMaxTokens ?? 1024 });
+    const sampling = samplingSettings(request, {
+      temperature: this.options.defaultTemperature ?? 1,
+      maxTokens: this.options.defaultMaxTokens ?? 1024,
+    });
     const stops = stopStrings(request);
-    const stopTokenIds = [...new Set([...stopTokenIdsFor(this.options.tokenizer, stops), ...(request.stop_token_ids ?? [])])];
+    const stopTokenIds = [
+      ...new Set([
+        ...stopTokenIdsFor(this.options.tokenizer, stops),
+        ...(request.stop_token_ids ?? []),
+      ]),
+    ];
     const ignored = this.ignoredParameters(request);
     if (ignored.length > 0) response.setHeader("x-agentrl-ignored-parameters", ignored.join(","));
 
     const controller = new AbortController();
     const onClose = () => {
-      if (!response.writableFinished) controller.abort(new ApiError(499, "the client closed the connection", "invalid_request_error"));
+      if (!response.writableFinished)
+        controller.abort(
+          new ApiError(499, "the client closed the connection", "invalid_request_error"),
+        );
     };
     response.on("close", onClose);
     this.inFlight.add(controller);
@@ -274,12 +376,27 @@ export class ChatServer {
         ...(request.cache_key ? { cacheKey: request.cache_key } : {}),
       };
       const interpret = (result: GenerationResult, index: number): ChoiceOutcome =>
-        interpretGeneration(this.options.tokenizer, result, { prompt, stops, idPrefix: `call_${id.slice(8, 20)}_${index}`, singleToolCall: request.parallel_tool_calls === false });
+        interpretGeneration(this.options.tokenizer, result, {
+          prompt,
+          stops,
+          idPrefix: `call_${id.slice(8, 20)}_${index}`,
+          singleToolCall: request.parallel_tool_calls === false,
+        });
       let completionTokens = 0;
       if (request.stream) {
-        completionTokens = await this.streamChoices(response, request, { id, created, prompt, stops, engineRequest, choices: sampling.choices, interpret });
+        completionTokens = await this.streamChoices(response, request, {
+          id,
+          created,
+          prompt,
+          stops,
+          engineRequest,
+          choices: sampling.choices,
+          interpret,
+        });
       } else {
-        const generations = Array.from({ length: sampling.choices }, () => this.options.engine.generate(engineRequest));
+        const generations = Array.from({ length: sampling.choices }, () =>
+          this.options.engine.generate(engineRequest),
+        );
         // Reject early: one failed choice fails the request (and the others are aborted).
         const results = await Promise.all(generations).catch((error) => {
           controller.abort(error);
@@ -294,14 +411,33 @@ export class ChatServer {
           system_fingerprint: `agentrl-v${this.options.engine.stats().version}`,
           choices: results.map((result, index) => {
             const outcome = interpret(result, index);
-            const choice = { index, message: outcome.message, logprobs: request.logprobs ? this.logprobs(result, request) : null, finish_reason: outcome.finishReason };
+            const choice = {
+              index,
+              message: outcome.message,
+              logprobs: request.logprobs ? this.logprobs(result, request) : null,
+              finish_reason: outcome.finishReason,
+            };
             // What training needs: the exact ids, their sampler log-probs and the version of each.
-            return request.return_token_ids ? { ...choice, token_ids: result.tokens, token_logprobs: result.logprobs, token_versions: result.versions } : choice;
+            return request.return_token_ids
+              ? {
+                  ...choice,
+                  token_ids: result.tokens,
+                  token_logprobs: result.logprobs,
+                  token_versions: result.versions,
+                }
+              : choice;
           }),
-          ...(request.return_token_ids && !request.prompt_token_ids ? { prompt_token_ids: prompt.tokens } : {}),
+          ...(request.return_token_ids && !request.prompt_token_ids
+            ? { prompt_token_ids: prompt.tokens }
+            : {}),
           usage: {
             ...usage(prompt.tokens.length, completionTokens),
-            prompt_tokens_details: { cached_tokens: Math.max(0, prompt.tokens.length - Math.min(...results.map((result) => result.prefilledTokens))) },
+            prompt_tokens_details: {
+              cached_tokens: Math.max(
+                0,
+                prompt.tokens.length - Math.min(...results.map((result) => result.prefilledTokens)),
+              ),
+            },
           },
         });
       }
@@ -310,7 +446,8 @@ export class ChatServer {
       response.off("close", onClose);
       this.inFlight.delete(controller);
       // Whatever is still running (a failed sibling choice, a closed stream) frees its slot.
-      if (!controller.signal.aborted) controller.abort(new ApiError(499, "request finished", "invalid_request_error"));
+      if (!controller.signal.aborted)
+        controller.abort(new ApiError(499, "request finished", "invalid_request_error"));
     }
   }
 
@@ -333,19 +470,35 @@ export class ChatServer {
       interpret: (result: GenerationResult, index: number) => ChoiceOutcome;
     },
   ): Promise<number> {
-    response.writeHead(200, { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache", connection: "keep-alive" });
+    response.writeHead(200, {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      connection: "keep-alive",
+    });
     response.flushHeaders();
     const fingerprint = `agentrl-v${this.options.engine.stats().version}`;
     const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
-      writeEvent(response, { id: run.id, object: "chat.completion.chunk", created: run.created, model: this.modelName, system_fingerprint: fingerprint, choices, ...extra });
+      writeEvent(response, {
+        id: run.id,
+        object: "chat.completion.chunk",
+        created: run.created,
+        model: this.modelName,
+        system_fingerprint: fingerprint,
+        choices,
+        ...extra,
+      });
     const indices = Array.from({ length: run.choices }, (_, index) => index);
-    for (const index of indices) chunk([{ index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }]);
+    for (const index of indices)
+      chunk([
+        { index, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null },
+      ]);
     const chunkTokens = this.options.streamChunkTokens ?? 16;
     let completionTokens = 0;
     await Promise.all(
       indices.map(async (index) => {
         const streamer = new ChoiceStreamer(this.options.tokenizer, run.prompt, run.stops);
-        const send = (deltas: StreamDelta[]) => deltas.forEach((delta) => chunk([{ index, delta, logprobs: null, finish_reason: null }]));
+        const send = (deltas: StreamDelta[]) =>
+          deltas.forEach((delta) => chunk([{ index, delta, logprobs: null, finish_reason: null }]));
         const result = await generateInChunks(this.options.engine, run.engineRequest, {
           chunkTokens: chunkTokens >= 1 ? chunkTokens : run.engineRequest.maxNewTokens,
           cacheKey: `${run.id}-${index}`,
@@ -357,10 +510,18 @@ export class ChatServer {
         completionTokens += result.tokens.length;
         const outcome = run.interpret(result, index);
         send(streamer.finish(outcome));
-        chunk([{ index, delta: {}, logprobs: request.logprobs ? this.logprobs(result, request) : null, finish_reason: outcome.finishReason }]);
+        chunk([
+          {
+            index,
+            delta: {},
+            logprobs: request.logprobs ? this.logprobs(result, request) : null,
+            finish_reason: outcome.finishReason,
+          },
+        ]);
       }),
     );
-    if (request.stream_options?.include_usage) chunk([], { usage: usage(run.prompt.tokens.length, completionTokens) });
+    if (request.stream_options?.include_usage)
+      chunk([], { usage: usage(run.prompt.tokens.length, completionTokens) });
     response.write("data: [DONE]\n\n");
     response.end();
     return completionTokens;
@@ -371,8 +532,15 @@ export class ChatServer {
     const tokenizer = this.options.tokenizer;
     return {
       content: result.tokens.map((token, i) => {
-        const text = request.return_tokens_as_token_ids ? `token_id:${token}` : tokenizer.decode([token]);
-        return { token: text, logprob: result.logprobs[i], bytes: [...Buffer.from(text, "utf8")], top_logprobs: [] };
+        const text = request.return_tokens_as_token_ids
+          ? `token_id:${token}`
+          : tokenizer.decode([token]);
+        return {
+          token: text,
+          logprob: result.logprobs[i],
+          bytes: [...Buffer.from(text, "utf8")],
+          top_logprobs: [],
+        };
       }),
     };
   }
@@ -383,7 +551,10 @@ export class ChatServer {
    * version?}` naming a model or checkpoint folder. Answers once the engine samples with it
    * (installed between two decode steps). A version older than the one served is refused (409).
    */
-  private async installWeights(request: IncomingMessage, response: ServerResponse): Promise<string> {
+  private async installWeights(
+    request: IncomingMessage,
+    response: ServerResponse,
+  ): Promise<string> {
     const began = performance.now();
     const previous = this.options.engine.stats().version;
     const weights = await readWeightsRequest(request, {
@@ -393,29 +564,54 @@ export class ChatServer {
       pullTimeoutMs: this.options.pullTimeoutMs ?? 600_000,
     });
     if (weights.version < previous) {
-      throw new ApiError(409, `version ${weights.version} is older than the version served (${previous})`, "invalid_request_error", "version", "stale_version");
+      throw new ApiError(
+        409,
+        `version ${weights.version} is older than the version served (${previous})`,
+        "invalid_request_error",
+        "version",
+        "stale_version",
+      );
     }
     try {
       await this.options.engine.updateWeights(weights, weights.version);
     } catch (error) {
-      if ((error as Error)?.name === "WeightsError") throw new ApiError(400, `the weights do not fit the model: ${(error as Error).message}`, "invalid_request_error", null, "weights_mismatch");
+      if ((error as Error)?.name === "WeightsError")
+        throw new ApiError(
+          400,
+          `the weights do not fit the model: ${(error as Error).message}`,
+          "invalid_request_error",
+          null,
+          "weights_mismatch",
+        );
       throw error;
     }
-    sendJson(response, 200, { object: "policy_version", version: weights.version, previous_version: previous, tensors: weights.tensors.length, milliseconds: Math.round(performance.now() - began) });
+    sendJson(response, 200, {
+      object: "policy_version",
+      version: weights.version,
+      previous_version: previous,
+      tensors: weights.tensors.length,
+      milliseconds: Math.round(performance.now() - began),
+    });
     return ` version=${weights.version}`;
   }
 
   private ignoredParameters(request: ChatCompletionRequest): string[] {
     const server = { top_p: 1, ...this.options.serverSampling };
     const ignored: string[] = [];
-    if (request.top_p !== undefined && request.top_p !== null && request.top_p !== server.top_p) ignored.push("top_p");
-    if (request.seed !== undefined && request.seed !== null && request.seed !== server.seed) ignored.push("seed");
+    if (request.top_p !== undefined && request.top_p !== null && request.top_p !== server.top_p)
+      ignored.push("top_p");
+    if (request.seed !== undefined && request.seed !== null && request.seed !== server.seed)
+      ignored.push("seed");
     return ignored;
   }
 }
 
 function usage(promptTokens: number, completionTokens: number) {
-  return { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  return {
+    prompt_tokens: promptTokens,
+    completion_tokens: completionTokens,
+    total_tokens: promptTokens + completionTokens,
+  };
 }
 
 function writeEvent(response: ServerResponse, data: unknown): void {
@@ -424,14 +620,30 @@ function writeEvent(response: ServerResponse, data: unknown): void {
 
 function sendJson(response: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body);
-  response.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) });
+  response.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(text),
+  });
   response.end(text);
 }
 
 function toApiError(error: unknown): ApiError {
   if (error instanceof ApiError) return error;
-  if (error instanceof ContextLimitError) return new ApiError(400, error.message, "invalid_request_error", "messages", "context_length_exceeded");
-  if (error instanceof RangeError) return new ApiError(400, error.message, "invalid_request_error", null, "invalid_value");
-  if (error instanceof EngineClosedError) return new ApiError(503, error.message, "service_unavailable");
-  return new ApiError(500, `internal error: ${(error as Error)?.message ?? String(error)}`, "server_error");
+  if (error instanceof ContextLimitError)
+    return new ApiError(
+      400,
+      error.message,
+      "invalid_request_error",
+      "messages",
+      "context_length_exceeded",
+    );
+  if (error instanceof RangeError)
+    return new ApiError(400, error.message, "invalid_request_error", null, "invalid_value");
+  if (error instanceof EngineClosedError)
+    return new ApiError(503, error.message, "service_unavailable");
+  return new ApiError(
+    500,
+    `internal error: ${(error as Error)?.message ?? String(error)}`,
+    "server_error",
+  );
 }

@@ -15,7 +15,16 @@ import { TOOL_CALL_OPEN } from "../toolcall.js";
 import { cutAtStop, type ChatPrompt, type ChoiceOutcome, type ServeTokenizer } from "./chat.js";
 
 /** One chunk's `delta` of a choice. */
-export type StreamDelta = { content: string } | { tool_calls: { index: number; id: string; type: "function"; function: { name: string; arguments: string } }[] };
+export type StreamDelta =
+  | { content: string }
+  | {
+      tool_calls: {
+        index: number;
+        id: string;
+        type: "function";
+        function: { name: string; arguments: string };
+      }[];
+    };
 
 export class ChoiceStreamer {
   private readonly decoder: StreamDecoder;
@@ -60,7 +69,8 @@ export class ChoiceStreamer {
       this.released = content;
     }
     const calls = outcome.message.tool_calls ?? [];
-    if (calls.length > 0) deltas.push({ tool_calls: calls.map((call, index) => ({ index, ...call })) });
+    if (calls.length > 0)
+      deltas.push({ tool_calls: calls.map((call, index) => ({ index, ...call })) });
     return deltas;
   }
 
@@ -80,7 +90,10 @@ export class ChoiceStreamer {
     if (!this.isStopped) end -= longestSuffixPrefix(this.text, this.stops);
     if (this.parseTools) {
       const open = this.text.indexOf(TOOL_CALL_OPEN);
-      end = open >= 0 ? Math.min(end, open) : Math.min(end, this.text.length - longestSuffixPrefix(this.text, [TOOL_CALL_OPEN]));
+      end =
+        open >= 0
+          ? Math.min(end, open)
+          : Math.min(end, this.text.length - longestSuffixPrefix(this.text, [TOOL_CALL_OPEN]));
       // Trailing whitespace may be trimmed away (text before a tool call, or the end).
       while (end > 0 && /\s/.test(this.text[end - 1])) end -= 1;
     }

@@ -20,11 +20,16 @@ import { access, realpath } from "node:fs/promises";
 import { realpathSync } from "node:fs";
 import { join, resolve, sep } from "node:path";
 import { z } from "zod";
-import { SafetensorsError, parseSafetensors, readSafetensorsDirectory, type ExportedWeights, type NamedWeight } from "@agentrl/policy";
+import {
+  SafetensorsError,
+  parseSafetensors,
+  readSafetensorsDirectory,
+  type ExportedWeights,
+  type NamedWeight,
+} from "@agentrl/policy";
 import { POLICY_VERSION_HEADER } from "../remote.js";
 import { ApiError } from "./schema.js";
 import { readBody } from "./body.js";
-
 
 const PullSchema = z.strictObject({
   path: z.string().min(1).optional(),
@@ -44,7 +49,8 @@ export function parseWeightSources(entries: readonly string[]): WeightSources {
   for (const entry of entries) {
     if (/^https?:\/\//i.test(entry)) {
       const url = new URL(entry);
-      if (url.search || url.hash) throw new RangeError(`a weights URL prefix has no query or fragment: ${entry}`);
+      if (url.search || url.hash)
+        throw new RangeError(`a weights URL prefix has no query or fragment: ${entry}`);
       sources.urls.push(url);
     } else {
       const folder = resolve(entry);
@@ -70,24 +76,48 @@ function refused(message: string, param: "path" | "url"): ApiError {
 
 /** Throws 403 unless `path` (and, once it exists, its real path) lies in an allowed folder. */
 async function checkPath(path: string, sources: WeightSources): Promise<void> {
-  if (sources.folders.length === 0) throw refused("this server reads no weights from paths (start it with --weights-from <folder>)", "path");
+  if (sources.folders.length === 0)
+    throw refused(
+      "this server reads no weights from paths (start it with --weights-from <folder>)",
+      "path",
+    );
   const absolute = resolve(path);
-  const allowed = (candidate: string) => sources.folders.some((folder) => inside(candidate, folder));
-  if (!allowed(absolute)) throw refused(`${path} is outside the folders weights may be read from (--weights-from)`, "path");
+  const allowed = (candidate: string) =>
+    sources.folders.some((folder) => inside(candidate, folder));
+  if (!allowed(absolute))
+    throw refused(
+      `${path} is outside the folders weights may be read from (--weights-from)`,
+      "path",
+    );
   const real = await realpath(absolute).catch(() => undefined);
-  if (real !== undefined && !allowed(real)) throw refused(`${path} leads outside the folders weights may be read from (--weights-from)`, "path");
+  if (real !== undefined && !allowed(real))
+    throw refused(
+      `${path} leads outside the folders weights may be read from (--weights-from)`,
+      "path",
+    );
 }
 
 /** Throws 403 unless `url` lies below an allowed URL prefix (same origin, path below the prefix's). */
 function checkUrl(url: string, sources: WeightSources): void {
-  if (sources.urls.length === 0) throw refused("this server fetches no weights from URLs (start it with --weights-from <url-prefix>)", "url");
+  if (sources.urls.length === 0)
+    throw refused(
+      "this server fetches no weights from URLs (start it with --weights-from <url-prefix>)",
+      "url",
+    );
   const target = new URL(url);
   const allowed = sources.urls.some((prefix) => {
     if (target.origin !== prefix.origin || target.username || target.password) return false;
-    const base = prefix.pathname.endsWith("/") || prefix.pathname.endsWith(".safetensors") ? prefix.pathname : `${prefix.pathname}/`;
+    const base =
+      prefix.pathname.endsWith("/") || prefix.pathname.endsWith(".safetensors")
+        ? prefix.pathname
+        : `${prefix.pathname}/`;
     return target.pathname === prefix.pathname || target.pathname.startsWith(base);
   });
-  if (!allowed) throw refused(`${target.origin}${target.pathname} is outside the URL prefixes weights may be fetched from (--weights-from)`, "url");
+  if (!allowed)
+    throw refused(
+      `${target.origin}${target.pathname} is outside the URL prefixes weights may be fetched from (--weights-from)`,
+      "url",
+    );
 }
 
 function invalid(message: string, param: string | null = null): ApiError {
@@ -99,7 +129,9 @@ export function safetensorsVersion(bytes: Uint8Array): number | undefined {
   if (bytes.byteLength < 8) return undefined;
   const length = Number(new DataView(bytes.buffer, bytes.byteOffset, 8).getBigUint64(0, true));
   try {
-    const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + length))) as { __metadata__?: { version?: unknown } };
+    const header = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + length))) as {
+      __metadata__?: { version?: unknown };
+    };
     const version = Number(header.__metadata__?.version);
     return Number.isInteger(version) && version >= 0 ? version : undefined;
   } catch {
@@ -119,7 +151,12 @@ function tensorsOf(bytes: Uint8Array, source: string): NamedWeight[] {
 /** Reads the request into weights and their version (400 for a bad body, 404 for a missing folder). */
 export async function readWeightsRequest(
   request: IncomingMessage,
-  options: { maxBytes: number; currentVersion: number; sources: WeightSources; pullTimeoutMs: number },
+  options: {
+    maxBytes: number;
+    currentVersion: number;
+    sources: WeightSources;
+    pullTimeoutMs: number;
+  },
 ): Promise<ExportedWeights> {
   const type = (request.headers["content-type"] ?? "").split(";")[0].trim();
   if (type === "application/json") {
@@ -131,55 +168,117 @@ export async function readWeightsRequest(
       throw invalid(`the request body is not valid JSON (${(error as Error).message})`);
     }
     const parsed = PullSchema.safeParse(json);
-    if (!parsed.success) throw invalid(parsed.error.issues[0].message, parsed.error.issues[0].path.map(String).join(".") || null);
+    if (!parsed.success)
+      throw invalid(
+        parsed.error.issues[0].message,
+        parsed.error.issues[0].path.map(String).join(".") || null,
+      );
     const { path, url, version } = parsed.data;
-    if ((path === undefined) === (url === undefined)) throw invalid("send either path or url", "path");
+    if ((path === undefined) === (url === undefined))
+      throw invalid("send either path or url", "path");
     if (path !== undefined) await checkPath(path, options.sources);
     else checkUrl(url!, options.sources);
-    const tensors = path !== undefined ? await readFolder(path) : await fetchWeights(url!, options.maxBytes, options.pullTimeoutMs);
+    const tensors =
+      path !== undefined
+        ? await readFolder(path)
+        : await fetchWeights(url!, options.maxBytes, options.pullTimeoutMs);
     return { version: version ?? options.currentVersion + 1, tensors };
   }
-  if (type !== "application/octet-stream") throw invalid(`content-type must be application/octet-stream (safetensors) or application/json, got "${type}"`);
+  if (type !== "application/octet-stream")
+    throw invalid(
+      `content-type must be application/octet-stream (safetensors) or application/json, got "${type}"`,
+    );
   const bytes = await readBody(request, options.maxBytes);
   const header = request.headers[POLICY_VERSION_HEADER];
   const given = header === undefined ? undefined : Number(header);
-  if (given !== undefined && !(Number.isInteger(given) && given >= 0)) throw invalid(`${POLICY_VERSION_HEADER} must be a non-negative integer, got "${header}"`);
+  if (given !== undefined && !(Number.isInteger(given) && given >= 0))
+    throw invalid(`${POLICY_VERSION_HEADER} must be a non-negative integer, got "${header}"`);
   const version = given ?? safetensorsVersion(bytes) ?? options.currentVersion + 1;
   return { version, tensors: tensorsOf(bytes, "body") };
 }
 
 async function readFolder(path: string): Promise<NamedWeight[]> {
   const nested = join(path, "policy");
-  const folder = await access(join(nested, "config.json")).then(() => nested, () => path);
+  const folder = await access(join(nested, "config.json")).then(
+    () => nested,
+    () => path,
+  );
   try {
     return [...(await readSafetensorsDirectory(folder)).values()];
   } catch (error) {
-    if (error instanceof SafetensorsError) throw new ApiError(404, error.message, "not_found_error", "path", "weights_not_found");
-    if ((error as NodeJS.ErrnoException).code === "ENOENT") throw new ApiError(404, `${path}: no such folder`, "not_found_error", "path", "weights_not_found");
+    if (error instanceof SafetensorsError)
+      throw new ApiError(404, error.message, "not_found_error", "path", "weights_not_found");
+    if ((error as NodeJS.ErrnoException).code === "ENOENT")
+      throw new ApiError(
+        404,
+        `${path}: no such folder`,
+        "not_found_error",
+        "path",
+        "weights_not_found",
+      );
     throw error;
   }
 }
 
-async function fetchWeights(url: string, maxBytes: number, timeoutMs: number): Promise<NamedWeight[]> {
-  const target = url.endsWith(".safetensors") ? url : `${url.replace(/\/+$/, "")}/model.safetensors`;
+async function fetchWeights(
+  url: string,
+  maxBytes: number,
+  timeoutMs: number,
+): Promise<NamedWeight[]> {
+  const target = url.endsWith(".safetensors")
+    ? url
+    : `${url.replace(/\/+$/, "")}/model.safetensors`;
   const signal = AbortSignal.timeout(timeoutMs);
   const failed = (error: unknown) =>
     signal.aborted
-      ? new ApiError(504, `${target} did not deliver the weights within ${timeoutMs} ms`, "server_error", "url", "weights_pull_timeout")
-      : new ApiError(404, `${target}: ${(error as Error).message}${(error as { cause?: Error }).cause ? ` (${(error as { cause?: Error }).cause!.message})` : ""}`, "not_found_error", "url", "weights_not_found");
+      ? new ApiError(
+          504,
+          `${target} did not deliver the weights within ${timeoutMs} ms`,
+          "server_error",
+          "url",
+          "weights_pull_timeout",
+        )
+      : new ApiError(
+          404,
+          `${target}: ${(error as Error).message}${(error as { cause?: Error }).cause ? ` (${(error as { cause?: Error }).cause!.message})` : ""}`,
+          "not_found_error",
+          "url",
+          "weights_not_found",
+        );
   let response: Response;
   let bytes: Uint8Array;
   try {
     // No redirects: a redirect could lead outside the allowed prefixes.
     response = await fetch(target, { signal, redirect: "manual" });
-    if (!response.ok) throw new ApiError(404, `${target}: HTTP ${response.status}${response.status >= 300 && response.status < 400 ? " (redirects are not followed)" : ""}`, "not_found_error", "url", "weights_not_found");
+    if (!response.ok)
+      throw new ApiError(
+        404,
+        `${target}: HTTP ${response.status}${response.status >= 300 && response.status < 400 ? " (redirects are not followed)" : ""}`,
+        "not_found_error",
+        "url",
+        "weights_not_found",
+      );
     const length = Number(response.headers.get("content-length") ?? NaN);
-    if (length > maxBytes) throw new ApiError(413, `${target} exceeds ${maxBytes} bytes`, "invalid_request_error", "url", "body_too_large");
+    if (length > maxBytes)
+      throw new ApiError(
+        413,
+        `${target} exceeds ${maxBytes} bytes`,
+        "invalid_request_error",
+        "url",
+        "body_too_large",
+      );
     bytes = new Uint8Array(await response.arrayBuffer());
   } catch (error) {
     if (error instanceof ApiError) throw error;
     throw failed(error);
   }
-  if (bytes.byteLength > maxBytes) throw new ApiError(413, `${target} exceeds ${maxBytes} bytes`, "invalid_request_error", "url", "body_too_large");
+  if (bytes.byteLength > maxBytes)
+    throw new ApiError(
+      413,
+      `${target} exceeds ${maxBytes} bytes`,
+      "invalid_request_error",
+      "url",
+      "body_too_large",
+    );
   return tensorsOf(bytes, target);
 }

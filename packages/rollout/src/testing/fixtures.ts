@@ -17,7 +17,16 @@ import {
   type ToolReply,
   type ToolSpec,
 } from "@agentrl/envs";
-import { CHAT_TEMPLATES, Policy, Tokenizer, initBackend, presetConfig, trainByteLevelBpe, type ChatTemplateName, type PresetName } from "@agentrl/policy";
+import {
+  CHAT_TEMPLATES,
+  Policy,
+  Tokenizer,
+  initBackend,
+  presetConfig,
+  trainByteLevelBpe,
+  type ChatTemplateName,
+  type PresetName,
+} from "@agentrl/policy";
 import type { EngineModel, EngineSequence } from "../engine/index.js";
 import { formatToolCalls } from "../toolcall.js";
 
@@ -29,21 +38,44 @@ export { Tokenizer };
  * is one of `@agentrl/policy`'s CHAT_TEMPLATES (default `qwen2.5`; `compact` lists tools as
  * one-line signatures, as fresh models of the CLI do).
  */
-export function testTokenizer(vocabSize = 512, options: { chatTemplate?: ChatTemplateName } = {}): Tokenizer {
+export function testTokenizer(
+  vocabSize = 512,
+  options: { chatTemplate?: ChatTemplateName } = {},
+): Tokenizer {
   const templateName = options.chatTemplate ?? "qwen2.5";
   const cacheKey = `${vocabSize}/${templateName}`;
   const cached = tokenizers.get(cacheKey);
   if (cached) return cached;
   const chatTemplate = CHAT_TEMPLATES[templateName];
-  const words = "the of and to in is that for it as was with be by on not this are or from at which have an they you file list count lines table select answer city shop buy search click item price".split(" ");
-  const seed = trainByteLevelBpe(["hello world"], { vocabSize: 300, minFrequency: 1, chatTemplate });
+  const words =
+    "the of and to in is that for it as was with be by on not this are or from at which have an they you file list count lines table select answer city shop buy search click item price".split(
+      " ",
+    );
+  const seed = trainByteLevelBpe(["hello world"], {
+    vocabSize: 300,
+    minFrequency: 1,
+    chatTemplate,
+  });
   const renderer = new Tokenizer(seed.tokenizerJson, seed.tokenizerConfig);
   const corpus: string[] = [];
   for (let i = 0; i < 60; i++) {
     const messages = new EchoSession(1 + (i % 4), 10, () => 0).start.messages;
     const call = formatToolCalls([{ name: "echo", arguments: { text: `hello number ${i}` } }]);
-    corpus.push(renderer.applyChatTemplate([...messages, { role: "assistant", content: call }, { role: "tool", tool_call_id: "c", content: `echo: hello number ${i}` }], { tools: [ECHO_TOOL], addGenerationPrompt: true }));
-    corpus.push(Array.from({ length: 80 }, (_, j) => (j % 7 === 0 ? String((i * 31 + j * 17) % 1000) : words[(i * 13 + j * 7) % words.length])).join(" "));
+    corpus.push(
+      renderer.applyChatTemplate(
+        [
+          ...messages,
+          { role: "assistant", content: call },
+          { role: "tool", tool_call_id: "c", content: `echo: hello number ${i}` },
+        ],
+        { tools: [ECHO_TOOL], addGenerationPrompt: true },
+      ),
+    );
+    corpus.push(
+      Array.from({ length: 80 }, (_, j) =>
+        j % 7 === 0 ? String((i * 31 + j * 17) % 1000) : words[(i * 13 + j * 7) % words.length],
+      ).join(" "),
+    );
   }
   const trained = trainByteLevelBpe(corpus, { vocabSize, chatTemplate });
   const tokenizer = new Tokenizer(trained.tokenizerJson, trained.tokenizerConfig);
@@ -54,29 +86,68 @@ export function testTokenizer(vocabSize = 512, options: { chatTemplate?: ChatTem
 const tokenizers = new Map<string, Tokenizer>();
 
 /** A freshly initialised policy of a preset (default `test`) with the test tokenizer. */
-export async function testPolicy(options: { preset?: PresetName; seed?: number; tokenizer?: Tokenizer } = {}): Promise<Policy> {
+export async function testPolicy(
+  options: { preset?: PresetName; seed?: number; tokenizer?: Tokenizer } = {},
+): Promise<Policy> {
   await initBackend({ log: null });
   const tokenizer = options.tokenizer ?? testTokenizer();
-  return Policy.create(presetConfig(options.preset ?? "test", { vocabSize: tokenizer.vocabSize }), { tokenizer, seed: options.seed ?? 1 });
+  return Policy.create(presetConfig(options.preset ?? "test", { vocabSize: tokenizer.vocabSize }), {
+    tokenizer,
+    seed: options.seed ?? 1,
+  });
 }
 
 export const ECHO_TOOL: ToolSpec = {
   type: "function",
-  function: { name: "echo", description: "Repeats the text.", parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] } },
+  function: {
+    name: "echo",
+    description: "Repeats the text.",
+    parameters: { type: "object", properties: { text: { type: "string" } }, required: ["text"] },
+  },
 };
 
 /** Session of the echo task: ends `completed` (reward 1 by default) after `turnsNeeded` turns of any kind. */
 class EchoSession extends FunctionCallSession {
-  constructor(private readonly turnsNeeded: number, maxTurns: number, private readonly latency: () => number, private readonly rewardOf: () => number = () => 1, private readonly endMetrics: Record<string, number> = {}) {
-    super({ messages: [{ role: "system", content: "You repeat things." }, { role: "user", content: `Say hello ${turnsNeeded} times.` }], tools: [ECHO_TOOL] }, { maxTurns });
+  constructor(
+    private readonly turnsNeeded: number,
+    maxTurns: number,
+    private readonly latency: () => number,
+    private readonly rewardOf: () => number = () => 1,
+    private readonly endMetrics: Record<string, number> = {},
+  ) {
+    super(
+      {
+        messages: [
+          { role: "system", content: "You repeat things." },
+          { role: "user", content: `Say hello ${turnsNeeded} times.` },
+        ],
+        tools: [ECHO_TOOL],
+      },
+      { maxTurns },
+    );
   }
-  protected override async callTool(_name: string, args: Record<string, unknown>): Promise<ToolReply> {
+  protected override async callTool(
+    _name: string,
+    args: Record<string, unknown>,
+  ): Promise<ToolReply> {
     await sleep(this.latency());
-    return { content: `echo: ${String(args.text)}`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.rewardOf(), status: "completed", metrics: this.endMetrics } } : {}) };
+    return {
+      content: `echo: ${String(args.text)}`,
+      ...(this.turns >= this.turnsNeeded
+        ? { outcome: { reward: this.rewardOf(), status: "completed", metrics: this.endMetrics } }
+        : {}),
+    };
   }
-  protected override async onText(content: string): Promise<{ content: string; outcome?: ToolReply["outcome"] }> {
+  protected override async onText(
+    content: string,
+  ): Promise<{ content: string; outcome?: ToolReply["outcome"] }> {
     await sleep(this.latency());
-    return { content: `You said ${content.length} characters.`, ...(this.turns >= this.turnsNeeded ? { outcome: { reward: this.rewardOf(), status: "completed", metrics: this.endMetrics } } : {}) };
+    return {
+      content: `You said ${content.length} characters.`,
+      ...(this.turns >= this.turnsNeeded
+        ? { outcome: { reward: this.rewardOf(), status: "completed", metrics: this.endMetrics } }
+        : {}),
+    };
   }
 }
 
@@ -105,8 +176,16 @@ export function echoFamily(options: EchoFamilyOptions = {}): TaskFamily {
   const spread = Math.max(1, (options.maxTurnsNeeded ?? 4) - minTurnsNeeded + 1);
   return {
     name: options.name ?? "echo",
-    indices: (split: Split) => Array.from({ length: size }, (_, i) => (split === "train" ? i : size + i)),
-    startSession: async (index: number) => new EchoSession(minTurnsNeeded + (index % spread), options.maxTurns ?? 10, options.latency ?? (() => 0), options.reward ?? (() => 1), options.metrics),
+    indices: (split: Split) =>
+      Array.from({ length: size }, (_, i) => (split === "train" ? i : size + i)),
+    startSession: async (index: number) =>
+      new EchoSession(
+        minTurnsNeeded + (index % spread),
+        options.maxTurns ?? 10,
+        options.latency ?? (() => 0),
+        options.reward ?? (() => 1),
+        options.metrics,
+      ),
   };
 }
 
@@ -127,7 +206,10 @@ export class FaultyClient implements EnvironmentClient {
   private readonly turns = new Map<string, number>();
   private readonly dead = new Set<string>();
 
-  constructor(families: TaskFamily[], private readonly faultTurn = 2) {
+  constructor(
+    families: TaskFamily[],
+    private readonly faultTurn = 2,
+  ) {
     this.inner = new InProcessEnvironmentClient(families, { concurrency: 1024 });
   }
 
@@ -141,7 +223,8 @@ export class FaultyClient implements EnvironmentClient {
     const turn = (this.turns.get(sessionId) ?? 0) + 1;
     this.turns.set(sessionId, turn);
     const task = this.taskOf.get(sessionId);
-    if (this.dead.has(sessionId)) throw new Error(`session ${sessionId} is gone (its container died)`);
+    if (this.dead.has(sessionId))
+      throw new Error(`session ${sessionId} is gone (its container died)`);
     if (turn >= this.faultTurn) {
       if (task === "throws") throw new Error("HTTP 500: the task worker crashed");
       if (task === "hangs") return new Promise<InteractResult>(() => {});
@@ -188,7 +271,10 @@ export class ScriptedModel implements EngineModel<ScriptedSequence, number> {
   loadedWeights = 0;
   decodeBatchSizes: number[] = [];
 
-  constructor(private readonly vocabSize: number, private readonly next: (fed: readonly number[]) => number) {}
+  constructor(
+    private readonly vocabSize: number,
+    private readonly next: (fed: readonly number[]) => number,
+  ) {}
 
   createSequence(): ScriptedSequence {
     return new ScriptedSequence();
@@ -228,7 +314,10 @@ export class ScriptedModel implements EngineModel<ScriptedSequence, number> {
  * A script for the scripted model: in turn k (counted by `<|im_start|>assistant\n` openings
  * in the context) it writes `texts(k)` then `<|im_end|>`.
  */
-export function turnScript(tokenizer: Tokenizer, texts: (turn: number) => string): (fed: readonly number[]) => number {
+export function turnScript(
+  tokenizer: Tokenizer,
+  texts: (turn: number) => string,
+): (fed: readonly number[]) => number {
   const opening = tokenizer.encode("<|im_start|>assistant\n");
   const endOfTurn = tokenizer.encode("<|im_end|>")[0];
   const targets = new Map<number, number[]>();
@@ -248,7 +337,9 @@ export function turnScript(tokenizer: Tokenizer, texts: (turn: number) => string
 }
 
 export function sleep(milliseconds: number): Promise<void> {
-  return milliseconds > 0 ? new Promise((resolve) => setTimeout(resolve, milliseconds)) : Promise.resolve();
+  return milliseconds > 0
+    ? new Promise((resolve) => setTimeout(resolve, milliseconds))
+    : Promise.resolve();
 }
 
 export type { TaskSession };

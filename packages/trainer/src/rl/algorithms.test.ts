@@ -24,13 +24,25 @@ await setBackend("cpu", { log: null });
 
 function close(actual: number[], expected: number[], tolerance = 1e-5): void {
   assert.equal(actual.length, expected.length);
-  actual.forEach((a, i) => assert.ok(Math.abs(a - expected[i]) <= tolerance, `index ${i}: ${a} vs ${expected[i]}`));
+  actual.forEach((a, i) =>
+    assert.ok(Math.abs(a - expected[i]) <= tolerance, `index ${i}: ${a} vs ${expected[i]}`),
+  );
 }
 
 describe("GRPO advantages (hand-computed)", () => {
   const table: { name: string; rewards: number[]; grpo: number[]; meanOnly: number[] }[] = [
-    { name: "two wins two losses", rewards: [1, 0, 0, 1], grpo: [0.866025, -0.866025, -0.866025, 0.866025], meanOnly: [0.5, -0.5, -0.5, 0.5] },
-    { name: "with the incomplete penalty", rewards: [1, -0.2, 0], grpo: [1.140646, -0.72587, -0.414783], meanOnly: [0.733333, -0.466667, -0.266667] },
+    {
+      name: "two wins two losses",
+      rewards: [1, 0, 0, 1],
+      grpo: [0.866025, -0.866025, -0.866025, 0.866025],
+      meanOnly: [0.5, -0.5, -0.5, 0.5],
+    },
+    {
+      name: "with the incomplete penalty",
+      rewards: [1, -0.2, 0],
+      grpo: [1.140646, -0.72587, -0.414783],
+      meanOnly: [0.733333, -0.466667, -0.266667],
+    },
     { name: "all rewards equal", rewards: [1, 1, 1], grpo: [0, 0, 0], meanOnly: [0, 0, 0] },
     { name: "a group of one", rewards: [1], grpo: [0], meanOnly: [0] },
   ];
@@ -59,12 +71,14 @@ describe("task advantage normalization", () => {
     const episodes = Array.from({ length: 40 }, (_, i) => ({
       task: ["os", "db", "kg"][i % 3],
       advantage: Math.sin(i * 1.7) * (1 + (i % 3)) + (i % 3),
-      generatedTokens: 1 + (i * 7) % 11,
+      generatedTokens: 1 + ((i * 7) % 11),
     }));
     const out = normalizeAdvantagesByTask(episodes);
     for (const task of ["os", "db", "kg"]) {
       const tokens: number[] = [];
-      episodes.forEach((e, i) => { if (e.task === task) for (let k = 0; k < e.generatedTokens; k++) tokens.push(out[i]); });
+      episodes.forEach((e, i) => {
+        if (e.task === task) for (let k = 0; k < e.generatedTokens; k++) tokens.push(out[i]);
+      });
       const m = tokens.reduce((a, b) => a + b, 0) / tokens.length;
       const s = Math.sqrt(tokens.reduce((a, b) => a + (b - m) ** 2, 0) / tokens.length);
       assert.ok(Math.abs(m) < 1e-9, `${task} mean ${m}`);
@@ -89,8 +103,14 @@ describe("PPO-clip with dual clip (hand-computed)", () => {
     const logProbs = tf.tensor2d([rows.map((r) => Math.log(r[1]))]);
     const mask = tf.onesLike(advantages) as tf.Tensor2D;
     const { loss, clipped } = ppoClipTokenLoss({ logProbs, oldLogProbs, advantages, mask });
-    close(Array.from(loss.dataSync()), rows.map((r) => r[2]));
-    close(Array.from(clipped.dataSync()), rows.map((r) => r[3]));
+    close(
+      Array.from(loss.dataSync()),
+      rows.map((r) => r[2]),
+    );
+    close(
+      Array.from(clipped.dataSync()),
+      rows.map((r) => r[3]),
+    );
     tf.dispose([advantages, oldLogProbs, logProbs, mask, loss, clipped]);
   });
 });
@@ -102,17 +122,34 @@ describe("KL k3 and reductions", () => {
     close(Array.from(klK3(logProbs, ref).dataSync()), [0.148721, 0.367879, 0, 10]);
   });
   test("token-mean and sequence-mean", () => {
-    const loss = tf.tensor2d([[1, 2, 3], [4, 0, 0]]);
-    const mask = tf.tensor2d([[1, 1, 1], [1, 0, 0]]);
-    close([reduceLoss(loss, mask, "token-mean", { tokenCount: 4, sequenceCount: 2 }).dataSync()[0]], [10 / 4]);
-    close([reduceLoss(loss, mask, "sequence-mean", { tokenCount: 4, sequenceCount: 2 }).dataSync()[0]], [(2 + 4) / 2]);
+    const loss = tf.tensor2d([
+      [1, 2, 3],
+      [4, 0, 0],
+    ]);
+    const mask = tf.tensor2d([
+      [1, 1, 1],
+      [1, 0, 0],
+    ]);
+    close(
+      [reduceLoss(loss, mask, "token-mean", { tokenCount: 4, sequenceCount: 2 }).dataSync()[0]],
+      [10 / 4],
+    );
+    close(
+      [reduceLoss(loss, mask, "sequence-mean", { tokenCount: 4, sequenceCount: 2 }).dataSync()[0]],
+      [(2 + 4) / 2],
+    );
   });
   test("objective gradient pushes positive-advantage tokens up and negative ones down", () => {
     const old = tf.tensor2d([[-1, -1, -1]]);
     const advantages = tf.tensor2d([[1, -1, 0.5]]);
     const mask = tf.tensor2d([[1, 1, 0]]);
-    const grad = tf.grad((logProbs: tf.Tensor) =>
-      policyObjective({ logProbs: logProbs as tf.Tensor2D, oldLogProbs: old, advantages, mask }, { ...DEFAULT_POLICY_OBJECTIVE, klCoefficient: 0 }, { tokenCount: 2, sequenceCount: 1 }).loss,
+    const grad = tf.grad(
+      (logProbs: tf.Tensor) =>
+        policyObjective(
+          { logProbs: logProbs as tf.Tensor2D, oldLogProbs: old, advantages, mask },
+          { ...DEFAULT_POLICY_OBJECTIVE, klCoefficient: 0 },
+          { tokenCount: 2, sequenceCount: 1 },
+        ).loss,
     )(tf.tensor2d([[-1, -1, -1]]));
     const g = Array.from(grad.dataSync());
     assert.ok(g[0] < 0, "descending the loss raises the log-prob of a positive-advantage token");
@@ -125,7 +162,11 @@ describe("KL k3 and reductions", () => {
     const a = tf.tensor2d([[1, -1]]);
     const m = tf.tensor2d([[1, 1]]);
     for (let i = 0; i < 20; i++) {
-      const out = policyObjective({ logProbs: x, oldLogProbs: x, advantages: a, mask: m, referenceLogProbs: x }, DEFAULT_POLICY_OBJECTIVE, { tokenCount: 2, sequenceCount: 1 });
+      const out = policyObjective(
+        { logProbs: x, oldLogProbs: x, advantages: a, mask: m, referenceLogProbs: x },
+        DEFAULT_POLICY_OBJECTIVE,
+        { tokenCount: 2, sequenceCount: 1 },
+      );
       tf.dispose(out);
     }
     tf.dispose([x, a, m]);
@@ -139,7 +180,13 @@ describe("KL k3 and reductions", () => {
  * expected gradient d loss / d logp. At the first epoch the PPO ratio against the proximal
  * policy is 1 in value, so the loss is −w·A and its gradient −w·A, with w the loss's weight.
  */
-function lossAndGradient(name: string, rhos: number[][], advantages: number[][], mask: number[][], options: Partial<PolicyLossOptions> = {}) {
+function lossAndGradient(
+  name: string,
+  rhos: number[][],
+  advantages: number[][],
+  mask: number[][],
+  options: Partial<PolicyLossOptions> = {},
+) {
   const oldLogProbs = tf.zeros([rhos.length, rhos[0].length]) as tf.Tensor2D;
   const a = tf.tensor2d(advantages);
   const m = tf.tensor2d(mask);
@@ -147,8 +194,16 @@ function lossAndGradient(name: string, rhos: number[][], advantages: number[][],
   const logProbs = tf.tensor2d(rhos.map((row) => row.map(Math.log)));
   const settings = { ...DEFAULT_POLICY_LOSS, ...options };
   const out = loss({ logProbs, oldLogProbs, advantages: a, mask: m }, settings);
-  const gradient = tf.grad((x: tf.Tensor) => tf.sum(loss({ logProbs: x as tf.Tensor2D, oldLogProbs, advantages: a, mask: m }, settings).loss))(logProbs);
-  const result = { loss: Array.from(out.loss.dataSync()), clipped: Array.from(out.clipped.dataSync()), gradient: Array.from(gradient.dataSync()) };
+  const gradient = tf.grad((x: tf.Tensor) =>
+    tf.sum(
+      loss({ logProbs: x as tf.Tensor2D, oldLogProbs, advantages: a, mask: m }, settings).loss,
+    ),
+  )(logProbs);
+  const result = {
+    loss: Array.from(out.loss.dataSync()),
+    clipped: Array.from(out.clipped.dataSync()),
+    gradient: Array.from(gradient.dataSync()),
+  };
   tf.dispose([oldLogProbs, a, m, logProbs, out.loss, out.clipped, gradient]);
   return result;
 }
@@ -162,15 +217,41 @@ describe("truncated importance sampling and icepop (hand-computed)", () => {
       [4, 1, -2, -2], // truncated at C = 2
       [1, 2, -2, -2], // on-policy: plain −A
     ];
-    const out = lossAndGradient("tis_token", [rows.map((r) => r[0])], [rows.map((r) => r[1])], [rows.map(() => 1)]);
-    close(out.loss, rows.map((r) => r[2]));
-    close(out.gradient, rows.map((r) => r[3]));
+    const out = lossAndGradient(
+      "tis_token",
+      [rows.map((r) => r[0])],
+      [rows.map((r) => r[1])],
+      [rows.map(() => 1)],
+    );
+    close(
+      out.loss,
+      rows.map((r) => r[2]),
+    );
+    close(
+      out.gradient,
+      rows.map((r) => r[3]),
+    );
     close(out.clipped, [0, 0, 0, 0]);
   });
 
   test("tis_sequence: w = min(Π_t ρ_t over the masked tokens, C) per sequence", () => {
     // sequence 1: ρ = 0.5, 1.5 → w = 0.75; sequence 2: ρ = 2 (masked: 3) → w = min(2, 1.5) = 1.5
-    const out = lossAndGradient("tis_sequence", [[0.5, 1.5], [2, 3]], [[1, 1], [-1, -1]], [[1, 1], [1, 0]], { importanceCap: 1.5 });
+    const out = lossAndGradient(
+      "tis_sequence",
+      [
+        [0.5, 1.5],
+        [2, 3],
+      ],
+      [
+        [1, 1],
+        [-1, -1],
+      ],
+      [
+        [1, 1],
+        [1, 0],
+      ],
+      { importanceCap: 1.5 },
+    );
     close(out.loss, [-0.75, -0.75, 1.5, 1.5]);
     close(out.gradient, [-0.75, -0.75, 1.5, 1.5]);
   });
@@ -184,15 +265,32 @@ describe("truncated importance sampling and icepop (hand-computed)", () => {
       [2, -2, -2, 0],
       [2.5, 0, 0, 1],
     ];
-    const out = lossAndGradient("icepop", [rows.map((r) => r[0])], [rows.map(() => 1)], [rows.map(() => 1)]);
-    close(out.loss, rows.map((r) => r[1]));
-    close(out.gradient, rows.map((r) => r[2]));
-    close(out.clipped, rows.map((r) => r[3]));
+    const out = lossAndGradient(
+      "icepop",
+      [rows.map((r) => r[0])],
+      [rows.map(() => 1)],
+      [rows.map(() => 1)],
+    );
+    close(
+      out.loss,
+      rows.map((r) => r[1]),
+    );
+    close(
+      out.gradient,
+      rows.map((r) => r[2]),
+    );
+    close(
+      out.clipped,
+      rows.map((r) => r[3]),
+    );
   });
 
   test("the masking rule keeps low ≤ ρ ≤ high, bounds included", () => {
     const ratios = [0, 0.49, 0.5, 1, 3, 3.01, 100];
-    const kept = importanceRatioKept(tf.tensor2d([ratios]), { importanceRatioLow: 0.5, importanceRatioHigh: 3 });
+    const kept = importanceRatioKept(tf.tensor2d([ratios]), {
+      importanceRatioLow: 0.5,
+      importanceRatioHigh: 3,
+    });
     assert.deepEqual(Array.from(kept.dataSync()), [0, 0, 1, 1, 1, 0, 0]);
     kept.dispose();
   });
@@ -204,7 +302,10 @@ describe("truncated importance sampling and icepop (hand-computed)", () => {
     const oldLogProbs = tf.tensor2d([[Math.log(0.5)]]);
     const advantages = tf.tensor2d([[1]]);
     const mask = tf.tensor2d([[1]]);
-    const out = getPolicyLoss("tis_token")({ logProbs, oldLogProbs, proximalLogProbs, advantages, mask }, DEFAULT_POLICY_LOSS);
+    const out = getPolicyLoss("tis_token")(
+      { logProbs, oldLogProbs, proximalLogProbs, advantages, mask },
+      DEFAULT_POLICY_LOSS,
+    );
     close(Array.from(out.loss.dataSync()), [-2.4]);
     close(Array.from(out.clipped.dataSync()), [1]);
     tf.dispose([logProbs, proximalLogProbs, oldLogProbs, advantages, mask, out.loss, out.clipped]);
@@ -218,9 +319,35 @@ describe("truncated importance sampling and icepop (hand-computed)", () => {
     const options = { ...DEFAULT_POLICY_OBJECTIVE, klCoefficient: 0 };
     const counts = { tokenCount: 2, sequenceCount: 1 };
     // ppo_clip: ratio 4 clipped at 1.2 → (−1.2 − 1)/2; tis_token: w = 2 → (−2 − 1)/2
-    close([policyObjective({ logProbs: x, oldLogProbs: zero, advantages: a, mask: m }, options, counts).loss.dataSync()[0]], [-1.1]);
-    close([policyObjective({ logProbs: x, oldLogProbs: zero, advantages: a, mask: m }, { ...options, policyLoss: "tis_token" }, counts).loss.dataSync()[0]], [-1.5]);
-    assert.throws(() => policyObjective({ logProbs: x, oldLogProbs: zero, advantages: a, mask: m }, { ...options, policyLoss: "nope" }, counts), /unknown policy loss "nope"; known: ppo_clip, tis_token, tis_sequence, icepop/);
+    close(
+      [
+        policyObjective(
+          { logProbs: x, oldLogProbs: zero, advantages: a, mask: m },
+          options,
+          counts,
+        ).loss.dataSync()[0],
+      ],
+      [-1.1],
+    );
+    close(
+      [
+        policyObjective(
+          { logProbs: x, oldLogProbs: zero, advantages: a, mask: m },
+          { ...options, policyLoss: "tis_token" },
+          counts,
+        ).loss.dataSync()[0],
+      ],
+      [-1.5],
+    );
+    assert.throws(
+      () =>
+        policyObjective(
+          { logProbs: x, oldLogProbs: zero, advantages: a, mask: m },
+          { ...options, policyLoss: "nope" },
+          counts,
+        ),
+      /unknown policy loss "nope"; known: ppo_clip, tis_token, tis_sequence, icepop/,
+    );
     tf.dispose([x, zero, a, m]);
   });
 
@@ -229,8 +356,16 @@ describe("truncated importance sampling and icepop (hand-computed)", () => {
     const logProbs = tf.tensor2d([[Math.log(2), Math.log(0.5), 0, Math.log(10)]]);
     const sampler = tf.zeros([1, 4]) as tf.Tensor2D;
     const mask = tf.tensor2d([[1, 1, 1, 0]]);
-    const out = mismatchStatistics(logProbs, sampler, mask, { importanceRatioLow: 0.6, importanceRatioHigh: 1.5 });
-    close([out.kl, out.ratioMean, out.ratioMin, out.ratioMax, out.shareBelow, out.shareAbove].map((t) => t.dataSync()[0]), [0.5 / 3, 3.5 / 3, 0.5, 2, 1 / 3, 1 / 3]);
+    const out = mismatchStatistics(logProbs, sampler, mask, {
+      importanceRatioLow: 0.6,
+      importanceRatioHigh: 1.5,
+    });
+    close(
+      [out.kl, out.ratioMean, out.ratioMin, out.ratioMax, out.shareBelow, out.shareAbove].map(
+        (t) => t.dataSync()[0],
+      ),
+      [0.5 / 3, 3.5 / 3, 0.5, 2, 1 / 3, 1 / 3],
+    );
     tf.dispose([logProbs, sampler, mask, ...Object.values(out)]);
   });
 });

@@ -36,7 +36,9 @@ export function advantageEstimatorNames(): string[] {
 export function getAdvantageEstimator(name: string): AdvantageEstimator {
   const estimator = advantageEstimators.get(name);
   if (!estimator) {
-    throw new Error(`unknown advantage estimator "${name}"; known: ${[...advantageEstimators.keys()].join(", ")}`);
+    throw new Error(
+      `unknown advantage estimator "${name}"; known: ${[...advantageEstimators.keys()].join(", ")}`,
+    );
   }
   return estimator;
 }
@@ -115,7 +117,9 @@ export function advantageStatisticsByTask(
   for (const [task, list] of groups) {
     const tokens = list.reduce((a, e) => a + e.generatedTokens, 0);
     const m = tokens ? list.reduce((a, e) => a + e.advantage * e.generatedTokens, 0) / tokens : 0;
-    const v = tokens ? list.reduce((a, e) => a + (e.advantage - m) ** 2 * e.generatedTokens, 0) / tokens : 0;
+    const v = tokens
+      ? list.reduce((a, e) => a + (e.advantage - m) ** 2 * e.generatedTokens, 0) / tokens
+      : 0;
     out[task] = { mean: m, std: Math.sqrt(v), tokens };
   }
   return out;
@@ -172,7 +176,10 @@ export interface TokenBatch {
  * A policy loss: per-token loss [B, T] (unmasked; the caller reduces it under `mask`) and
  * per-token 0/1 indicators [B, T] of the tokens where a clip (or a rejection) was active.
  */
-export type PolicyLoss = (batch: TokenBatch, options: PolicyLossOptions) => { loss: tf.Tensor2D; clipped: tf.Tensor2D };
+export type PolicyLoss = (
+  batch: TokenBatch,
+  options: PolicyLossOptions,
+) => { loss: tf.Tensor2D; clipped: tf.Tensor2D };
 
 const policyLosses = new Map<string, PolicyLoss>();
 
@@ -182,7 +189,8 @@ export function registerPolicyLoss(name: string, loss: PolicyLoss): void {
 
 export function getPolicyLoss(name: string): PolicyLoss {
   const loss = policyLosses.get(name);
-  if (!loss) throw new Error(`unknown policy loss "${name}"; known: ${[...policyLosses.keys()].join(", ")}`);
+  if (!loss)
+    throw new Error(`unknown policy loss "${name}"; known: ${[...policyLosses.keys()].join(", ")}`);
   return loss;
 }
 
@@ -192,7 +200,11 @@ export function policyLossNames(): string[] {
 }
 
 /** The losses that correct for the sampler with importance weights: they need the proximal log-probs, so one PPO epoch. */
-export const OFF_POLICY_CORRECTED_LOSSES: readonly string[] = ["tis_token", "tis_sequence", "icepop"];
+export const OFF_POLICY_CORRECTED_LOSSES: readonly string[] = [
+  "tis_token",
+  "tis_sequence",
+  "icepop",
+];
 
 /**
  * `x` as a constant: a new tensor with the same values and shape, with no link to the
@@ -211,12 +223,25 @@ export function stopGradient<T extends tf.Tensor>(x: T): T {
  * @returns per-token loss [B, T] (unmasked) and per-token 0/1 indicators [B, T] of the
  *   tokens where the clip was active (for the clip fraction).
  */
-export function ppoClipTokenLoss(batch: TokenBatch, options: PolicyLossOptions = DEFAULT_POLICY_LOSS): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
-  return tf.tidy(() => ppoClipOnRatio(tf.exp(tf.sub(batch.logProbs, batch.oldLogProbs)) as tf.Tensor2D, batch.advantages, options));
+export function ppoClipTokenLoss(
+  batch: TokenBatch,
+  options: PolicyLossOptions = DEFAULT_POLICY_LOSS,
+): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
+  return tf.tidy(() =>
+    ppoClipOnRatio(
+      tf.exp(tf.sub(batch.logProbs, batch.oldLogProbs)) as tf.Tensor2D,
+      batch.advantages,
+      options,
+    ),
+  );
 }
 
 /** PPO-clip (+ dual-clip) of a given ratio [B, T] and advantages [B, T]: per-token loss and clip indicators, [B, T]. */
-function ppoClipOnRatio(ratio: tf.Tensor2D, advantages: tf.Tensor2D, options: Pick<PolicyLossOptions, "clipLow" | "clipHigh" | "dualClip">): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
+function ppoClipOnRatio(
+  ratio: tf.Tensor2D,
+  advantages: tf.Tensor2D,
+  options: Pick<PolicyLossOptions, "clipLow" | "clipHigh" | "dualClip">,
+): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
   return tf.tidy(() => {
     const unclipped = tf.neg(tf.mul(advantages, ratio));
     const clippedRatio = tf.clipByValue(ratio, 1 - options.clipLow, 1 + options.clipHigh);
@@ -227,7 +252,11 @@ function ppoClipOnRatio(ratio: tf.Tensor2D, advantages: tf.Tensor2D, options: Pi
       const bound = tf.neg(tf.mul(advantages, options.dualClip));
       const negative = tf.less(advantages, 0);
       const dual = tf.minimum(loss, bound);
-      clipped = tf.where(tf.logicalAnd(negative, tf.greater(loss, bound)), tf.onesLike(clipped), clipped);
+      clipped = tf.where(
+        tf.logicalAnd(negative, tf.greater(loss, bound)),
+        tf.onesLike(clipped),
+        clipped,
+      );
       loss = tf.where(negative, dual, loss);
     }
     return { loss: loss as tf.Tensor2D, clipped: clipped as tf.Tensor2D };
@@ -254,7 +283,10 @@ function decoupledRatios(batch: TokenBatch): { behaviourRatio: tf.Tensor2D; rati
  * so the gradient is w_t times PPO's, and a token the sampler over-drew (ρ < 1) counts less.
  * @returns per-token loss [B, T] and clip indicators [B, T] (of the PPO clip).
  */
-export function truncatedImportanceTokenLoss(batch: TokenBatch, options: PolicyLossOptions): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
+export function truncatedImportanceTokenLoss(
+  batch: TokenBatch,
+  options: PolicyLossOptions,
+): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
   return tf.tidy(() => {
     const { behaviourRatio, ratio } = decoupledRatios(batch);
     const weight = tf.minimum(behaviourRatio, options.importanceCap);
@@ -270,7 +302,10 @@ export function truncatedImportanceTokenLoss(batch: TokenBatch, options: PolicyL
  * The product of the token ratios is the exact trajectory-level correction, hence its cap.
  * @returns per-token loss [B, T] and clip indicators [B, T].
  */
-export function truncatedImportanceSequenceLoss(batch: TokenBatch, options: PolicyLossOptions): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
+export function truncatedImportanceSequenceLoss(
+  batch: TokenBatch,
+  options: PolicyLossOptions,
+): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
   return tf.tidy(() => {
     const { behaviourRatio, ratio } = decoupledRatios(batch);
     const logWeight = tf.sum(tf.mul(tf.log(behaviourRatio), batch.mask), 1, true); // [B, 1]
@@ -289,7 +324,10 @@ export function truncatedImportanceSequenceLoss(batch: TokenBatch, options: Poli
  * loss scale does not depend on how many tokens were rejected.
  * @returns per-token loss [B, T] and indicators [B, T] of the tokens that were rejected or clipped.
  */
-export function icepopTokenLoss(batch: TokenBatch, options: PolicyLossOptions): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
+export function icepopTokenLoss(
+  batch: TokenBatch,
+  options: PolicyLossOptions,
+): { loss: tf.Tensor2D; clipped: tf.Tensor2D } {
   return tf.tidy(() => {
     const { behaviourRatio, ratio } = decoupledRatios(batch);
     const kept = importanceRatioKept(behaviourRatio, options);
@@ -301,8 +339,20 @@ export function icepopTokenLoss(batch: TokenBatch, options: PolicyLossOptions): 
 }
 
 /** The masking rule: 1 where `importanceRatioLow` ≤ ρ ≤ `importanceRatioHigh`, else 0. [B, T] in, [B, T] out. */
-export function importanceRatioKept(behaviourRatio: tf.Tensor2D, options: Pick<PolicyLossOptions, "importanceRatioLow" | "importanceRatioHigh">): tf.Tensor2D {
-  return tf.tidy(() => tf.cast(tf.logicalAnd(tf.greaterEqual(behaviourRatio, options.importanceRatioLow), tf.lessEqual(behaviourRatio, options.importanceRatioHigh)), "float32") as tf.Tensor2D);
+export function importanceRatioKept(
+  behaviourRatio: tf.Tensor2D,
+  options: Pick<PolicyLossOptions, "importanceRatioLow" | "importanceRatioHigh">,
+): tf.Tensor2D {
+  return tf.tidy(
+    () =>
+      tf.cast(
+        tf.logicalAnd(
+          tf.greaterEqual(behaviourRatio, options.importanceRatioLow),
+          tf.lessEqual(behaviourRatio, options.importanceRatioHigh),
+        ),
+        "float32",
+      ) as tf.Tensor2D,
+  );
 }
 
 registerPolicyLoss("ppo_clip", ppoClipTokenLoss);
@@ -345,7 +395,10 @@ export function mismatchStatistics(
       ratioMin: tf.min(tf.where(on, ratio, tf.fill(ratio.shape, Infinity))) as tf.Scalar,
       ratioMax: tf.max(tf.where(on, ratio, tf.fill(ratio.shape, -Infinity))) as tf.Scalar,
       shareBelow: maskedMean(tf.cast(tf.less(ratio, options.importanceRatioLow), "float32"), mask),
-      shareAbove: maskedMean(tf.cast(tf.greater(ratio, options.importanceRatioHigh), "float32"), mask),
+      shareAbove: maskedMean(
+        tf.cast(tf.greater(ratio, options.importanceRatioHigh), "float32"),
+        mask,
+      ),
     };
   });
 }
@@ -379,7 +432,8 @@ export function reduceLoss(
 ): tf.Scalar {
   return tf.tidy(() => {
     const masked = tf.mul(tokenLoss, mask);
-    if (reduction === "token-mean") return tf.div(tf.sum(masked), Math.max(1, counts.tokenCount)) as tf.Scalar;
+    if (reduction === "token-mean")
+      return tf.div(tf.sum(masked), Math.max(1, counts.tokenCount)) as tf.Scalar;
     const perSequence = tf.div(tf.sum(masked, 1), tf.maximum(tf.sum(mask, 1), 1));
     return tf.div(tf.sum(perSequence), Math.max(1, counts.sequenceCount)) as tf.Scalar;
   });
@@ -387,7 +441,9 @@ export function reduceLoss(
 
 /** Mean of `values` [B, T] over the tokens where `mask` is 1 (a scalar; 0 when the mask is empty). */
 export function maskedMean(values: tf.Tensor, mask: tf.Tensor): tf.Scalar {
-  return tf.tidy(() => tf.div(tf.sum(tf.mul(values, mask)), tf.maximum(tf.sum(mask), 1)) as tf.Scalar);
+  return tf.tidy(
+    () => tf.div(tf.sum(tf.mul(values, mask)), tf.maximum(tf.sum(mask), 1)) as tf.Scalar,
+  );
 }
 
 export interface PolicyObjectiveOptions extends PolicyLossOptions {
@@ -416,7 +472,13 @@ export function policyObjective(
   batch: TokenBatch & { referenceLogProbs?: tf.Tensor2D; entropy?: tf.Tensor2D },
   options: PolicyObjectiveOptions,
   counts: { tokenCount: number; sequenceCount: number },
-): { loss: tf.Scalar; policyLoss: tf.Scalar; clipFraction: tf.Scalar; kl: tf.Scalar; entropy: tf.Scalar } {
+): {
+  loss: tf.Scalar;
+  policyLoss: tf.Scalar;
+  clipFraction: tf.Scalar;
+  kl: tf.Scalar;
+  entropy: tf.Scalar;
+} {
   return tf.tidy(() => {
     const { loss: tokenLoss, clipped } = getPolicyLoss(options.policyLoss)(batch, options);
     const policyLoss = reduceLoss(tokenLoss, batch.mask, options.reduction, counts);
@@ -426,13 +488,22 @@ export function policyObjective(
       if (!batch.referenceLogProbs) throw new Error("klCoefficient > 0 needs referenceLogProbs");
       const tokenKl = klK3(batch.logProbs, batch.referenceLogProbs);
       kl = maskedMean(tokenKl, batch.mask);
-      loss = tf.add(loss, tf.mul(reduceLoss(tokenKl, batch.mask, options.reduction, counts), options.klCoefficient));
+      loss = tf.add(
+        loss,
+        tf.mul(reduceLoss(tokenKl, batch.mask, options.reduction, counts), options.klCoefficient),
+      );
     }
     // The entropy is a diagnostic whenever it is given; it enters the loss only with a coefficient.
     const entropy: tf.Scalar = batch.entropy ? maskedMean(batch.entropy, batch.mask) : tf.scalar(0);
     if (options.entropyCoefficient > 0) {
       if (!batch.entropy) throw new Error("entropyCoefficient > 0 needs entropy");
-      loss = tf.sub(loss, tf.mul(reduceLoss(batch.entropy, batch.mask, options.reduction, counts), options.entropyCoefficient));
+      loss = tf.sub(
+        loss,
+        tf.mul(
+          reduceLoss(batch.entropy, batch.mask, options.reduction, counts),
+          options.entropyCoefficient,
+        ),
+      );
     }
     return { loss, policyLoss, clipFraction: maskedMean(clipped, batch.mask), kl, entropy };
   });

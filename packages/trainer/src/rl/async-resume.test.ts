@@ -23,13 +23,32 @@ const RUN_SCRIPT = fileURLToPath(new URL("./fixtures/say-async-run.ts", import.m
 const STEPS = 6;
 
 function startRun(model: string, run: string, resume: boolean) {
-  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", RUN_SCRIPT, model, run, String(STEPS), resume ? "1" : "0"], {
-    stdio: ["ignore", "ignore", "pipe"],
-    env: { ...process.env, AGENTRL_BACKEND: "cpu" },
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      "--conditions=source",
+      "--import",
+      "tsx",
+      RUN_SCRIPT,
+      model,
+      run,
+      String(STEPS),
+      resume ? "1" : "0",
+    ],
+    {
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, AGENTRL_BACKEND: "cpu" },
+    },
+  );
   let errors = "";
-  child.stderr!.on("data", (chunk: Buffer) => { errors += chunk.toString(); });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; errors: string }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, errors })));
+  child.stderr!.on("data", (chunk: Buffer) => {
+    errors += chunk.toString();
+  });
+  const exited = new Promise<{
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    errors: string;
+  }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, errors })));
   return { child, exited };
 }
 
@@ -37,67 +56,115 @@ function startRun(model: string, run: string, resume: boolean) {
 function lines<T>(run: string, file: string): T[] {
   const path = join(run, file);
   if (!existsSync(path)) return [];
-  return readFileSync(path, "utf8").split("\n").flatMap((line) => {
-    try {
-      return [JSON.parse(line) as T];
-    } catch {
-      return [];
-    }
-  });
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .flatMap((line) => {
+      try {
+        return [JSON.parse(line) as T];
+      } catch {
+        return [];
+      }
+    });
 }
 
-test("an async run SIGKILLed at 3 random moments and resumed trains every buffered group of each checkpoint exactly once, first", { timeout: 600_000 }, async () => {
-  const model = await makeSayModel();
-  const run = mkdtempSync(join(tmpdir(), "agentrl-async-resume-"));
-  /** Per kill: the checkpoint the next attempt resumes from, and the rollout state saved in it. */
-  const resumes: { step: number; state: RolloutState }[] = [];
-  const moments: string[] = [];
-  const killAfterSteps = [1, 3, 4];
-  for (const [attempt, steps] of killAfterSteps.entries()) {
-    const attemptRun = startRun(model, run, attempt > 0);
-    while (lines(run, "metrics.jsonl").length < steps && attemptRun.child.exitCode === null) await new Promise((resolve) => setTimeout(resolve, 50));
-    const delay = Math.floor(Math.random() * 1500);
-    await new Promise((resolve) => setTimeout(resolve, delay));
-    attemptRun.child.kill("SIGKILL");
-    const result = await attemptRun.exited;
-    assert.equal(result.signal, "SIGKILL", `run ${attempt + 1} was killed, not finished (${result.errors})`);
-    moments.push(`after step ${lines<{ step: number }>(run, "metrics.jsonl").at(-1)?.step} + ${delay} ms`);
-    // A kill before the first checkpoint was complete: the next attempt starts afresh.
-    const checkpoint = await latestCheckpoint(join(run, "checkpoints"));
-    if (checkpoint) resumes.push({ step: checkpoint.step, state: decodeRolloutState(readFileSync(join(checkpoint.folder, ROLLOUT_STATE_FILE))) });
-  }
-  const last = await startRun(model, run, true).exited;
-  assert.equal(last.code, 0, last.errors);
-  const context = `killed ${moments.join(", ")}; resumed from steps ${resumes.map((resume) => resume.step).join(", ")}`;
-
-  // Each step logged once, and the run ends at its configured step count.
-  const metrics = lines<Record<string, number>>(run, "metrics.jsonl");
-  assert.deepEqual(metrics.map((line) => line.step), Array.from({ length: STEPS }, (_, position) => position + 1), `each step logged once (${context})`);
-  const trained = lines<{ step: number; groups: string[] }>(run, TRAINED_FILE);
-  assert.deepEqual(trained.map((line) => line.step), metrics.map((line) => line.step));
-  const allTrained = trained.flatMap((line) => line.groups);
-  assert.equal(new Set(allTrained).size, allTrained.length, `no group trained twice (${context})`);
-
-  let restoredInAll = 0;
-  for (const resume of resumes) {
-    const buffered = resume.state.groups.map((group) => group.groupId);
-    restoredInAll += buffered.length;
-    // Every buffered group: trained exactly once after the resume, and before any group drawn after it.
-    const after = trained.filter((line) => line.step > resume.step).flatMap((line) => line.groups);
-    for (const id of buffered) assert.equal(after.filter((other) => other === id).length, 1, `group ${id} of checkpoint ${resume.step} trained once after it (${context})`);
-    assert.deepEqual(after.slice(0, buffered.length), buffered, `the restored groups are trained first, in order (${context})`);
-    for (const group of resume.state.groups) {
-      assert.ok(group.trajectories.every((trajectory) => trajectory.tokens.length === trajectory.logprobs.length && trajectory.lossMask.some((bit) => bit === 1)), "whole trajectories are saved");
+test(
+  "an async run SIGKILLed at 3 random moments and resumed trains every buffered group of each checkpoint exactly once, first",
+  { timeout: 600_000 },
+  async () => {
+    const model = await makeSayModel();
+    const run = mkdtempSync(join(tmpdir(), "agentrl-async-resume-"));
+    /** Per kill: the checkpoint the next attempt resumes from, and the rollout state saved in it. */
+    const resumes: { step: number; state: RolloutState }[] = [];
+    const moments: string[] = [];
+    const killAfterSteps = [1, 3, 4];
+    for (const [attempt, steps] of killAfterSteps.entries()) {
+      const attemptRun = startRun(model, run, attempt > 0);
+      while (lines(run, "metrics.jsonl").length < steps && attemptRun.child.exitCode === null)
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      const delay = Math.floor(Math.random() * 1500);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      attemptRun.child.kill("SIGKILL");
+      const result = await attemptRun.exited;
+      assert.equal(
+        result.signal,
+        "SIGKILL",
+        `run ${attempt + 1} was killed, not finished (${result.errors})`,
+      );
+      moments.push(
+        `after step ${lines<{ step: number }>(run, "metrics.jsonl").at(-1)?.step} + ${delay} ms`,
+      );
+      // A kill before the first checkpoint was complete: the next attempt starts afresh.
+      const checkpoint = await latestCheckpoint(join(run, "checkpoints"));
+      if (checkpoint)
+        resumes.push({
+          step: checkpoint.step,
+          state: decodeRolloutState(readFileSync(join(checkpoint.folder, ROLLOUT_STATE_FILE))),
+        });
     }
-    // The first step after the resume counts what was restored and what is played again.
-    const first = metrics.find((line) => line.step === resume.step + 1);
-    if (first) {
-      assert.equal(first["resume/restored_groups"], buffered.length, context);
-      assert.equal(first["resume/resampled_groups"], resume.state.inFlight.length, context);
+    const last = await startRun(model, run, true).exited;
+    assert.equal(last.code, 0, last.errors);
+    const context = `killed ${moments.join(", ")}; resumed from steps ${resumes.map((resume) => resume.step).join(", ")}`;
+
+    // Each step logged once, and the run ends at its configured step count.
+    const metrics = lines<Record<string, number>>(run, "metrics.jsonl");
+    assert.deepEqual(
+      metrics.map((line) => line.step),
+      Array.from({ length: STEPS }, (_, position) => position + 1),
+      `each step logged once (${context})`,
+    );
+    const trained = lines<{ step: number; groups: string[] }>(run, TRAINED_FILE);
+    assert.deepEqual(
+      trained.map((line) => line.step),
+      metrics.map((line) => line.step),
+    );
+    const allTrained = trained.flatMap((line) => line.groups);
+    assert.equal(
+      new Set(allTrained).size,
+      allTrained.length,
+      `no group trained twice (${context})`,
+    );
+
+    let restoredInAll = 0;
+    for (const resume of resumes) {
+      const buffered = resume.state.groups.map((group) => group.groupId);
+      restoredInAll += buffered.length;
+      // Every buffered group: trained exactly once after the resume, and before any group drawn after it.
+      const after = trained
+        .filter((line) => line.step > resume.step)
+        .flatMap((line) => line.groups);
+      for (const id of buffered)
+        assert.equal(
+          after.filter((other) => other === id).length,
+          1,
+          `group ${id} of checkpoint ${resume.step} trained once after it (${context})`,
+        );
+      assert.deepEqual(
+        after.slice(0, buffered.length),
+        buffered,
+        `the restored groups are trained first, in order (${context})`,
+      );
+      for (const group of resume.state.groups) {
+        assert.ok(
+          group.trajectories.every(
+            (trajectory) =>
+              trajectory.tokens.length === trajectory.logprobs.length &&
+              trajectory.lossMask.some((bit) => bit === 1),
+          ),
+          "whole trajectories are saved",
+        );
+      }
+      // The first step after the resume counts what was restored and what is played again.
+      const first = metrics.find((line) => line.step === resume.step + 1);
+      if (first) {
+        assert.equal(first["resume/restored_groups"], buffered.length, context);
+        assert.equal(first["resume/resampled_groups"], resume.state.inFlight.length, context);
+      }
+      // In-flight instances are played again once each (ids of the resumed attempt end in -replay).
+      const replayed = allTrained.filter(
+        (id) => id.startsWith(`s${resume.step}.`) && id.endsWith("-replay"),
+      );
+      assert.ok(replayed.length <= resume.state.inFlight.length, context);
     }
-    // In-flight instances are played again once each (ids of the resumed attempt end in -replay).
-    const replayed = allTrained.filter((id) => id.startsWith(`s${resume.step}.`) && id.endsWith("-replay"));
-    assert.ok(replayed.length <= resume.state.inFlight.length, context);
-  }
-  assert.ok(restoredInAll > 0, `some checkpoint held buffered groups (${context})`);
-});
+    assert.ok(restoredInAll > 0, `some checkpoint held buffered groups (${context})`);
+  },
+);

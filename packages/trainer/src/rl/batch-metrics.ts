@@ -16,7 +16,18 @@ const STALENESS_BUCKETS = ["0", "1", "2", "3_or_more"] as const;
  */
 export function batchMetrics(groups: readonly TrajectoryGroup[], version: number): Metrics {
   const out: Metrics = {};
-  const byTask = new Map<string, { reward: number; success: number; partial: number; n: number; turns: number; groups: number; informative: number }>();
+  const byTask = new Map<
+    string,
+    {
+      reward: number;
+      success: number;
+      partial: number;
+      n: number;
+      turns: number;
+      groups: number;
+      informative: number;
+    }
+  >();
   let staleness = 0;
   let tokens = 0;
   let externalTurns = 0;
@@ -27,7 +38,15 @@ export function batchMetrics(groups: readonly TrajectoryGroup[], version: number
   const tokensByStaleness = STALENESS_BUCKETS.map(() => 0);
   for (const group of groups) {
     if (group.minVersion >= 0) staleness = Math.max(staleness, version - group.minVersion);
-    const counts = byTask.get(group.task) ?? { reward: 0, success: 0, partial: 0, n: 0, turns: 0, groups: 0, informative: 0 };
+    const counts = byTask.get(group.task) ?? {
+      reward: 0,
+      success: 0,
+      partial: 0,
+      n: 0,
+      turns: 0,
+      groups: 0,
+      informative: 0,
+    };
     counts.groups += 1;
     counts.informative += isInformative(group) ? 1 : 0;
     byTask.set(group.task, counts);
@@ -35,7 +54,10 @@ export function batchMetrics(groups: readonly TrajectoryGroup[], version: number
       retries += t.metrics.infrastructureRetries ?? 0;
       faults += t.endCause === "infrastructure" ? 1 : 0;
       for (let i = 0; i < t.lossMask.length; i++) {
-        if (t.lossMask[i] === 1 && t.versions[i] >= 0) tokensByStaleness[Math.min(STALENESS_BUCKETS.length - 1, Math.max(0, version - t.versions[i]))] += 1;
+        if (t.lossMask[i] === 1 && t.versions[i] >= 0)
+          tokensByStaleness[
+            Math.min(STALENESS_BUCKETS.length - 1, Math.max(0, version - t.versions[i]))
+          ] += 1;
       }
       for (const turn of t.turns) {
         if (turn.policy === "external") externalTurns += 1;
@@ -80,7 +102,12 @@ export function batchMetrics(groups: readonly TrajectoryGroup[], version: number
   out["rollout/infrastructure_faults"] = faults;
   out["rollout/infrastructure_retries"] = retries;
   const trainedTokens = tokensByStaleness.reduce((a, b) => a + b, 0);
-  STALENESS_BUCKETS.forEach((bucket, i) => (out[`staleness_tokens/${bucket}`] = trainedTokens ? tokensByStaleness[i] / trainedTokens : 0));
+  STALENESS_BUCKETS.forEach(
+    (bucket, i) =>
+      (out[`staleness_tokens/${bucket}`] = trainedTokens
+        ? tokensByStaleness[i] / trainedTokens
+        : 0),
+  );
   return out;
 }
 
@@ -93,7 +120,9 @@ export function describeFailures(groups: readonly TrajectoryGroup[]): string {
     entry.n++;
     counts.set(t.status, entry);
   }
-  return [...counts].map(([status, { n, example }]) => `${n} × ${status}${example ? ` (e.g. ${example})` : ""}`).join(", ");
+  return [...counts]
+    .map(([status, { n, example }]) => `${n} × ${status}${example ? ` (e.g. ${example})` : ""}`)
+    .join(", ");
 }
 
 /**
@@ -101,7 +130,9 @@ export function describeFailures(groups: readonly TrajectoryGroup[]): string {
  * error (say, a container the engine did not start): what a user needs to see that an engine hangs.
  */
 export function describeFaults(groups: readonly TrajectoryGroup[]): string {
-  const faulted = groups.flatMap((g) => g.trajectories).filter((t) => t.endCause === "infrastructure");
+  const faulted = groups
+    .flatMap((g) => g.trajectories)
+    .filter((t) => t.endCause === "infrastructure");
   const perTask = new Map<string, number>();
   for (const t of faulted) perTask.set(t.task, (perTask.get(t.task) ?? 0) + 1);
   const example = faulted.find((t) => t.error)?.error?.slice(0, 160);
@@ -112,11 +143,23 @@ export function describeFaults(groups: readonly TrajectoryGroup[]): string {
  * What the current engine did since the previous step: generated, prefilled and reused
  * (kept or prefix cache) tokens, and seconds in decode steps and prefill.
  */
-export function engineMetrics(now: EngineStats | undefined, before: EngineStats | undefined): Metrics {
+export function engineMetrics(
+  now: EngineStats | undefined,
+  before: EngineStats | undefined,
+): Metrics {
   if (!now) return {};
-  const delta = (key: "generatedTokens" | "prefilledTokens" | "reusedCacheTokens" | "decodeMs" | "prefillMs" | "decodeSteps") => now[key] - (before?.[key] ?? 0);
+  const delta = (
+    key:
+      | "generatedTokens"
+      | "prefilledTokens"
+      | "reusedCacheTokens"
+      | "decodeMs"
+      | "prefillMs"
+      | "decodeSteps",
+  ) => now[key] - (before?.[key] ?? 0);
   const steps = delta("decodeSteps");
-  const batchSum = now.meanBatchSize * now.decodeSteps - (before ? before.meanBatchSize * before.decodeSteps : 0);
+  const batchSum =
+    now.meanBatchSize * now.decodeSteps - (before ? before.meanBatchSize * before.decodeSteps : 0);
   return {
     "rollout/generated_tokens": delta("generatedTokens"),
     "rollout/prefilled_tokens": delta("prefilledTokens"),

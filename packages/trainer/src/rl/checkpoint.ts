@@ -72,7 +72,11 @@ export async function writeCheckpoint(
   await write(temporary);
   const files = (await readdir(temporary, { recursive: true, withFileTypes: true }))
     .filter((entry) => entry.isFile())
-    .map((entry) => join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name).slice(temporary.length + 1))
+    .map((entry) =>
+      join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name).slice(
+        temporary.length + 1,
+      ),
+    )
     .sort();
   for (const file of files) await syncFile(join(temporary, file));
   const manifest: CheckpointManifest = { step, writtenAt: new Date().toISOString(), files };
@@ -96,7 +100,8 @@ async function syncFile(path: string): Promise<void> {
 
 async function removeTemporaryFolders(root: string): Promise<void> {
   for (const name of await readdir(root)) {
-    if (name.startsWith(`.${PREFIX}`) && name.includes(".tmp-")) await rm(join(root, name), { recursive: true, force: true });
+    if (name.startsWith(`.${PREFIX}`) && name.includes(".tmp-"))
+      await rm(join(root, name), { recursive: true, force: true });
   }
 }
 
@@ -115,12 +120,17 @@ export async function listCheckpoints(root: string): Promise<{ step: number; fol
 }
 
 /** The newest complete checkpoint, or undefined. */
-export async function latestCheckpoint(root: string): Promise<{ step: number; folder: string; manifest: CheckpointManifest } | undefined> {
+export async function latestCheckpoint(
+  root: string,
+): Promise<{ step: number; folder: string; manifest: CheckpointManifest } | undefined> {
   const all = await listCheckpoints(root);
   for (let i = all.length - 1; i >= 0; i--) {
     try {
-      const manifest = JSON.parse(await readFile(join(all[i].folder, MANIFEST), "utf8")) as CheckpointManifest;
-      if (manifest.files.every((file) => existsSync(join(all[i].folder, file)))) return { ...all[i], manifest };
+      const manifest = JSON.parse(
+        await readFile(join(all[i].folder, MANIFEST), "utf8"),
+      ) as CheckpointManifest;
+      if (manifest.files.every((file) => existsSync(join(all[i].folder, file))))
+        return { ...all[i], manifest };
     } catch {
       // An unreadable manifest: fall back to the previous checkpoint.
     }
@@ -149,18 +159,27 @@ export function isCompleteModelFolder(directory: string): boolean {
  * are flushed, the marker is written last, and the folder is renamed to `directory` (an
  * incomplete folder there, from a killed write, is replaced).
  */
-export async function writeModelFolder(directory: string, write: (folder: string) => Promise<void>): Promise<void> {
+export async function writeModelFolder(
+  directory: string,
+  write: (folder: string) => Promise<void>,
+): Promise<void> {
   const temporary = `${directory}.tmp-${process.pid}`;
   // Temporary folders of earlier writes that were killed.
   const parent = dirname(directory);
   await mkdir(parent, { recursive: true });
   for (const name of await readdir(parent)) {
-    if (name.startsWith(`${basename(directory)}.tmp-`)) await rm(join(parent, name), { recursive: true, force: true });
+    if (name.startsWith(`${basename(directory)}.tmp-`))
+      await rm(join(parent, name), { recursive: true, force: true });
   }
   await mkdir(temporary, { recursive: true });
   await write(temporary);
-  const files = (await readdir(temporary, { recursive: true, withFileTypes: true })).filter((entry) => entry.isFile());
-  for (const entry of files) await syncFile(join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name));
+  const files = (await readdir(temporary, { recursive: true, withFileTypes: true })).filter(
+    (entry) => entry.isFile(),
+  );
+  for (const entry of files)
+    await syncFile(
+      join(entry.parentPath ?? (entry as unknown as { path: string }).path, entry.name),
+    );
   await writeFileDurably(join(temporary, COMPLETE_MARKER), new Date().toISOString());
   await syncDirectory(temporary);
   await rm(directory, { recursive: true, force: true });

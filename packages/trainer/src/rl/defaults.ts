@@ -47,10 +47,11 @@ export type RlSettings = typeof rlDefaults;
 export const RL_DEFAULTS: Readonly<RlSettings> = Object.freeze(rlDefaults);
 
 /** Defaults of cross-policy sampling (`crossPolicy.*`). */
-export const CROSS_POLICY_DEFAULTS: Readonly<{ staleProbability: number; refreshEvery: number }> = Object.freeze({
-  staleProbability: 0.25,
-  refreshEvery: 2,
-});
+export const CROSS_POLICY_DEFAULTS: Readonly<{ staleProbability: number; refreshEvery: number }> =
+  Object.freeze({
+    staleProbability: 0.25,
+    refreshEvery: 2,
+  });
 
 /**
  * Defaults of the supervised warm start (`warmStart.*` of the schema and `runWarmStart`'s
@@ -58,7 +59,11 @@ export const CROSS_POLICY_DEFAULTS: Readonly<{ staleProbability: number; refresh
  * episodes per step. The recipes of `agentrl sft --preset` (../run/warmstart.ts) state their
  * own values explicitly: they record how a shipped checkpoint was made.
  */
-export const WARM_START_DEFAULTS: Readonly<{ steps: number; learningRate: number; batchEpisodes: number }> = Object.freeze({
+export const WARM_START_DEFAULTS: Readonly<{
+  steps: number;
+  learningRate: number;
+  batchEpisodes: number;
+}> = Object.freeze({
   steps: 400,
   learningRate: 2e-3,
   batchEpisodes: 8,

@@ -3,32 +3,74 @@ import assert from "node:assert/strict";
 import * as tf from "@tensorflow/tfjs-core";
 import { Policy, presetConfig, setBackend, tokenLogProbs } from "@agentrl/policy";
 import type { Trajectory, TrajectoryGroup } from "@agentrl/rollout";
-import { checkGrpoOptions, DEFAULT_GRPO, grpoUpdate, planMicroBatches, prepareBatch, withoutUntrainedTail, type UpdateMetrics } from "./grpo.js";
+import {
+  checkGrpoOptions,
+  DEFAULT_GRPO,
+  grpoUpdate,
+  planMicroBatches,
+  prepareBatch,
+  withoutUntrainedTail,
+  type UpdateMetrics,
+} from "./grpo.js";
 
 await setBackend("cpu", { log: null });
 
 function scored(policy: Policy, tokens: Int32Array, temperature: number): Float32Array {
   const out = new Float32Array(tokens.length);
-  const logProbs = tf.tidy(() => tokenLogProbs(policy.model, tf.tensor2d(tokens, [1, tokens.length], "int32"), { temperature }).logProbs);
+  const logProbs = tf.tidy(
+    () =>
+      tokenLogProbs(policy.model, tf.tensor2d(tokens, [1, tokens.length], "int32"), { temperature })
+        .logProbs,
+  );
   out.set(logProbs.dataSync(), 1);
   logProbs.dispose();
   return out;
 }
 
-function trajectory(policy: Policy, task: string, groupId: string, tokens: number[], generatedFrom: number, reward: number): Trajectory {
+function trajectory(
+  policy: Policy,
+  task: string,
+  groupId: string,
+  tokens: number[],
+  generatedFrom: number,
+  reward: number,
+): Trajectory {
   const ids = Int32Array.from(tokens);
   const lossMask = new Uint8Array(ids.length).map((_, i) => (i >= generatedFrom ? 1 : 0));
-  const logprobs = scored(policy, ids, DEFAULT_GRPO.temperature).map((v, i) => (lossMask[i] ? v : 0));
+  const logprobs = scored(policy, ids, DEFAULT_GRPO.temperature).map((v, i) =>
+    lossMask[i] ? v : 0,
+  );
   return {
-    task, index: 0, groupId, member: 0, tokens: ids, lossMask, logprobs,
-    versions: new Int32Array(ids.length).fill(0), policyIds: new Int8Array(ids.length),
-    reward, environmentReward: reward, status: "completed", endCause: "verdict", masked: false, turns: [], minVersion: 0, maxVersion: 0, metrics: {}, weight: 1,
+    task,
+    index: 0,
+    groupId,
+    member: 0,
+    tokens: ids,
+    lossMask,
+    logprobs,
+    versions: new Int32Array(ids.length).fill(0),
+    policyIds: new Int8Array(ids.length),
+    reward,
+    environmentReward: reward,
+    status: "completed",
+    endCause: "verdict",
+    masked: false,
+    turns: [],
+    minVersion: 0,
+    maxVersion: 0,
+    metrics: {},
+    weight: 1,
   };
 }
 
 function meanMasked(values: Float32Array, mask: Uint8Array): number {
-  let sum = 0, n = 0;
-  for (let i = 0; i < values.length; i++) if (mask[i]) { sum += values[i]; n++; }
+  let sum = 0,
+    n = 0;
+  for (let i = 0; i < values.length; i++)
+    if (mask[i]) {
+      sum += values[i];
+      n++;
+    }
   return sum / n;
 }
 
@@ -38,7 +80,10 @@ test("planMicroBatches respects the token budget and keeps every row", () => {
   assert.equal(plan.flat().length, rows.length);
   for (const batch of plan) {
     const width = Math.max(...batch.map((r) => r.tokens.length));
-    assert.ok(batch.length === 1 || width * batch.length <= 20, `batch of ${batch.length} × ${width}`);
+    assert.ok(
+      batch.length === 1 || width * batch.length <= 20,
+      `batch of ${batch.length} × ${width}`,
+    );
   }
 });
 
@@ -48,22 +93,41 @@ test("a GRPO step raises the log-probs of positive-advantage tokens and lowers t
   const good = [1, 5, 9, 14, 20, 33, 41, 7, 2];
   const bad = [1, 5, 9, 14, 60, 61, 62, 63, 2];
   const groups: TrajectoryGroup[] = ["a", "b"].map((task) => {
-    const trajectories = [trajectory(policy, task, task, good, 4, 1), trajectory(policy, task, task, bad, 4, 0)];
+    const trajectories = [
+      trajectory(policy, task, task, good, 4, 1),
+      trajectory(policy, task, task, bad, 4, 0),
+    ];
     return { groupId: task, task, index: 0, trajectories, minVersion: 0, maxVersion: 0 };
   });
   const batch = prepareBatch(groups, DEFAULT_GRPO);
   assert.equal(batch.tokenCount, 4 * 5);
   assert.ok(batch.rows[0].advantage > 0 && batch.rows[1].advantage < 0);
-  const before = { good: meanMasked(scored(policy, Int32Array.from(good), 0.8), groups[0].trajectories[0].lossMask), bad: meanMasked(scored(policy, Int32Array.from(bad), 0.8), groups[0].trajectories[1].lossMask) };
+  const before = {
+    good: meanMasked(
+      scored(policy, Int32Array.from(good), 0.8),
+      groups[0].trajectories[0].lossMask,
+    ),
+    bad: meanMasked(scored(policy, Int32Array.from(bad), 0.8), groups[0].trajectories[1].lossMask),
+  };
   const tensorsBefore = tf.memory().numTensors;
   let metrics: UpdateMetrics | undefined;
   const entropies: number[] = [];
   for (let step = 0; step < 5; step++) {
-    metrics = await grpoUpdate(policy, optimizer, batch, { ...DEFAULT_GRPO, klCoefficient: 0, microBatchTokens: 18 });
+    metrics = await grpoUpdate(policy, optimizer, batch, {
+      ...DEFAULT_GRPO,
+      klCoefficient: 0,
+      microBatchTokens: 18,
+    });
     entropies.push(metrics.entropy);
   }
   assert.equal(tf.memory().numTensors, tensorsBefore, "no tensor leaks across updates");
-  const after = { good: meanMasked(scored(policy, Int32Array.from(good), 0.8), groups[0].trajectories[0].lossMask), bad: meanMasked(scored(policy, Int32Array.from(bad), 0.8), groups[0].trajectories[1].lossMask) };
+  const after = {
+    good: meanMasked(
+      scored(policy, Int32Array.from(good), 0.8),
+      groups[0].trajectories[0].lossMask,
+    ),
+    bad: meanMasked(scored(policy, Int32Array.from(bad), 0.8), groups[0].trajectories[1].lossMask),
+  };
   assert.ok(after.good > before.good, `positive: ${before.good} → ${after.good}`);
   assert.ok(after.bad < before.bad, `negative: ${before.bad} → ${after.bad}`);
   assert.equal(policy.version, 5);
@@ -73,18 +137,33 @@ test("a GRPO step raises the log-probs of positive-advantage tokens and lowers t
   // positive, at most ln(vocabulary), and moving as the policy moves.
   assert.equal(DEFAULT_GRPO.entropyCoefficient, 0);
   const vocabulary = presetConfig("test").vocabSize;
-  for (const entropy of entropies) assert.ok(entropy > 0 && entropy <= Math.log(vocabulary) + 1e-6, `entropy ${entropy} in (0, ln ${vocabulary}]`);
-  assert.ok(new Set(entropies).size > 1 && Math.abs(entropies[4] - entropies[0]) > 1e-4, `entropy changes over the updates: ${entropies.map((e) => e.toFixed(5)).join(", ")}`);
+  for (const entropy of entropies)
+    assert.ok(
+      entropy > 0 && entropy <= Math.log(vocabulary) + 1e-6,
+      `entropy ${entropy} in (0, ln ${vocabulary}]`,
+    );
+  assert.ok(
+    new Set(entropies).size > 1 && Math.abs(entropies[4] - entropies[0]) > 1e-4,
+    `entropy changes over the updates: ${entropies.map((e) => e.toFixed(5)).join(", ")}`,
+  );
 });
 
 test("prepareBatch drops groups whose rewards are all equal (no GRPO signal) unless told to keep them", () => {
   const policy = Policy.create(presetConfig("test"), { seed: 4 });
   const tokens = [1, 5, 9, 14, 20, 33, 2];
   const group = (id: string, rewards: number[]): TrajectoryGroup => ({
-    groupId: id, task: "t", index: 0, minVersion: 0, maxVersion: 0,
+    groupId: id,
+    task: "t",
+    index: 0,
+    minVersion: 0,
+    maxVersion: 0,
     trajectories: rewards.map((reward) => trajectory(policy, "t", id, tokens, 3, reward)),
   });
-  const groups = [group("mixed", [1, 0, 0]), group("all-failed", [-0.2, -0.2, -0.2]), group("all-solved", [1, 1, 1])];
+  const groups = [
+    group("mixed", [1, 0, 0]),
+    group("all-failed", [-0.2, -0.2, -0.2]),
+    group("all-solved", [1, 1, 1]),
+  ];
   const skipped = prepareBatch(groups, DEFAULT_GRPO);
   assert.equal(skipped.rows.length, 3, "only the mixed group's episodes");
   assert.equal(skipped.tokenCount, 3 * 4);
@@ -92,21 +171,43 @@ test("prepareBatch drops groups whose rewards are all equal (no GRPO signal) unl
   assert.equal(kept.rows.length, 9);
   // With task normalization the uniform groups' zero advantages are shifted, not kept at 0.
   assert.ok(kept.rows.slice(3).every((row) => Number.isFinite(row.advantage)));
-  assert.equal(prepareBatch([groups[1]], DEFAULT_GRPO).rows.length, 0, "a batch of uniform groups trains nothing");
+  assert.equal(
+    prepareBatch([groups[1]], DEFAULT_GRPO).rows.length,
+    0,
+    "a batch of uniform groups trains nothing",
+  );
 });
 
 test("negativeAdvantageScale shrinks only the negative advantages, after normalization", () => {
   const policy = Policy.create(presetConfig("test"), { seed: 4 });
   const tokens = [1, 5, 9, 14, 20, 33, 2];
-  const groups: TrajectoryGroup[] = [{
-    groupId: "g", task: "t", index: 0, minVersion: 0, maxVersion: 0,
-    trajectories: [1, 0, 0, 1, 0].map((reward) => trajectory(policy, "t", "g", tokens, 3, reward)),
-  }];
+  const groups: TrajectoryGroup[] = [
+    {
+      groupId: "g",
+      task: "t",
+      index: 0,
+      minVersion: 0,
+      maxVersion: 0,
+      trajectories: [1, 0, 0, 1, 0].map((reward) =>
+        trajectory(policy, "t", "g", tokens, 3, reward),
+      ),
+    },
+  ];
   const plain = prepareBatch(groups, DEFAULT_GRPO).rows.map((row) => row.advantage);
-  const leaning = prepareBatch(groups, { ...DEFAULT_GRPO, negativeAdvantageScale: 0.25 }).rows.map((row) => row.advantage);
+  const leaning = prepareBatch(groups, { ...DEFAULT_GRPO, negativeAdvantageScale: 0.25 }).rows.map(
+    (row) => row.advantage,
+  );
   assert.ok(plain.some((a) => a < 0) && plain.some((a) => a > 0));
-  plain.forEach((advantage, i) => assert.ok(Math.abs(leaning[i] - (advantage < 0 ? 0.25 * advantage : advantage)) < 1e-12, `row ${i}: ${advantage} → ${leaning[i]}`));
-  const positiveOnly = prepareBatch(groups, { ...DEFAULT_GRPO, negativeAdvantageScale: 0 }).rows.map((row) => row.advantage);
+  plain.forEach((advantage, i) =>
+    assert.ok(
+      Math.abs(leaning[i] - (advantage < 0 ? 0.25 * advantage : advantage)) < 1e-12,
+      `row ${i}: ${advantage} → ${leaning[i]}`,
+    ),
+  );
+  const positiveOnly = prepareBatch(groups, {
+    ...DEFAULT_GRPO,
+    negativeAdvantageScale: 0,
+  }).rows.map((row) => row.advantage);
   assert.ok(positiveOnly.every((a) => a >= 0) && positiveOnly.some((a) => a > 0));
 });
 
@@ -115,12 +216,26 @@ test("withoutUntrainedTail drops the tokens after the last trained one, which ch
   // a generated turn (positions 4-6), then an untrained closing observation (7-9)
   const tokens = [1, 5, 9, 14, 20, 33, 41, 7, 2, 3];
   const trained = (reward: number, generated: number[]) => {
-    const t = trajectory(reference, "a", "g", [...tokens.slice(0, 4), ...generated, ...tokens.slice(7)], 4, reward);
+    const t = trajectory(
+      reference,
+      "a",
+      "g",
+      [...tokens.slice(0, 4), ...generated, ...tokens.slice(7)],
+      4,
+      reward,
+    );
     t.lossMask.fill(0, 7);
     t.logprobs.fill(0, 7);
     return t;
   };
-  const group: TrajectoryGroup = { groupId: "g", task: "a", index: 0, trajectories: [trained(1, [20, 33, 41]), trained(0, [60, 61, 62])], minVersion: 0, maxVersion: 0 };
+  const group: TrajectoryGroup = {
+    groupId: "g",
+    task: "a",
+    index: 0,
+    trajectories: [trained(1, [20, 33, 41]), trained(0, [60, 61, 62])],
+    minVersion: 0,
+    maxVersion: 0,
+  };
   const batch = prepareBatch([group], DEFAULT_GRPO);
   const cut = withoutUntrainedTail(batch.rows[0]);
   assert.equal(cut.tokens.length, 7);
@@ -129,8 +244,14 @@ test("withoutUntrainedTail drops the tokens after the last trained one, which ch
   // lossless: causal attention, so the trained positions score the same without the tail
   const full = scored(reference, batch.rows[0].tokens, 0.8);
   const short = scored(reference, cut.tokens, 0.8);
-  for (let t = 4; t < 7; t++) assert.ok(Math.abs(full[t] - short[t]) < 1e-5, `position ${t}: ${full[t]} vs ${short[t]}`);
-  const metrics = await grpoUpdate(reference, reference.createOptimizer({ learningRate: 1e-3, weightDecay: 0 }), batch, { ...DEFAULT_GRPO, klCoefficient: 0 });
+  for (let t = 4; t < 7; t++)
+    assert.ok(Math.abs(full[t] - short[t]) < 1e-5, `position ${t}: ${full[t]} vs ${short[t]}`);
+  const metrics = await grpoUpdate(
+    reference,
+    reference.createOptimizer({ learningRate: 1e-3, weightDecay: 0 }),
+    batch,
+    { ...DEFAULT_GRPO, klCoefficient: 0 },
+  );
   assert.equal(metrics.processedTokens, 2 * 7, "the learner ran the cut rows");
   assert.equal(metrics.trainedTokens, 2 * 3);
   reference.dispose();
@@ -140,10 +261,21 @@ test("a group holding a masked episode (infrastructure fault) is dropped and cou
   const policy = Policy.create(presetConfig("test"), { seed: 4 });
   const tokens = [1, 5, 9, 14, 20, 33, 2];
   const group = (id: string, rewards: number[], maskedMember?: number): TrajectoryGroup => ({
-    groupId: id, task: "t", index: 0, minVersion: 0, maxVersion: 0,
+    groupId: id,
+    task: "t",
+    index: 0,
+    minVersion: 0,
+    maxVersion: 0,
     trajectories: rewards.map((reward, member) => {
       const t = trajectory(policy, "t", id, tokens, 3, reward);
-      if (member === maskedMember) Object.assign(t, { status: "task error", endCause: "infrastructure", masked: true, reward: 0, environmentReward: 0 });
+      if (member === maskedMember)
+        Object.assign(t, {
+          status: "task error",
+          endCause: "infrastructure",
+          masked: true,
+          reward: 0,
+          environmentReward: 0,
+        });
       return t;
     }),
   });
@@ -153,35 +285,87 @@ test("a group holding a masked episode (infrastructure fault) is dropped and cou
   const batch = prepareBatch([clean[0], faulty, clean[1]], plain);
   assert.equal(batch.droppedInfrastructureGroups, 1);
   // (R − mean)/(std + 1e-6), std unbiased: [1, 0] → ±1/√2; [1, 1, 0] → 1/√3, 1/√3, −2/√3
-  const expected = [Math.SQRT1_2, -Math.SQRT1_2, 1 / Math.sqrt(3), 1 / Math.sqrt(3), -2 / Math.sqrt(3)];
-  batch.rows.forEach((row, i) => assert.ok(Math.abs(row.advantage - expected[i]) < 1e-5, `row ${i}: ${row.advantage} vs ${expected[i]}`));
+  const expected = [
+    Math.SQRT1_2,
+    -Math.SQRT1_2,
+    1 / Math.sqrt(3),
+    1 / Math.sqrt(3),
+    -2 / Math.sqrt(3),
+  ];
+  batch.rows.forEach((row, i) =>
+    assert.ok(
+      Math.abs(row.advantage - expected[i]) < 1e-5,
+      `row ${i}: ${row.advantage} vs ${expected[i]}`,
+    ),
+  );
   // With task normalization too: exactly the batch without the faulty group.
   const normalized = prepareBatch([clean[0], faulty, clean[1]], DEFAULT_GRPO);
-  assert.deepEqual(normalized.rows.map((row) => row.advantage), prepareBatch(clean, DEFAULT_GRPO).rows.map((row) => row.advantage));
+  assert.deepEqual(
+    normalized.rows.map((row) => row.advantage),
+    prepareBatch(clean, DEFAULT_GRPO).rows.map((row) => row.advantage),
+  );
   assert.equal(prepareBatch(clean, DEFAULT_GRPO).droppedInfrastructureGroups, 0);
 });
 
 test("grpoUpdate reports the sampler/trainer mismatch: k3 KL and the ratio distribution, from hand values", async () => {
   const policy = Policy.create(presetConfig("test"), { seed: 6 });
-  const groups: TrajectoryGroup[] = [{
-    groupId: "g", task: "t", index: 0, minVersion: 0, maxVersion: 0,
-    trajectories: [1, 0].map((reward) => trajectory(policy, "t", "g", [1, 5, 9, 14, 20, 33, 2], 3, reward)),
-  }];
+  const groups: TrajectoryGroup[] = [
+    {
+      groupId: "g",
+      task: "t",
+      index: 0,
+      minVersion: 0,
+      maxVersion: 0,
+      trajectories: [1, 0].map((reward) =>
+        trajectory(policy, "t", "g", [1, 5, 9, 14, 20, 33, 2], 3, reward),
+      ),
+    },
+  ];
   const options = { ...DEFAULT_GRPO, klCoefficient: 0, policyLoss: "tis_token" };
-  const exact = await grpoUpdate(policy, policy.createOptimizer({ learningRate: 0, weightDecay: 0 }), prepareBatch(groups, options), options);
-  assert.ok(Math.abs(exact.mismatchKl) < 1e-6 && Math.abs(exact.importanceRatioMean - 1) < 1e-5, `same weights: KL ${exact.mismatchKl}, mean ratio ${exact.importanceRatioMean}`);
+  const exact = await grpoUpdate(
+    policy,
+    policy.createOptimizer({ learningRate: 0, weightDecay: 0 }),
+    prepareBatch(groups, options),
+    options,
+  );
+  assert.ok(
+    Math.abs(exact.mismatchKl) < 1e-6 && Math.abs(exact.importanceRatioMean - 1) < 1e-5,
+    `same weights: KL ${exact.mismatchKl}, mean ratio ${exact.importanceRatioMean}`,
+  );
   // The sampler saw every trained token 4 times likelier than the trainer does: ρ = 1/4, k3 = 1/4 − 1 + ln 4.
-  for (const t of groups[0].trajectories) t.logprobs.forEach((v, i) => (t.logprobs[i] = t.lossMask[i] ? v + Math.log(4) : 0));
-  const shifted = await grpoUpdate(policy, policy.createOptimizer({ learningRate: 0, weightDecay: 0 }), prepareBatch(groups, options), options);
-  assert.ok(Math.abs(shifted.mismatchKl - (0.25 - 1 + Math.log(4))) < 1e-4, `KL ${shifted.mismatchKl}`);
-  for (const key of ["importanceRatioMean", "importanceRatioMin", "importanceRatioMax"] as const) assert.ok(Math.abs(shifted[key] - 0.25) < 1e-4, `${key} ${shifted[key]}`);
-  assert.ok(Math.abs(shifted.importanceRatioShareBelow - 1) < 1e-9 && shifted.importanceRatioShareAbove === 0);
+  for (const t of groups[0].trajectories)
+    t.logprobs.forEach((v, i) => (t.logprobs[i] = t.lossMask[i] ? v + Math.log(4) : 0));
+  const shifted = await grpoUpdate(
+    policy,
+    policy.createOptimizer({ learningRate: 0, weightDecay: 0 }),
+    prepareBatch(groups, options),
+    options,
+  );
+  assert.ok(
+    Math.abs(shifted.mismatchKl - (0.25 - 1 + Math.log(4))) < 1e-4,
+    `KL ${shifted.mismatchKl}`,
+  );
+  for (const key of ["importanceRatioMean", "importanceRatioMin", "importanceRatioMax"] as const)
+    assert.ok(Math.abs(shifted[key] - 0.25) < 1e-4, `${key} ${shifted[key]}`);
+  assert.ok(
+    Math.abs(shifted.importanceRatioShareBelow - 1) < 1e-9 &&
+      shifted.importanceRatioShareAbove === 0,
+  );
   policy.dispose();
 });
 
 test("checkGrpoOptions refuses an unknown loss and an importance-corrected loss over several PPO epochs", () => {
-  assert.throws(() => checkGrpoOptions({ ...DEFAULT_GRPO, policyLoss: "tis" }), /unknown policy loss "tis"/);
-  assert.throws(() => checkGrpoOptions({ ...DEFAULT_GRPO, policyLoss: "icepop", ppoEpochs: 2 }), /needs ppoEpochs 1/);
-  assert.throws(() => checkGrpoOptions({ ...DEFAULT_GRPO, importanceRatioLow: 1.5 }), /0 ≤ low ≤ 1 ≤ high/);
+  assert.throws(
+    () => checkGrpoOptions({ ...DEFAULT_GRPO, policyLoss: "tis" }),
+    /unknown policy loss "tis"/,
+  );
+  assert.throws(
+    () => checkGrpoOptions({ ...DEFAULT_GRPO, policyLoss: "icepop", ppoEpochs: 2 }),
+    /needs ppoEpochs 1/,
+  );
+  assert.throws(
+    () => checkGrpoOptions({ ...DEFAULT_GRPO, importanceRatioLow: 1.5 }),
+    /0 ≤ low ≤ 1 ≤ high/,
+  );
   checkGrpoOptions({ ...DEFAULT_GRPO, policyLoss: "ppo_clip", ppoEpochs: 3 });
 });

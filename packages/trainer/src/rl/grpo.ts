@@ -7,7 +7,14 @@
  * of a trajectory has the trajectory's length L; the model scores positions 1 … L−1.
  */
 import * as tf from "@tensorflow/tfjs-core";
-import { accumulateGradients, addGradient, tokenLogProbs, type AdamW, type Policy, type Transformer } from "@agentrl/policy";
+import {
+  accumulateGradients,
+  addGradient,
+  tokenLogProbs,
+  type AdamW,
+  type Policy,
+  type Transformer,
+} from "@agentrl/policy";
 import { isInformative, isMasked, type TrajectoryGroup } from "@agentrl/rollout";
 import {
   advantageStatisticsByTask,
@@ -118,21 +125,34 @@ function countOnes(mask: Uint8Array): number {
  */
 export function prepareBatch(
   groups: readonly TrajectoryGroup[],
-  options: Pick<GrpoOptions, "advantageEstimator" | "taskAdvantageNormalization"> & Partial<Pick<GrpoOptions, "skipUniformGroups" | "negativeAdvantageScale">>,
+  options: Pick<GrpoOptions, "advantageEstimator" | "taskAdvantageNormalization"> &
+    Partial<Pick<GrpoOptions, "skipUniformGroups" | "negativeAdvantageScale">>,
 ): PreparedBatch {
   const estimator = getAdvantageEstimator(options.advantageEstimator);
-  const episodes: { task: string; advantage: number; generatedTokens: number; trajectory: TrajectoryGroup["trajectories"][number] }[] = [];
+  const episodes: {
+    task: string;
+    advantage: number;
+    generatedTokens: number;
+    trajectory: TrajectoryGroup["trajectories"][number];
+  }[] = [];
   const sound = groups.filter((group) => !isMasked(group));
   for (const group of options.skipUniformGroups ? sound.filter(isInformative) : sound) {
     const advantages = estimator(group.trajectories.map((t) => t.reward));
     group.trajectories.forEach((trajectory, i) => {
-      episodes.push({ task: group.task, advantage: advantages[i], generatedTokens: countOnes(trajectory.lossMask), trajectory });
+      episodes.push({
+        task: group.task,
+        advantage: advantages[i],
+        generatedTokens: countOnes(trajectory.lossMask),
+        trajectory,
+      });
     });
   }
   const negativeScale = options.negativeAdvantageScale ?? 1;
-  const advantages = (options.taskAdvantageNormalization ? normalizeAdvantagesByTask(episodes) : episodes.map((e) => e.advantage)).map(
-    (advantage) => (advantage < 0 ? advantage * negativeScale : advantage),
-  );
+  const advantages = (
+    options.taskAdvantageNormalization
+      ? normalizeAdvantagesByTask(episodes)
+      : episodes.map((e) => e.advantage)
+  ).map((advantage) => (advantage < 0 ? advantage * negativeScale : advantage));
   const rows: TrainingRow[] = episodes
     .map((e, i) => ({
       task: e.task,
@@ -144,9 +164,18 @@ export function prepareBatch(
     }))
     .filter((row) => row.tokens.length >= 2);
   const advantageStatistics = advantageStatisticsByTask(
-    episodes.map((e, i) => ({ task: e.task, advantage: advantages[i], generatedTokens: e.generatedTokens })),
+    episodes.map((e, i) => ({
+      task: e.task,
+      advantage: advantages[i],
+      generatedTokens: e.generatedTokens,
+    })),
   );
-  return { rows, tokenCount: rows.reduce((n, r) => n + countOnes(r.lossMask), 0), advantageStatistics, droppedInfrastructureGroups: groups.length - sound.length };
+  return {
+    rows,
+    tokenCount: rows.reduce((n, r) => n + countOnes(r.lossMask), 0),
+    advantageStatistics,
+    droppedInfrastructureGroups: groups.length - sound.length,
+  };
 }
 
 /**
@@ -154,7 +183,10 @@ export function prepareBatch(
  * that rows of similar length share a batch (little padding). A row longer than the budget
  * gets a micro-batch of its own.
  */
-export function planMicroBatches<Row extends { tokens: ArrayLike<number> }>(rows: readonly Row[], maxTokens: number): Row[][] {
+export function planMicroBatches<Row extends { tokens: ArrayLike<number> }>(
+  rows: readonly Row[],
+  maxTokens: number,
+): Row[][] {
   const sorted = [...rows].sort((a, b) => b.tokens.length - a.tokens.length);
   const batches: Row[][] = [];
   let current: Row[] = [];
@@ -182,7 +214,12 @@ export function withoutUntrainedTail(row: TrainingRow): TrainingRow {
   while (end > 0 && row.lossMask[end - 1] === 0) end -= 1;
   end = Math.max(end, Math.min(2, row.tokens.length)); // tokenLogProbs needs 2 tokens
   if (end === row.tokens.length) return row;
-  return { ...row, tokens: row.tokens.subarray(0, end), lossMask: row.lossMask.subarray(0, end), oldLogProbs: row.oldLogProbs.subarray(0, end) };
+  return {
+    ...row,
+    tokens: row.tokens.subarray(0, end),
+    lossMask: row.lossMask.subarray(0, end),
+    oldLogProbs: row.oldLogProbs.subarray(0, end),
+  };
 }
 
 /** Micro-batch tensors; the caller disposes them. Shapes: inputIds [B, T], the rest [B, T−1]. */
@@ -287,12 +324,34 @@ export interface GrpoDiagnostics {
 }
 
 function emptyDiagnostics(): GrpoDiagnostics {
-  return { policyLoss: 0, clipFraction: 0, kl: 0, entropy: 0, mismatchKl: 0, ratioMean: 0, ratioMin: Infinity, ratioMax: -Infinity, shareBelow: 0, shareAbove: 0 };
+  return {
+    policyLoss: 0,
+    clipFraction: 0,
+    kl: 0,
+    entropy: 0,
+    mismatchKl: 0,
+    ratioMean: 0,
+    ratioMin: Infinity,
+    ratioMax: -Infinity,
+    shareBelow: 0,
+    shareAbove: 0,
+  };
 }
 
 /** Joins the mismatch diagnostics of several threads' parts (of one epoch). */
-function combineMismatch(parts: readonly GrpoDiagnostics[]): Pick<UpdateMetrics, "mismatchKl" | "importanceRatioMean" | "importanceRatioMin" | "importanceRatioMax" | "importanceRatioShareBelow" | "importanceRatioShareAbove"> {
-  const sum = (key: "mismatchKl" | "ratioMean" | "shareBelow" | "shareAbove") => parts.reduce((total, part) => total + part[key], 0);
+function combineMismatch(
+  parts: readonly GrpoDiagnostics[],
+): Pick<
+  UpdateMetrics,
+  | "mismatchKl"
+  | "importanceRatioMean"
+  | "importanceRatioMin"
+  | "importanceRatioMax"
+  | "importanceRatioShareBelow"
+  | "importanceRatioShareAbove"
+> {
+  const sum = (key: "mismatchKl" | "ratioMean" | "shareBelow" | "shareAbove") =>
+    parts.reduce((total, part) => total + part[key], 0);
   const minimum = Math.min(...parts.map((part) => part.ratioMin));
   const maximum = Math.max(...parts.map((part) => part.ratioMax));
   return {
@@ -337,7 +396,8 @@ export class GrpoShard {
     private readonly options: GrpoOptions,
     private readonly counts: BatchCounts,
   ) {
-    if (options.klCoefficient > 0 && !reference) throw new Error("klCoefficient > 0 needs a reference model");
+    if (options.klCoefficient > 0 && !reference)
+      throw new Error("klCoefficient > 0 needs a reference model");
   }
 
   /** Summed gradients of the micro-batches `claim` hands out (plan indices; undefined when none is left). */
@@ -346,7 +406,9 @@ export class GrpoShard {
     const claimed = function* (shard: GrpoShard) {
       for (let index = claim(); index !== undefined; index = claim()) yield shard.microBatch(index);
     };
-    const { gradients, loss, microBatches } = accumulateGradients(this.model, claimed(this), (m) => this.loss(m, diagnostics));
+    const { gradients, loss, microBatches } = accumulateGradients(this.model, claimed(this), (m) =>
+      this.loss(m, diagnostics),
+    );
     return { gradients, loss, diagnostics, microBatches };
   }
 
@@ -355,7 +417,14 @@ export class GrpoShard {
     if (!m) {
       m = toTensors(this.plan[index]);
       const { reference, options } = this;
-      if (options.klCoefficient > 0) m.referenceLogProbs = tf.tidy(() => tokenLogProbs(reference!, m!.inputIds, { temperature: options.temperature, mask: m!.mask }).logProbs);
+      if (options.klCoefficient > 0)
+        m.referenceLogProbs = tf.tidy(
+          () =>
+            tokenLogProbs(reference!, m!.inputIds, {
+              temperature: options.temperature,
+              mask: m!.mask,
+            }).logProbs,
+        );
       this.tensors.set(index, m);
     }
     return m;
@@ -366,9 +435,20 @@ export class GrpoShard {
     const { options, counts } = this;
     // The LM head runs only over the loss-mask positions (the generated tokens): the rest score 0 and are masked out anyway.
     // The entropy is measured on every update (one more reduction over the logits scored here), bonus or not: `train/entropy`.
-    const scored = tokenLogProbs(this.model, m.inputIds, { temperature: options.temperature, entropy: true, mask: m.mask });
+    const scored = tokenLogProbs(this.model, m.inputIds, {
+      temperature: options.temperature,
+      entropy: true,
+      mask: m.mask,
+    });
     const out = policyObjective(
-      { logProbs: scored.logProbs, oldLogProbs: m.oldLogProbs, advantages: m.advantages, mask: m.mask, referenceLogProbs: m.referenceLogProbs, entropy: scored.entropy },
+      {
+        logProbs: scored.logProbs,
+        oldLogProbs: m.oldLogProbs,
+        advantages: m.advantages,
+        mask: m.mask,
+        referenceLogProbs: m.referenceLogProbs,
+        entropy: scored.entropy,
+      },
       options,
       counts,
     );
@@ -388,7 +468,14 @@ export class GrpoShard {
   }
 
   dispose(): void {
-    for (const m of this.tensors.values()) tf.dispose([m.inputIds, m.mask, m.oldLogProbs, m.advantages, ...(m.referenceLogProbs ? [m.referenceLogProbs] : [])]);
+    for (const m of this.tensors.values())
+      tf.dispose([
+        m.inputIds,
+        m.mask,
+        m.oldLogProbs,
+        m.advantages,
+        ...(m.referenceLogProbs ? [m.referenceLogProbs] : []),
+      ]);
     this.tensors.clear();
   }
 }
@@ -420,7 +507,11 @@ export interface GradientPeer {
  * every thread can claim about 4 micro-batches (as far as the rows allow; a row is never
  * split), so that the threads finish close together even when one of them runs slower.
  */
-export function microBatchBudget(rows: readonly { tokens: ArrayLike<number> }[], microBatchTokens: number, threads: number): number {
+export function microBatchBudget(
+  rows: readonly { tokens: ArrayLike<number> }[],
+  microBatchTokens: number,
+  threads: number,
+): number {
   if (threads <= 1) return microBatchTokens;
   const tokens = rows.reduce((n, r) => n + r.tokens.length, 0);
   return Math.min(microBatchTokens, Math.max(2, Math.ceil(tokens / (4 * threads))));
@@ -444,7 +535,10 @@ export async function grpoUpdate(
 ): Promise<UpdateMetrics> {
   checkGrpoOptions(options);
   const rows = batch.rows.map(withoutUntrainedTail);
-  const plan = planMicroBatches(rows, microBatchBudget(rows, options.microBatchTokens, 1 + peers.length));
+  const plan = planMicroBatches(
+    rows,
+    microBatchBudget(rows, options.microBatchTokens, 1 + peers.length),
+  );
   const counts: BatchCounts = { tokenCount: batch.tokenCount, sequenceCount: batch.rows.length };
   const shard = new GrpoShard(policy.model, reference, plan, options, counts);
   try {
@@ -453,13 +547,25 @@ export async function grpoUpdate(
     let peerMicroBatches = 0;
     for (let epoch = 0; epoch < options.ppoEpochs; epoch++) {
       const claims = new Int32Array(new SharedArrayBuffer(4));
-      const work: EpochWork = { policy, plan, counts, options, claims, first: epoch === 0, last: epoch === options.ppoEpochs - 1 };
+      const work: EpochWork = {
+        policy,
+        plan,
+        counts,
+        options,
+        claims,
+        first: epoch === 0,
+        last: epoch === options.ppoEpochs - 1,
+      };
       const helping = Promise.allSettled(peers.map((peer) => peer.epoch(work)));
       const own = settle(() => shard.gradients(claimFrom(claims, plan.length)));
       // Every thread has finished its share before anything is thrown or applied.
       const settled = [own, ...(await helping)];
-      const parts = settled.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
-      const failure = settled.find((result): result is PromiseRejectedResult => result.status === "rejected");
+      const parts = settled.flatMap((result) =>
+        result.status === "fulfilled" ? [result.value] : [],
+      );
+      const failure = settled.find(
+        (result): result is PromiseRejectedResult => result.status === "rejected",
+      );
       if (failure) {
         parts.forEach(disposeGradients);
         throw failure.reason;
@@ -475,7 +581,8 @@ export async function grpoUpdate(
       if (epoch === 0) mismatch = combineMismatch(parts.map((part) => part.diagnostics));
       for (const part of parts) {
         totals.loss += part.loss / options.ppoEpochs;
-        for (const key of ["policyLoss", "clipFraction", "kl", "entropy"] as const) totals[key] += part.diagnostics[key] / options.ppoEpochs;
+        for (const key of ["policyLoss", "clipFraction", "kl", "entropy"] as const)
+          totals[key] += part.diagnostics[key] / options.ppoEpochs;
       }
     }
     policy.bumpVersion();
@@ -483,7 +590,11 @@ export async function grpoUpdate(
       ...totals,
       ...mismatch,
       trainedTokens: batch.tokenCount,
-      processedTokens: plan.reduce((n, rows) => n + rows.length * Math.max(...rows.map((r) => r.tokens.length)), 0) * options.ppoEpochs,
+      processedTokens:
+        plan.reduce(
+          (n, rows) => n + rows.length * Math.max(...rows.map((r) => r.tokens.length)),
+          0,
+        ) * options.ppoEpochs,
       microBatches: plan.length,
       peerMicroBatches,
     };
@@ -493,14 +604,31 @@ export async function grpoUpdate(
 }
 
 /** Throws a RangeError for a policy loss that is not registered, or an importance-corrected loss with more than one PPO epoch (its proximal log-probs are those of the first). */
-export function checkGrpoOptions(options: Pick<GrpoOptions, "policyLoss" | "ppoEpochs" | "importanceCap" | "importanceRatioLow" | "importanceRatioHigh">): void {
-  if (!policyLossNames().includes(options.policyLoss)) throw new RangeError(`unknown policy loss "${options.policyLoss}"; known: ${policyLossNames().join(", ")}`);
+export function checkGrpoOptions(
+  options: Pick<
+    GrpoOptions,
+    "policyLoss" | "ppoEpochs" | "importanceCap" | "importanceRatioLow" | "importanceRatioHigh"
+  >,
+): void {
+  if (!policyLossNames().includes(options.policyLoss))
+    throw new RangeError(
+      `unknown policy loss "${options.policyLoss}"; known: ${policyLossNames().join(", ")}`,
+    );
   if (OFF_POLICY_CORRECTED_LOSSES.includes(options.policyLoss) && options.ppoEpochs !== 1) {
-    throw new RangeError(`policy loss ${options.policyLoss} takes the trainer's log-probs before the update as its proximal policy, so it needs ppoEpochs 1 (got ${options.ppoEpochs})`);
+    throw new RangeError(
+      `policy loss ${options.policyLoss} takes the trainer's log-probs before the update as its proximal policy, so it needs ppoEpochs 1 (got ${options.ppoEpochs})`,
+    );
   }
-  if (!(options.importanceCap > 0)) throw new RangeError(`importanceCap must be > 0, got ${options.importanceCap}`);
-  if (!(options.importanceRatioLow >= 0 && options.importanceRatioLow <= 1 && options.importanceRatioHigh >= 1)) {
-    throw new RangeError(`the importance ratio bounds must satisfy 0 ≤ low ≤ 1 ≤ high, got [${options.importanceRatioLow}, ${options.importanceRatioHigh}]`);
+  if (!(options.importanceCap > 0))
+    throw new RangeError(`importanceCap must be > 0, got ${options.importanceCap}`);
+  if (!(
+    options.importanceRatioLow >= 0 &&
+    options.importanceRatioLow <= 1 &&
+    options.importanceRatioHigh >= 1
+  )) {
+    throw new RangeError(
+      `the importance ratio bounds must satisfy 0 ≤ low ≤ 1 ≤ high, got [${options.importanceRatioLow}, ${options.importanceRatioHigh}]`,
+    );
   }
 }
 
@@ -519,6 +647,7 @@ function disposeGradients(part: ShardGradients): void {
 /** Adds the threads' gradients (disposing theirs); a variable no thread touched gets no entry. */
 function sumGradients(parts: readonly ShardGradients[]): Map<string, tf.Tensor> {
   const total = new Map<string, tf.Tensor>();
-  for (const part of parts) for (const [name, gradient] of part.gradients) addGradient(total, name, gradient);
+  for (const part of parts)
+    for (const [name, gradient] of part.gradients) addGradient(total, name, gradient);
   return total;
 }

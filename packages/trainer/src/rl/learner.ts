@@ -21,7 +21,15 @@ import {
 } from "@agentrl/policy";
 import type { TrajectoryGroup } from "@agentrl/rollout";
 import { RL_DEFAULTS, type RlSettings } from "./defaults.js";
-import { checkGrpoOptions, DEFAULT_GRPO, EMPTY_UPDATE_METRICS, grpoUpdate, prepareBatch, type GrpoOptions, type UpdateMetrics } from "./grpo.js";
+import {
+  checkGrpoOptions,
+  DEFAULT_GRPO,
+  EMPTY_UPDATE_METRICS,
+  grpoUpdate,
+  prepareBatch,
+  type GrpoOptions,
+  type UpdateMetrics,
+} from "./grpo.js";
 import { GradientThread } from "./threads/gradient-thread.js";
 import { sharedSupervisedStep, type SupervisedRow, type SupervisedStepResult } from "./sft.js";
 
@@ -71,12 +79,24 @@ export interface LearnerSettings {
 }
 
 /** The learning-rate schedule a configuration's `rl.*` section names (over its `rl.steps`). */
-export function scheduleOf(rl: Readonly<Pick<RlSettings, "learningRate" | "warmupSteps" | "schedule" | "minLearningRateRatio" | "steps">>): LearningRateSchedule {
-  return { learningRate: rl.learningRate, warmupSteps: rl.warmupSteps, schedule: rl.schedule, minLearningRateRatio: rl.minLearningRateRatio, totalSteps: rl.steps };
+export function scheduleOf(
+  rl: Readonly<
+    Pick<RlSettings, "learningRate" | "warmupSteps" | "schedule" | "minLearningRateRatio" | "steps">
+  >,
+): LearningRateSchedule {
+  return {
+    learningRate: rl.learningRate,
+    warmupSteps: rl.warmupSteps,
+    schedule: rl.schedule,
+    minLearningRateRatio: rl.minLearningRateRatio,
+    totalSteps: rl.steps,
+  };
 }
 
 /** AdamW settings a configuration's `rl.*` section names (`rl.weightDecay`, `rl.maxGradNorm`, `rl.adamEpsilon`). */
-export function optimizerOf(rl: Readonly<Pick<RlSettings, "weightDecay" | "maxGradNorm" | "adamEpsilon">>): Omit<AdamWOptions, "learningRate"> {
+export function optimizerOf(
+  rl: Readonly<Pick<RlSettings, "weightDecay" | "maxGradNorm" | "adamEpsilon">>,
+): Omit<AdamWOptions, "learningRate"> {
   return { weightDecay: rl.weightDecay, maxGradNorm: rl.maxGradNorm, epsilon: rl.adamEpsilon };
 }
 
@@ -118,12 +138,20 @@ export class Learner {
   /** Optimizer steps taken (RL and supervised). */
   step = 0;
 
-  private constructor(policy: Policy, reference: Policy | undefined, options: LearnerOptions, gradientThread: GradientThread | undefined) {
+  private constructor(
+    policy: Policy,
+    reference: Policy | undefined,
+    options: LearnerOptions,
+    gradientThread: GradientThread | undefined,
+  ) {
     this.policy = policy;
     this.reference = reference;
     this.options = options;
     this.gradientThread = gradientThread;
-    this.optimizer = policy.createOptimizer({ ...options.optimizer, learningRate: options.schedule.learningRate });
+    this.optimizer = policy.createOptimizer({
+      ...options.optimizer,
+      learningRate: options.schedule.learningRate,
+    });
   }
 
   /** Loads the model of `modelDirectory`; the reference is a frozen copy of it when the KL coefficient is > 0. */
@@ -134,10 +162,14 @@ export class Learner {
       optimizer: { ...DEFAULT_OPTIMIZER, ...options.optimizer },
       gradientThreads: options.gradientThreads ?? 1,
     };
-    if (full.gradientThreads !== 1 && full.gradientThreads !== 2) throw new RangeError(`gradientThreads must be 1 or 2, got ${full.gradientThreads}`);
+    if (full.gradientThreads !== 1 && full.gradientThreads !== 2)
+      throw new RangeError(`gradientThreads must be 1 or 2, got ${full.gradientThreads}`);
     checkGrpoOptions(full.grpo);
     // The gradient thread loads its copy while this thread loads its own.
-    const starting = full.gradientThreads === 2 ? GradientThread.start(modelDirectory, { reference: full.grpo.klCoefficient > 0 }) : undefined;
+    const starting =
+      full.gradientThreads === 2
+        ? GradientThread.start(modelDirectory, { reference: full.grpo.klCoefficient > 0 })
+        : undefined;
     starting?.catch(() => {}); // awaited below
     const policy = await Policy.load(modelDirectory, { trainable: true });
     let reference: Policy | undefined;
@@ -172,19 +204,53 @@ export class Learner {
     const batch = prepareBatch(groups, this.options.grpo);
     const dropped = batch.droppedInfrastructureGroups;
     if (batch.rows.length === 0 || batch.tokenCount === 0) {
-      return { weights: undefined, metrics: { ...EMPTY_UPDATE_METRICS, learningRate, step: this.step, droppedInfrastructureGroups: dropped, advantages: {} } };
+      return {
+        weights: undefined,
+        metrics: {
+          ...EMPTY_UPDATE_METRICS,
+          learningRate,
+          step: this.step,
+          droppedInfrastructureGroups: dropped,
+          advantages: {},
+        },
+      };
     }
     const peers = this.gradientThread ? [this.gradientThread] : [];
-    const metrics = await grpoUpdate(this.policy, this.optimizer, batch, this.options.grpo, this.reference?.model, peers);
+    const metrics = await grpoUpdate(
+      this.policy,
+      this.optimizer,
+      batch,
+      this.options.grpo,
+      this.reference?.model,
+      peers,
+    );
     this.step += 1;
-    return { weights: this.policy.exportWeights(), metrics: { ...metrics, learningRate, step: this.step, droppedInfrastructureGroups: dropped, advantages: batch.advantageStatistics } };
+    return {
+      weights: this.policy.exportWeights(),
+      metrics: {
+        ...metrics,
+        learningRate,
+        step: this.step,
+        droppedInfrastructureGroups: dropped,
+        advantages: batch.advantageStatistics,
+      },
+    };
   }
 
   /** One supervised step (warm start), its micro-batches shared with the gradient thread when there is one. */
-  async supervised(rows: readonly SupervisedRow[], microBatchTokens?: number): Promise<SupervisedStepResult> {
+  async supervised(
+    rows: readonly SupervisedRow[],
+    microBatchTokens?: number,
+  ): Promise<SupervisedStepResult> {
     this.setLearningRate();
     const peers = this.gradientThread ? [this.gradientThread] : [];
-    const result = await sharedSupervisedStep(this.policy, this.optimizer, rows, microBatchTokens ?? this.options.grpo.microBatchTokens, peers);
+    const result = await sharedSupervisedStep(
+      this.policy,
+      this.optimizer,
+      rows,
+      microBatchTokens ?? this.options.grpo.microBatchTokens,
+      peers,
+    );
     this.step += 1;
     return result;
   }
@@ -198,12 +264,27 @@ export class Learner {
       { name: `${m.name}.v`, shape: m.shape, data: m.v },
     ]);
     await writeFile(join(folder, "optimizer.safetensors"), serializeSafetensors(tensors));
-    await writeFile(join(folder, "learner.json"), JSON.stringify({ step: this.step, version: this.policy.version, optimizerStep: state.step, learningRate: state.learningRate }, null, 2));
+    await writeFile(
+      join(folder, "learner.json"),
+      JSON.stringify(
+        {
+          step: this.step,
+          version: this.policy.version,
+          optimizerStep: state.step,
+          learningRate: state.learningRate,
+        },
+        null,
+        2,
+      ),
+    );
   }
 
   /** Restores what `save` wrote (policy weights, optimizer moments, step, version). */
   async restore(folder: string): Promise<void> {
-    const restored = await Policy.load(join(folder, "policy"), { trainable: false, tokenizer: false });
+    const restored = await Policy.load(join(folder, "policy"), {
+      trainable: false,
+      tokenizer: false,
+    });
     try {
       const snapshot = restored.snapshot();
       this.policy.restore(snapshot);
@@ -211,13 +292,27 @@ export class Learner {
     } finally {
       restored.dispose();
     }
-    const learner = JSON.parse(await readFile(join(folder, "learner.json"), "utf8")) as { step: number; version: number; optimizerStep: number; learningRate: number };
-    const tensors = parseSafetensors(new Uint8Array(await readFile(join(folder, "optimizer.safetensors"))));
-    const names = new Set([...tensors.keys()].filter((k) => k.endsWith(".m")).map((k) => k.slice(0, -2)));
+    const learner = JSON.parse(await readFile(join(folder, "learner.json"), "utf8")) as {
+      step: number;
+      version: number;
+      optimizerStep: number;
+      learningRate: number;
+    };
+    const tensors = parseSafetensors(
+      new Uint8Array(await readFile(join(folder, "optimizer.safetensors"))),
+    );
+    const names = new Set(
+      [...tensors.keys()].filter((k) => k.endsWith(".m")).map((k) => k.slice(0, -2)),
+    );
     const state: OptimizerState = {
       step: learner.optimizerStep,
       learningRate: learner.learningRate,
-      moments: [...names].map((name) => ({ name, shape: tensors.get(`${name}.m`)!.shape, m: tensors.get(`${name}.m`)!.data, v: tensors.get(`${name}.v`)!.data })),
+      moments: [...names].map((name) => ({
+        name,
+        shape: tensors.get(`${name}.m`)!.shape,
+        m: tensors.get(`${name}.m`)!.data,
+        v: tensors.get(`${name}.v`)!.data,
+      })),
     };
     this.optimizer.importState(state);
     this.step = learner.step;

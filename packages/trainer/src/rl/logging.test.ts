@@ -31,9 +31,26 @@ test("JSONL metrics and the SVG plot", () => {
   const jsonl = new JsonlWriter(join(folder, "metrics.jsonl"));
   jsonl.write({ step: 1, reward: 0.1 });
   jsonl.write({ step: 2, reward: 0.2 });
-  const lines = readFileSync(jsonl.path, "utf8").trim().split("\n").map((l) => JSON.parse(l));
-  assert.deepEqual(lines.map((l) => l.reward), [0.1, 0.2]);
-  const svg = lineChartSvg([{ name: "kg <test>", points: [{ x: 0, y: 0.1 }, { x: 10, y: 0.6 }] }], { title: "success", xLabel: "step", yLabel: "success" });
+  const lines = readFileSync(jsonl.path, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l));
+  assert.deepEqual(
+    lines.map((l) => l.reward),
+    [0.1, 0.2],
+  );
+  const svg = lineChartSvg(
+    [
+      {
+        name: "kg <test>",
+        points: [
+          { x: 0, y: 0.1 },
+          { x: 10, y: 0.6 },
+        ],
+      },
+    ],
+    { title: "success", xLabel: "step", yLabel: "success" },
+  );
   assert.match(svg, /^<svg/);
   assert.match(svg, /kg &lt;test&gt;/);
   assert.equal((svg.match(/<circle/g) ?? []).length, 2);

@@ -113,7 +113,9 @@ export class TensorBoardWriter {
     const now = Date.now() / 1000;
     this.path = join(folder, `events.out.tfevents.${Math.floor(now)}.${hostname()}.${process.pid}`);
     this.fd = openSync(this.path, "a");
-    this.writeEvent(new ProtoWriter().double(1, now).int64(2, 0).string(3, "brain.Event:2").finish());
+    this.writeEvent(
+      new ProtoWriter().double(1, now).int64(2, 0).string(3, "brain.Event:2").finish(),
+    );
   }
 
   /** One event with a scalar per metric, at `step`. Non-finite values are skipped. */
@@ -123,7 +125,9 @@ export class TensorBoardWriter {
       if (!Number.isFinite(value)) continue;
       summary.bytesField(1, new ProtoWriter().string(1, tag).float(2, value).finish());
     }
-    this.writeEvent(new ProtoWriter().double(1, wallTime).int64(2, step).bytesField(5, summary.finish()).finish());
+    this.writeEvent(
+      new ProtoWriter().double(1, wallTime).int64(2, step).bytesField(5, summary.finish()).finish(),
+    );
   }
 
   private writeEvent(event: Uint8Array): void {
@@ -140,15 +144,19 @@ export class TensorBoardWriter {
 }
 
 /** Reads back the scalars of an event file (for tests and `agentrl` tools). */
-export function readTensorBoardScalars(bytes: Uint8Array): { step: number; tag: string; value: number }[] {
+export function readTensorBoardScalars(
+  bytes: Uint8Array,
+): { step: number; tag: string; value: number }[] {
   const out: { step: number; tag: string; value: number }[] = [];
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   let offset = 0;
   while (offset + 12 <= bytes.length) {
     const length = Number(view.getBigUint64(offset, true));
-    if (view.getUint32(offset + 8, true) !== maskedCrc(bytes.subarray(offset, offset + 8))) throw new Error("corrupt record length");
+    if (view.getUint32(offset + 8, true) !== maskedCrc(bytes.subarray(offset, offset + 8)))
+      throw new Error("corrupt record length");
     const data = bytes.subarray(offset + 12, offset + 12 + length);
-    if (view.getUint32(offset + 12 + length, true) !== maskedCrc(data)) throw new Error("corrupt record data");
+    if (view.getUint32(offset + 12 + length, true) !== maskedCrc(data))
+      throw new Error("corrupt record data");
     offset += 16 + length;
     let step = 0;
     for (const field of readFields(data)) {
@@ -170,7 +178,9 @@ export function readTensorBoardScalars(bytes: Uint8Array): { step: number; tag: 
   return out;
 }
 
-function* readFields(data: Uint8Array): Generator<{ number: number; varint?: bigint; bytes?: Uint8Array; fixed32?: number }> {
+function* readFields(
+  data: Uint8Array,
+): Generator<{ number: number; varint?: bigint; bytes?: Uint8Array; fixed32?: number }> {
   const view = new DataView(data.buffer, data.byteOffset, data.byteLength);
   let i = 0;
   const varint = (): bigint => {
@@ -188,9 +198,17 @@ function* readFields(data: Uint8Array): Generator<{ number: number; varint?: big
     const number = key >> 3;
     const wire = key & 7;
     if (wire === 0) yield { number, varint: varint() };
-    else if (wire === 1) { i += 8; yield { number }; }
-    else if (wire === 2) { const n = Number(varint()); yield { number, bytes: data.subarray(i, i + n) }; i += n; }
-    else if (wire === 5) { const v = view.getFloat32(i, true); i += 4; yield { number, fixed32: v }; }
-    else throw new Error(`unsupported wire type ${wire}`);
+    else if (wire === 1) {
+      i += 8;
+      yield { number };
+    } else if (wire === 2) {
+      const n = Number(varint());
+      yield { number, bytes: data.subarray(i, i + n) };
+      i += n;
+    } else if (wire === 5) {
+      const v = view.getFloat32(i, true);
+      i += 4;
+      yield { number, fixed32: v };
+    } else throw new Error(`unsupported wire type ${wire}`);
   }
 }

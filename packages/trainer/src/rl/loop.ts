@@ -46,7 +46,13 @@ import {
   encodeRolloutState,
 } from "@agentrl/rollout";
 import type { EnvironmentClient } from "@agentrl/envs";
-import { latestCheckpoint, trimMetrics, writeCheckpoint, writeFileDurably, writeJson } from "./checkpoint.js";
+import {
+  latestCheckpoint,
+  trimMetrics,
+  writeCheckpoint,
+  writeFileDurably,
+  writeJson,
+} from "./checkpoint.js";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { openLearner, type LearnerHandle } from "./threads/learner-thread.js";
@@ -213,7 +219,9 @@ export async function informativeBatch(
  * `max_tokens` defaulting to the rollout's) and probability. Throws TrainingOptionsError when
  * the probabilities do not fit in [0, 1].
  */
-function externalModel(options: TrainingRunOptions): { model: ExternalChatModel; probability: number } | undefined {
+function externalModel(
+  options: TrainingRunOptions,
+): { model: ExternalChatModel; probability: number } | undefined {
   const { staleProbability, external } = options.crossPolicy;
   if (!external) return undefined;
   const { probability, temperature: ownTemperature, maxTokens: ownMaxTokens, ...rest } = external;
@@ -222,10 +230,13 @@ function externalModel(options: TrainingRunOptions): { model: ExternalChatModel;
       `crossPolicy.external.probability (${probability}) must lie in [0, 1] and, with crossPolicy.staleProbability (${staleProbability}), sum to at most 1`,
     );
   }
-  const temperature = ownTemperature ?? options.rollout.episode.temperature ?? options.rollout.engine.temperature;
+  const temperature =
+    ownTemperature ?? options.rollout.episode.temperature ?? options.rollout.engine.temperature;
   const maxTokens = ownMaxTokens ?? options.rollout.episode.maxNewTokensPerTurn;
   // Options given as undefined must not override ExternalChatModel's own defaults.
-  const given = Object.fromEntries(Object.entries(rest).filter(([, value]) => value !== undefined)) as typeof rest;
+  const given = Object.fromEntries(
+    Object.entries(rest).filter(([, value]) => value !== undefined),
+  ) as typeof rest;
   const model = new ExternalChatModel({
     ...given,
     ...(temperature !== undefined ? { temperature } : {}),
@@ -251,7 +262,11 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   const checkpoints = join(options.runDirectory, "checkpoints");
   const resumeFrom = options.resume ? await latestCheckpoint(checkpoints) : undefined;
   const state: RunState = { step: 0, seed: options.seed, mode: options.mode, groupsTrained: 0 };
-  if (resumeFrom) Object.assign(state, JSON.parse(await readFile(join(resumeFrom.folder, "run.json"), "utf8")) as RunState);
+  if (resumeFrom)
+    Object.assign(
+      state,
+      JSON.parse(await readFile(join(resumeFrom.folder, "run.json"), "utf8")) as RunState,
+    );
 
   // The learner (trainable policy + optimizer), here or in a worker thread.
   const learner: LearnerHandle = await openLearner({
@@ -260,7 +275,8 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       ...options.learner,
       // The cosine schedule spans the run unless told otherwise.
       schedule: { totalSteps: options.steps, ...options.learner.schedule },
-      gradientThreads: options.learner.gradientThreads ?? (await defaultGradientThreads(options.mode)),
+      gradientThreads:
+        options.learner.gradientThreads ?? (await defaultGradientThreads(options.mode)),
     },
     thread: options.learnerThread ?? options.mode === "async",
   });
@@ -287,24 +303,45 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
   // Remote rollout: the servers start from the trainer's weights.
   const servers = options.rollout.servers;
   const remote = servers?.urls.length
-    ? await RemoteEngine.connect({ servers: servers.urls, apiKey: servers.apiKey, temperature: options.rollout.engine.temperature, log: options.log })
+    ? await RemoteEngine.connect({
+        servers: servers.urls,
+        apiKey: servers.apiKey,
+        temperature: options.rollout.engine.temperature,
+        log: options.log,
+      })
     : undefined;
   if (remote) await remote.updateWeights(current.exportWeights(), current.version);
 
   const jsonl = new JsonlWriter(join(options.runDirectory, "metrics.jsonl"));
   const tensorboard = new TensorBoardWriter(join(options.runDirectory, "tensorboard"));
-  const trajectoryLog = options.trajectories?.episodesPerStep ? new TrajectoryLog(options.runDirectory, tokenizer, { advantageEstimator: options.learner.grpo?.advantageEstimator, ...options.trajectories }) : undefined;
-  const buffer = new TrajectoryBuffer({ capacityGroups: options.rollout.bufferGroups ?? 2 * options.batchGroups, maxStaleness: options.rollout.maxStaleness });
+  const trajectoryLog = options.trajectories?.episodesPerStep
+    ? new TrajectoryLog(options.runDirectory, tokenizer, {
+        advantageEstimator: options.learner.grpo?.advantageEstimator,
+        ...options.trajectories,
+      })
+    : undefined;
+  const buffer = new TrajectoryBuffer({
+    capacityGroups: options.rollout.bufferGroups ?? 2 * options.batchGroups,
+    maxStaleness: options.rollout.maxStaleness,
+  });
   buffer.setPolicyVersion(current.version);
   // Which recent groups of each task were informative: kept across the per-step schedulers of sync mode.
-  const informativeHistory = new Map<string, boolean[]>(Object.entries(state.informativeHistory ?? {}));
+  const informativeHistory = new Map<string, boolean[]>(
+    Object.entries(state.informativeHistory ?? {}),
+  );
   // Async resume: the groups the checkpoint's buffer held go back first; its groups in flight are played again first.
   const rolloutFile = resumeFrom ? join(resumeFrom.folder, ROLLOUT_STATE_FILE) : undefined;
-  const restored = options.mode === "async" && rolloutFile && existsSync(rolloutFile) ? decodeRolloutState(await readFile(rolloutFile)) : undefined;
+  const restored =
+    options.mode === "async" && rolloutFile && existsSync(rolloutFile)
+      ? decodeRolloutState(await readFile(rolloutFile))
+      : undefined;
   for (const group of restored?.groups ?? []) buffer.put(group);
   const restoredIds = new Set(restored?.groups.map((group) => group.groupId));
   const replay: InFlightGroup[] = restored?.inFlight ?? [];
-  if (restored) options.log?.(`resumed at step ${state.step}: ${restored.groups.length} buffered group(s) restored (trained first), ${replay.length} in-flight group(s) played again`);
+  if (restored)
+    options.log?.(
+      `resumed at step ${state.step}: ${restored.groups.length} buffered group(s) restored (trained first), ${replay.length} in-flight group(s) played again`,
+    );
 
   const makeSampling = (step: number) => {
     const engineOptions = {
@@ -314,8 +351,12 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       // in-flight context after each one would double the rollout's compute (see TrainingRunOptions.rollout.engine)
       keepCachesOnUpdate: options.rollout.engine.keepCachesOnUpdate ?? options.mode === "async",
     };
-    const currentEngine = remote ?? createPolicyEngine(current, { ...engineOptions, seed: stepSeed(state.seed, step, 1) });
-    const staleEngine = stale ? createPolicyEngine(stale, { ...engineOptions, seed: stepSeed(state.seed, step, 2) }) : undefined;
+    const currentEngine =
+      remote ??
+      createPolicyEngine(current, { ...engineOptions, seed: stepSeed(state.seed, step, 1) });
+    const staleEngine = stale
+      ? createPolicyEngine(stale, { ...engineOptions, seed: stepSeed(state.seed, step, 2) })
+      : undefined;
     const pool = new PolicyPool<ExportedWeights>({
       current: currentEngine as never,
       stale: staleEngine as never,
@@ -351,13 +392,27 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
 
   const saveCheckpoint = async () => {
     // Taken now, in one tick, with the weights of this step: every group is either waiting, in flight, or not yet drawn.
-    const rollout = options.mode === "async" && sampling ? encodeRolloutState({ groups: buffer.waitingGroups(), inFlight: sampling.scheduler.groupsInProgress() }) : undefined;
-    await writeCheckpoint(checkpoints, state.step, async (folder) => {
-      await learner.save(folder);
-      if (rollout) await writeFileDurably(join(folder, ROLLOUT_STATE_FILE), rollout);
-      if (stale) await stale.save(join(folder, "stale"));
-      await writeJson(join(folder, "run.json"), { ...state, informativeHistory: Object.fromEntries(informativeHistory) });
-    }, { keep: options.checkpoint.keep });
+    const rollout =
+      options.mode === "async" && sampling
+        ? encodeRolloutState({
+            groups: buffer.waitingGroups(),
+            inFlight: sampling.scheduler.groupsInProgress(),
+          })
+        : undefined;
+    await writeCheckpoint(
+      checkpoints,
+      state.step,
+      async (folder) => {
+        await learner.save(folder);
+        if (rollout) await writeFileDurably(join(folder, ROLLOUT_STATE_FILE), rollout);
+        if (stale) await stale.save(join(folder, "stale"));
+        await writeJson(join(folder, "run.json"), {
+          ...state,
+          informativeHistory: Object.fromEntries(informativeHistory),
+        });
+      },
+      { keep: options.checkpoint.keep },
+    );
   };
 
   const resumedAt = state.step;
@@ -384,7 +439,14 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       } else {
         try {
           groups = await buffer.take(options.batchGroups, { signal: options.signal });
-          if ((options.dynamicSamplingGroups ?? 0) > 0) ({ batch: groups, drawn } = await informativeBatch(buffer, groups, options.batchGroups, options.dynamicSamplingGroups!, options.signal));
+          if ((options.dynamicSamplingGroups ?? 0) > 0)
+            ({ batch: groups, drawn } = await informativeBatch(
+              buffer,
+              groups,
+              options.batchGroups,
+              options.dynamicSamplingGroups!,
+              options.signal,
+            ));
         } catch (error) {
           if (options.signal?.aborted) break;
           throw error;
@@ -401,14 +463,19 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       state.step += 1;
       state.groupsTrained += groups.length;
       const weights = update.weights;
-      if (!weights) options.log?.(`step ${state.step}: no trainable tokens in the batch (${describeFailures(groups)}); weights unchanged`);
+      if (!weights)
+        options.log?.(
+          `step ${state.step}: no trainable tokens in the batch (${describeFailures(groups)}); weights unchanged`,
+        );
       const version = weights?.version ?? current.version;
       if (weights && stale && state.step % refreshEvery === 0) {
-        if (sampling?.staleEngine && options.mode === "async") await sampling.staleEngine.updateWeights(weights, version);
+        if (sampling?.staleEngine && options.mode === "async")
+          await sampling.staleEngine.updateWeights(weights, version);
         else stale.importWeights(weights);
       }
       // Async: the engine owns `current`; remote: every server gets the version, and `current` too.
-      if (weights && (options.mode === "async" || remote)) await (remote ?? sampling!.currentEngine).updateWeights(weights, version);
+      if (weights && (options.mode === "async" || remote))
+        await (remote ?? sampling!.currentEngine).updateWeights(weights, version);
       if (weights && (options.mode === "sync" || remote)) current.importWeights(weights);
       buffer.setPolicyVersion(version);
       const synced = performance.now();
@@ -417,17 +484,36 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       const { advantages, ...updateMetrics } = update.metrics;
       const metrics: Metrics = {
         ...batchMetrics(drawn ?? groups, version - 1),
-        ...(restored && state.step === resumedAt + 1 ? { "resume/restored_groups": restored.groups.length, "resume/resampled_groups": replay.length } : {}),
-        ...(restoredIds.size > 0 ? { "resume/restored_groups_trained": (drawn ?? groups).filter((group) => restoredIds.has(group.groupId)).length } : {}),
-        ...(drawn ? { "rollout/dynamic_sampling_dropped_groups": drawn.length - groups.length } : {}),
+        ...(restored && state.step === resumedAt + 1
+          ? {
+              "resume/restored_groups": restored.groups.length,
+              "resume/resampled_groups": replay.length,
+            }
+          : {}),
+        ...(restoredIds.size > 0
+          ? {
+              "resume/restored_groups_trained": (drawn ?? groups).filter((group) =>
+                restoredIds.has(group.groupId),
+              ).length,
+            }
+          : {}),
+        ...(drawn
+          ? { "rollout/dynamic_sampling_dropped_groups": drawn.length - groups.length }
+          : {}),
         ...Object.fromEntries(Object.entries(updateMetrics).map(([k, v]) => [`train/${k}`, v])),
-        ...Object.fromEntries(Object.entries(advantages).flatMap(([task, a]) => [[`advantage_mean/${task}`, a.mean], [`advantage_std/${task}`, a.std]])),
+        ...Object.fromEntries(
+          Object.entries(advantages).flatMap(([task, a]) => [
+            [`advantage_mean/${task}`, a.mean],
+            [`advantage_std/${task}`, a.std],
+          ]),
+        ),
         "time/wait": (waited - began) / 1000,
         "time/train": (trained - waited) / 1000,
         "time/sync": (synced - trained) / 1000,
         "time/step": seconds,
         ...(trajectoryLog ? { "time/trajectory_log": trajectoryLog.lastWriteSeconds } : {}),
-        "throughput/train_tokens_per_second": update.metrics.processedTokens / Math.max(1e-9, (trained - waited) / 1000),
+        "throughput/train_tokens_per_second":
+          update.metrics.processedTokens / Math.max(1e-9, (trained - waited) / 1000),
         "throughput/rollout_tokens_per_second": rolloutSnapshot?.generatedTokensPerSecond ?? 0,
         "rollout/format_errors": rolloutSnapshot?.formatErrors ?? 0,
         "buffer/dropped_stale_groups": rolloutSnapshot?.buffer?.droppedStaleGroups ?? 0,
@@ -441,7 +527,9 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
         );
       }
       if (update.metrics.droppedInfrastructureGroups > 0) {
-        options.log?.(`step ${state.step}: ${update.metrics.droppedInfrastructureGroups} group(s) dropped from the loss for infrastructure faults: ${describeFaults(drawn ?? groups)}`);
+        options.log?.(
+          `step ${state.step}: ${update.metrics.droppedInfrastructureGroups} group(s) dropped from the loss for infrastructure faults: ${describeFaults(drawn ?? groups)}`,
+        );
       }
       if (options.evaluation && state.step % options.evaluation.every === 0) {
         Object.assign(metrics, await options.evaluation.run(current, state.step));
@@ -450,9 +538,11 @@ export async function runTraining(options: TrainingRunOptions): Promise<StepReco
       jsonl.write({ step: state.step, version, time: new Date().toISOString(), ...metrics });
       tensorboard.scalars(state.step, metrics);
       options.onStep?.(record);
-      if (state.step % options.checkpoint.every === 0 || state.step === options.steps) await saveCheckpoint();
+      if (state.step % options.checkpoint.every === 0 || state.step === options.steps)
+        await saveCheckpoint();
     }
-    if (options.signal?.aborted && record && state.step % options.checkpoint.every !== 0) await saveCheckpoint();
+    if (options.signal?.aborted && record && state.step % options.checkpoint.every !== 0)
+      await saveCheckpoint();
   } finally {
     await sampling?.close();
     remote?.close();

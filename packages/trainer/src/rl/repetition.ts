@@ -27,7 +27,11 @@ export interface RepetitionOptions {
  * is [span, separator, span], its `lossMask` `weight` on the second span and 0 elsewhere.
  * Shapes: a row of a span of S tokens and a separator of P tokens has 2S + P tokens.
  */
-export function repetitionRows(source: readonly SupervisedRow[], count: number, options: RepetitionOptions): SupervisedRow[] {
+export function repetitionRows(
+  source: readonly SupervisedRow[],
+  count: number,
+  options: RepetitionOptions,
+): SupervisedRow[] {
   if (count <= 0 || source.length === 0) return [];
   const { random, separator } = options;
   const weight = Math.max(1, Math.min(255, Math.round(options.weight)));

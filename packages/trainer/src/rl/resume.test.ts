@@ -26,13 +26,32 @@ const STEPS = 6;
 
 /** Starts the run in its own process. */
 function startRun(model: string, run: string, resume: boolean) {
-  const child = spawn(process.execPath, ["--conditions=source", "--import", "tsx", RUN_SCRIPT, model, run, String(STEPS), resume ? "1" : "0"], {
-    stdio: ["ignore", "ignore", "pipe"],
-    env: { ...process.env, AGENTRL_BACKEND: "cpu" },
-  });
+  const child = spawn(
+    process.execPath,
+    [
+      "--conditions=source",
+      "--import",
+      "tsx",
+      RUN_SCRIPT,
+      model,
+      run,
+      String(STEPS),
+      resume ? "1" : "0",
+    ],
+    {
+      stdio: ["ignore", "ignore", "pipe"],
+      env: { ...process.env, AGENTRL_BACKEND: "cpu" },
+    },
+  );
   let errors = "";
-  child.stderr!.on("data", (chunk: Buffer) => { errors += chunk.toString(); });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; errors: string }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, errors })));
+  child.stderr!.on("data", (chunk: Buffer) => {
+    errors += chunk.toString();
+  });
+  const exited = new Promise<{
+    code: number | null;
+    signal: NodeJS.Signals | null;
+    errors: string;
+  }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, errors })));
   return { child, exited };
 }
 
@@ -40,13 +59,15 @@ function startRun(model: string, run: string, resume: boolean) {
 function loggedSteps(run: string): number[] {
   const path = join(run, "metrics.jsonl");
   if (!existsSync(path)) return [];
-  return readFileSync(path, "utf8").split("\n").flatMap((line) => {
-    try {
-      return [(JSON.parse(line) as { step: number }).step];
-    } catch {
-      return [];
-    }
-  });
+  return readFileSync(path, "utf8")
+    .split("\n")
+    .flatMap((line) => {
+      try {
+        return [(JSON.parse(line) as { step: number }).step];
+      } catch {
+        return [];
+      }
+    });
 }
 
 /** SHA-256 over the final checkpoint's tensors, in name order. */
@@ -63,33 +84,59 @@ async function finalWeightsHash(run: string): Promise<string> {
   return hash.digest("hex");
 }
 
-test("a sync run SIGKILLed at 3 random moments and resumed ends with the weights of an uninterrupted one", { timeout: 600_000 }, async () => {
-  const model = await makeSayModel();
-  const straight = mkdtempSync(join(tmpdir(), "agentrl-resume-straight-"));
-  const uninterrupted = await startRun(model, straight, false).exited;
-  assert.equal(uninterrupted.code, 0, uninterrupted.errors);
-  // The scheduler's per-task history goes into every checkpoint (sync mode makes a scheduler per step).
-  const saved = JSON.parse(readFileSync(join((await latestCheckpoint(join(straight, "checkpoints")))!.folder, "run.json"), "utf8")) as { informativeHistory?: Record<string, boolean[]> };
-  assert.deepEqual(Object.keys(saved.informativeHistory ?? {}).sort(), ["say", "say-again"]);
-  assert.equal(Object.values(saved.informativeHistory!).flat().length, STEPS * 2, "one entry per group trained");
+test(
+  "a sync run SIGKILLed at 3 random moments and resumed ends with the weights of an uninterrupted one",
+  { timeout: 600_000 },
+  async () => {
+    const model = await makeSayModel();
+    const straight = mkdtempSync(join(tmpdir(), "agentrl-resume-straight-"));
+    const uninterrupted = await startRun(model, straight, false).exited;
+    assert.equal(uninterrupted.code, 0, uninterrupted.errors);
+    // The scheduler's per-task history goes into every checkpoint (sync mode makes a scheduler per step).
+    const saved = JSON.parse(
+      readFileSync(
+        join((await latestCheckpoint(join(straight, "checkpoints")))!.folder, "run.json"),
+        "utf8",
+      ),
+    ) as { informativeHistory?: Record<string, boolean[]> };
+    assert.deepEqual(Object.keys(saved.informativeHistory ?? {}).sort(), ["say", "say-again"]);
+    assert.equal(
+      Object.values(saved.informativeHistory!).flat().length,
+      STEPS * 2,
+      "one entry per group trained",
+    );
 
-  const killed = mkdtempSync(join(tmpdir(), "agentrl-resume-killed-"));
-  // Kill once the run has logged at least this many steps, plus a random delay (0-1.5 s).
-  const killAfterSteps = [1, 3, 4];
-  const moments: string[] = [];
-  for (const [attempt, steps] of killAfterSteps.entries()) {
-    const run = startRun(model, killed, attempt > 0);
-    while (loggedSteps(killed).length < steps && run.child.exitCode === null) await new Promise((resolve) => setTimeout(resolve, 100));
-    const delay = Math.floor(Math.random() * 1500);
-    await new Promise((resolve) => setTimeout(resolve, delay));
-    run.child.kill("SIGKILL");
-    const result = await run.exited;
-    assert.equal(result.signal, "SIGKILL", `run ${attempt + 1} was killed, not finished (${result.errors})`);
-    moments.push(`after step ${loggedSteps(killed).at(-1)} + ${delay} ms`);
-  }
-  const last = await startRun(model, killed, true).exited;
-  assert.equal(last.code, 0, last.errors);
+    const killed = mkdtempSync(join(tmpdir(), "agentrl-resume-killed-"));
+    // Kill once the run has logged at least this many steps, plus a random delay (0-1.5 s).
+    const killAfterSteps = [1, 3, 4];
+    const moments: string[] = [];
+    for (const [attempt, steps] of killAfterSteps.entries()) {
+      const run = startRun(model, killed, attempt > 0);
+      while (loggedSteps(killed).length < steps && run.child.exitCode === null)
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      const delay = Math.floor(Math.random() * 1500);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      run.child.kill("SIGKILL");
+      const result = await run.exited;
+      assert.equal(
+        result.signal,
+        "SIGKILL",
+        `run ${attempt + 1} was killed, not finished (${result.errors})`,
+      );
+      moments.push(`after step ${loggedSteps(killed).at(-1)} + ${delay} ms`);
+    }
+    const last = await startRun(model, killed, true).exited;
+    assert.equal(last.code, 0, last.errors);
 
-  assert.equal(await finalWeightsHash(killed), await finalWeightsHash(straight), `killed ${moments.join(", ")}`);
-  assert.deepEqual(loggedSteps(killed), Array.from({ length: STEPS }, (_, position) => position + 1), "each step logged once");
-});
+    assert.equal(
+      await finalWeightsHash(killed),
+      await finalWeightsHash(straight),
+      `killed ${moments.join(", ")}`,
+    );
+    assert.deepEqual(
+      loggedSteps(killed),
+      Array.from({ length: STEPS }, (_, position) => position + 1),
+      "each step logged once",
+    );
+  },
+);

@@ -6,19 +6,39 @@ import { expertSequence, supervisedStep } from "./sft.js";
 
 await setBackend("cpu", { log: null });
 
-const tools: ToolSpec[] = [{
-  type: "function",
-  function: { name: "add", description: "Adds two numbers.", parameters: { type: "object", properties: { a: { type: "number" }, b: { type: "number" } }, required: ["a", "b"] } },
-}];
+const tools: ToolSpec[] = [
+  {
+    type: "function",
+    function: {
+      name: "add",
+      description: "Adds two numbers.",
+      parameters: {
+        type: "object",
+        properties: { a: { type: "number" }, b: { type: "number" } },
+        required: ["a", "b"],
+      },
+    },
+  },
+];
 const conversation: Message[] = [
   { role: "user", content: "What is 2 plus 3?" },
-  { role: "assistant", content: null, tool_calls: [{ id: "c1", type: "function", function: { name: "add", arguments: "{\"a\": 2, \"b\": 3}" } }] },
+  {
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      { id: "c1", type: "function", function: { name: "add", arguments: '{"a": 2, "b": 3}' } },
+    ],
+  },
   { role: "tool", tool_call_id: "c1", content: "5" },
   { role: "assistant", content: "The answer is 5." },
 ];
 
 function makeTokenizer(): Tokenizer {
-  const corpus = Array.from({ length: 50 }, (_, i) => `What is ${i} plus ${i + 1}? The answer is ${2 * i + 1}. <tool_call> {"name": "add", "arguments": {"a": ${i}}} You are Qwen, created by Alibaba Cloud. You are a helpful assistant. function tools`);
+  const corpus = Array.from(
+    { length: 50 },
+    (_, i) =>
+      `What is ${i} plus ${i + 1}? The answer is ${2 * i + 1}. <tool_call> {"name": "add", "arguments": {"a": ${i}}} You are Qwen, created by Alibaba Cloud. You are a helpful assistant. function tools`,
+  );
   const { tokenizerJson, tokenizerConfig } = trainByteLevelBpe(corpus, { vocabSize: 512 });
   return Tokenizer.fromJson(tokenizerJson, tokenizerConfig);
 }
@@ -28,19 +48,31 @@ test("an expert conversation becomes the templated sequence, with the loss on th
   const row = expertSequence(tokenizer, "calc", conversation, tools);
   assert.equal(row.tokens.length, row.lossMask.length);
   // The template ends the last turn with "<|im_end|>\n"; the trajectory ends at the marker.
-  assert.equal(tokenizer.decode(Array.from(row.tokens)) + "\n", tokenizer.applyChatTemplate(conversation, { tools }), "same text as the template of the whole conversation");
+  assert.equal(
+    tokenizer.decode(Array.from(row.tokens)) + "\n",
+    tokenizer.applyChatTemplate(conversation, { tools }),
+    "same text as the template of the whole conversation",
+  );
   const trained = tokenizer.decode(Array.from(row.tokens).filter((_, i) => row.lossMask[i] === 1));
-  assert.match(trained, /^<tool_call>\n\{"name": "add", "arguments": \{"a": 2, "b": 3\}\}\n<\/tool_call><\|im_end\|>The answer is 5\.<\|im_end\|>$/);
+  assert.match(
+    trained,
+    /^<tool_call>\n\{"name": "add", "arguments": \{"a": 2, "b": 3\}\}\n<\/tool_call><\|im_end\|>The answer is 5\.<\|im_end\|>$/,
+  );
 });
 
 test("supervised steps lower the loss on expert tokens", () => {
   const tokenizer = makeTokenizer();
-  const policy = Policy.create(presetConfig("test", { vocabSize: tokenizer.vocabSize }), { seed: 1 });
+  const policy = Policy.create(presetConfig("test", { vocabSize: tokenizer.vocabSize }), {
+    seed: 1,
+  });
   const optimizer = policy.createOptimizer({ learningRate: 1e-2 });
   const rows = [expertSequence(tokenizer, "calc", conversation, [])];
   const first = supervisedStep(policy, optimizer, rows);
   let last = first;
   for (let i = 0; i < 12; i++) last = supervisedStep(policy, optimizer, rows);
   assert.ok(last.loss < first.loss * 0.7, `${first.loss} → ${last.loss}`);
-  assert.equal(first.tokens, rows[0].lossMask.reduce((a, b) => a + b, 0));
+  assert.equal(
+    first.tokens,
+    rows[0].lossMask.reduce((a, b) => a + b, 0),
+  );
 });

@@ -17,7 +17,15 @@
  * a supervised recipe is meant to be rebuilt).
  */
 import * as tf from "@tensorflow/tfjs-core";
-import { accumulateGradients, addGradient, tokenLogProbs, type AccumulatedGradients, type AdamW, type Policy, type Transformer } from "@agentrl/policy";
+import {
+  accumulateGradients,
+  addGradient,
+  tokenLogProbs,
+  type AccumulatedGradients,
+  type AdamW,
+  type Policy,
+  type Transformer,
+} from "@agentrl/policy";
 import { externalTurnTokens, replyTokens, type ChatTokenizer } from "@agentrl/rollout";
 import type { Message, ToolSpec } from "@agentrl/envs";
 import { microBatchBudget, planMicroBatches } from "./grpo.js";
@@ -40,12 +48,23 @@ export function expertSequence(
 ): SupervisedRow {
   const firstAssistant = conversation.findIndex((m) => m.role === "assistant");
   if (firstAssistant < 0) throw new Error("the conversation has no assistant turn");
-  const tokens: number[] = tokenizer.encode(tokenizer.applyChatTemplate(conversation.slice(0, firstAssistant), { tools, addGenerationPrompt: true }));
+  const tokens: number[] = tokenizer.encode(
+    tokenizer.applyChatTemplate(conversation.slice(0, firstAssistant), {
+      tools,
+      addGenerationPrompt: true,
+    }),
+  );
   const mask: number[] = tokens.map(() => 0);
   for (let i = firstAssistant; i < conversation.length; i++) {
     const message = conversation[i];
     if (message.role !== "assistant") continue;
-    const turn = externalTurnTokens(tokenizer, conversation.slice(0, i), tools, message, endOfTurnText);
+    const turn = externalTurnTokens(
+      tokenizer,
+      conversation.slice(0, i),
+      tools,
+      message,
+      endOfTurnText,
+    );
     tokens.push(...turn);
     mask.push(...turn.map(() => 1));
     let next = i + 1;
@@ -111,7 +130,12 @@ function scoredWeight(row: SupervisedRow): number {
  * undefined when none is left): masked negative log-likelihood, each micro-batch's sum
  * divided by `total`. Tensors of a micro-batch live only while it runs.
  */
-export function supervisedGradients(model: Transformer, plan: readonly (readonly SupervisedRow[])[], total: number, claim: () => number | undefined): AccumulatedGradients {
+export function supervisedGradients(
+  model: Transformer,
+  plan: readonly (readonly SupervisedRow[])[],
+  total: number,
+  claim: () => number | undefined,
+): AccumulatedGradients {
   const claimed = function* () {
     for (let index = claim(); index !== undefined; index = claim()) {
       const batch = plan[index];
@@ -122,7 +146,10 @@ export function supervisedGradients(model: Transformer, plan: readonly (readonly
         ids.set(row.tokens, b * width);
         for (let t = 1; t < row.tokens.length; t++) mask[b * (width - 1) + t - 1] = row.lossMask[t];
       });
-      const m = { inputIds: tf.tensor2d(ids, [batch.length, width], "int32"), mask: tf.tensor2d(mask, [batch.length, width - 1]) };
+      const m = {
+        inputIds: tf.tensor2d(ids, [batch.length, width], "int32"),
+        mask: tf.tensor2d(mask, [batch.length, width - 1]),
+      };
       try {
         yield m;
       } finally {
@@ -131,14 +158,39 @@ export function supervisedGradients(model: Transformer, plan: readonly (readonly
     }
   };
   return accumulateGradients(model, claimed(), (m) =>
-    tf.tidy(() => tf.div(tf.neg(tf.sum(tf.mul(tokenLogProbs(model, m.inputIds, { mask: m.mask }).logProbs, m.mask))), Math.max(1, total)) as tf.Scalar),
+    tf.tidy(
+      () =>
+        tf.div(
+          tf.neg(
+            tf.sum(tf.mul(tokenLogProbs(model, m.inputIds, { mask: m.mask }).logProbs, m.mask)),
+          ),
+          Math.max(1, total),
+        ) as tf.Scalar,
+    ),
   );
 }
 
 /** One optimizer step of masked next-token loss over `rows`, in micro-batches of at most `microBatchTokens`, on this thread. */
-export function supervisedStep(policy: Policy, optimizer: AdamW, rows: readonly SupervisedRow[], microBatchTokens = 4096): SupervisedStepResult {
+export function supervisedStep(
+  policy: Policy,
+  optimizer: AdamW,
+  rows: readonly SupervisedRow[],
+  microBatchTokens = 4096,
+): SupervisedStepResult {
   const { plan, total } = planSupervisedStep(rows, microBatchTokens, 1);
-  return applySupervisedStep(policy, optimizer, [supervisedGradients(policy.model, plan, total, shareOf({ index: 0, threads: 1 }, plan.length))], total);
+  return applySupervisedStep(
+    policy,
+    optimizer,
+    [
+      supervisedGradients(
+        policy.model,
+        plan,
+        total,
+        shareOf({ index: 0, threads: 1 }, plan.length),
+      ),
+    ],
+    total,
+  );
 }
 
 /**
@@ -147,20 +199,40 @@ export function supervisedStep(policy: Policy, optimizer: AdamW, rows: readonly 
  * the same update as `supervisedStep` up to float summation order, and the same bits on every
  * run with the same number of peers.
  */
-export async function sharedSupervisedStep(policy: Policy, optimizer: AdamW, rows: readonly SupervisedRow[], microBatchTokens = 4096, peers: readonly SupervisedPeer[] = []): Promise<SupervisedStepResult> {
+export async function sharedSupervisedStep(
+  policy: Policy,
+  optimizer: AdamW,
+  rows: readonly SupervisedRow[],
+  microBatchTokens = 4096,
+  peers: readonly SupervisedPeer[] = [],
+): Promise<SupervisedStepResult> {
   const threads = 1 + peers.length;
   const { plan, total } = planSupervisedStep(rows, microBatchTokens, threads);
-  const helping = Promise.allSettled(peers.map((peer, k) => peer.supervised({ policy, plan, total, share: { index: k + 1, threads } })));
+  const helping = Promise.allSettled(
+    peers.map((peer, k) =>
+      peer.supervised({ policy, plan, total, share: { index: k + 1, threads } }),
+    ),
+  );
   let own: PromiseSettledResult<AccumulatedGradients>;
   try {
-    own = { status: "fulfilled", value: supervisedGradients(policy.model, plan, total, shareOf({ index: 0, threads }, plan.length)) };
+    own = {
+      status: "fulfilled",
+      value: supervisedGradients(
+        policy.model,
+        plan,
+        total,
+        shareOf({ index: 0, threads }, plan.length),
+      ),
+    };
   } catch (reason) {
     own = { status: "rejected", reason };
   }
   // Every thread has finished its share before anything is thrown or applied.
   const settled = [own, ...(await helping)];
   const parts = settled.flatMap((result) => (result.status === "fulfilled" ? [result.value] : []));
-  const failure = settled.find((result): result is PromiseRejectedResult => result.status === "rejected");
+  const failure = settled.find(
+    (result): result is PromiseRejectedResult => result.status === "rejected",
+  );
   if (failure) {
     for (const part of parts) for (const gradient of part.gradients.values()) gradient.dispose();
     throw failure.reason;
@@ -168,19 +240,37 @@ export async function sharedSupervisedStep(policy: Policy, optimizer: AdamW, row
   return applySupervisedStep(policy, optimizer, parts, total);
 }
 
-function planSupervisedStep(rows: readonly SupervisedRow[], microBatchTokens: number, threads: number): { plan: SupervisedRow[][]; total: number } {
+function planSupervisedStep(
+  rows: readonly SupervisedRow[],
+  microBatchTokens: number,
+  threads: number,
+): { plan: SupervisedRow[][]; total: number } {
   if (rows.length === 0) throw new RangeError("a supervised step needs at least one row");
-  return { plan: planMicroBatches(rows, microBatchBudget(rows, microBatchTokens, threads)), total: rows.reduce((n, r) => n + scoredWeight(r), 0) };
+  return {
+    plan: planMicroBatches(rows, microBatchBudget(rows, microBatchTokens, threads)),
+    total: rows.reduce((n, r) => n + scoredWeight(r), 0),
+  };
 }
 
 /** Sums the threads' gradients (this thread's first) and takes the one clipped AdamW step. */
-function applySupervisedStep(policy: Policy, optimizer: AdamW, parts: readonly AccumulatedGradients[], total: number): SupervisedStepResult {
+function applySupervisedStep(
+  policy: Policy,
+  optimizer: AdamW,
+  parts: readonly AccumulatedGradients[],
+  total: number,
+): SupervisedStepResult {
   const gradients = new Map<string, tf.Tensor>();
-  for (const part of parts) for (const [name, gradient] of part.gradients) addGradient(gradients, name, gradient);
+  for (const part of parts)
+    for (const [name, gradient] of part.gradients) addGradient(gradients, name, gradient);
   try {
     const { gradNorm } = optimizer.applyGradients(gradients);
     policy.bumpVersion();
-    return { loss: parts.reduce((n, part) => n + part.loss, 0), gradNorm, tokens: total, peerMicroBatches: parts.slice(1).reduce((n, part) => n + part.microBatches, 0) };
+    return {
+      loss: parts.reduce((n, part) => n + part.loss, 0),
+      gradNorm,
+      tokens: total,
+      peerMicroBatches: parts.slice(1).reduce((n, part) => n + part.microBatches, 0),
+    };
   } finally {
     for (const gradient of gradients.values()) gradient.dispose();
   }

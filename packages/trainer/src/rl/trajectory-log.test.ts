@@ -14,7 +14,13 @@ const tokenizer: ChatTokenizer = {
 };
 
 /** prompt "P:" | generated turn | environment reply, with versions 3 on the generation. */
-function trajectory(task: string, groupId: string, member: number, reward: number, generation: string): Trajectory {
+function trajectory(
+  task: string,
+  groupId: string,
+  member: number,
+  reward: number,
+  generation: string,
+): Trajectory {
   const prompt = "P:";
   const reply = "<obs>";
   const text = prompt + generation + reply;
@@ -29,16 +35,49 @@ function trajectory(task: string, groupId: string, member: number, reward: numbe
     logprobs[i] = -0.5;
   }
   return {
-    task, index: 0, groupId, member, tokens: Int32Array.from(tokenizer.encode(text)), lossMask: mask, logprobs, versions,
-    policyIds: new Int8Array(n), reward, environmentReward: reward, status: "completed", endCause: "verdict", masked: false,
-    turns: [{ promptLength: 2, generated: g, environment: [g[1], n], policy: "current", minVersion: 3, maxVersion: 3, finishReason: "stop", templateFallback: false }],
-    minVersion: 3, maxVersion: 3, metrics: {}, weight: 1,
+    task,
+    index: 0,
+    groupId,
+    member,
+    tokens: Int32Array.from(tokenizer.encode(text)),
+    lossMask: mask,
+    logprobs,
+    versions,
+    policyIds: new Int8Array(n),
+    reward,
+    environmentReward: reward,
+    status: "completed",
+    endCause: "verdict",
+    masked: false,
+    turns: [
+      {
+        promptLength: 2,
+        generated: g,
+        environment: [g[1], n],
+        policy: "current",
+        minVersion: 3,
+        maxVersion: 3,
+        finishReason: "stop",
+        templateFallback: false,
+      },
+    ],
+    minVersion: 3,
+    maxVersion: 3,
+    metrics: {},
+    weight: 1,
   };
 }
 
 function group(task: string, id: string, rewards: number[]): TrajectoryGroup {
   const call = '<tool_call>\n{"name": "say", "arguments": {"word": "<b>x</b>"}}\n</tool_call>';
-  return { groupId: id, task, index: 0, minVersion: 3, maxVersion: 3, trajectories: rewards.map((r, i) => trajectory(task, id, i, r, i === 0 ? call : "hi")) };
+  return {
+    groupId: id,
+    task,
+    index: 0,
+    minVersion: 3,
+    maxVersion: 3,
+    trajectories: rewards.map((r, i) => trajectory(task, id, i, r, i === 0 ? call : "hi")),
+  };
 }
 
 test("recordStep samples whole groups and records turns, tool calls, per-token versions and both advantages", () => {
@@ -55,7 +94,11 @@ test("recordStep samples whole groups and records turns, tool calls, per-token v
   assert.equal(second.turns[0].tokens.map(([text]) => text).join(""), "hi");
   assert.deepEqual(second.turns[0].tokens[0], ["h", 3, -0.5]);
   assert.ok(first.advantage > 0 && second.advantage < 0, "the group advantage follows the reward");
-  assert.notEqual(first.taskAdvantage, first.advantage, "task normalization over the whole batch changes it");
+  assert.notEqual(
+    first.taskAdvantage,
+    first.advantage,
+    "task normalization over the whole batch changes it",
+  );
 });
 
 test("TrajectoryLog appends one line per step and rotates past its size bound", () => {
@@ -63,10 +106,22 @@ test("TrajectoryLog appends one line per step and rotates past its size bound", 
   const log = new TrajectoryLog(run, tokenizer, { episodesPerStep: 2, maxFileBytes: 1 });
   log.write(1, [group("a", "g1", [1, 0])]);
   log.write(2, [group("a", "g2", [0, 1])]);
-  const current = readFileSync(join(run, "trajectories.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as TrajectoryStepRecord);
-  const rotated = readFileSync(join(run, "trajectories.1.jsonl"), "utf8").trim().split("\n").map((l) => JSON.parse(l) as TrajectoryStepRecord);
-  assert.deepEqual(current.map((r) => r.step), [2]);
-  assert.deepEqual(rotated.map((r) => r.step), [1]);
+  const current = readFileSync(join(run, "trajectories.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as TrajectoryStepRecord);
+  const rotated = readFileSync(join(run, "trajectories.1.jsonl"), "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as TrajectoryStepRecord);
+  assert.deepEqual(
+    current.map((r) => r.step),
+    [2],
+  );
+  assert.deepEqual(
+    rotated.map((r) => r.step),
+    [1],
+  );
   const off = mkdtempSync(join(tmpdir(), "agentrl-trajlog-"));
   new TrajectoryLog(off, tokenizer, { episodesPerStep: 0 }).write(1, [group("a", "g1", [1, 0])]);
   assert.equal(existsSync(join(off, "trajectories.jsonl")), false);

@@ -11,7 +11,12 @@
  */
 import { appendFileSync, existsSync, mkdirSync, renameSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { parseToolCalls, type ChatTokenizer, type Trajectory, type TrajectoryGroup } from "@agentrl/rollout";
+import {
+  parseToolCalls,
+  type ChatTokenizer,
+  type Trajectory,
+  type TrajectoryGroup,
+} from "@agentrl/rollout";
 import { getAdvantageEstimator, normalizeAdvantagesByTask } from "./algorithms.js";
 
 export interface TrajectoryLogOptions {
@@ -75,33 +80,68 @@ export interface TrajectoryStepRecord {
 const generatedTokens = (trajectory: Trajectory) => trajectory.lossMask.reduce((n, m) => n + m, 0);
 
 /** The step's record: the first groups of the batch up to `episodesPerStep` episodes. */
-export function recordStep(step: number, groups: readonly TrajectoryGroup[], tokenizer: ChatTokenizer, options: TrajectoryLogOptions): TrajectoryStepRecord {
+export function recordStep(
+  step: number,
+  groups: readonly TrajectoryGroup[],
+  tokenizer: ChatTokenizer,
+  options: TrajectoryLogOptions,
+): TrajectoryStepRecord {
   const estimator = getAdvantageEstimator(options.advantageEstimator ?? "grpo");
   // Advantages over the whole batch, as the learner computes them (without skipping uniform groups).
   const all = groups.flatMap((group) => {
     const advantages = estimator(group.trajectories.map((t) => t.reward));
-    return group.trajectories.map((trajectory, i) => ({ task: group.task, advantage: advantages[i], generatedTokens: generatedTokens(trajectory), trajectory }));
+    return group.trajectories.map((trajectory, i) => ({
+      task: group.task,
+      advantage: advantages[i],
+      generatedTokens: generatedTokens(trajectory),
+      trajectory,
+    }));
   });
   const normalized = normalizeAdvantagesByTask(all);
   const episodes: RecordedEpisode[] = [];
   let offset = 0;
   for (const group of groups) {
-    if (episodes.length > 0 && episodes.length + group.trajectories.length > options.episodesPerStep) break;
+    if (
+      episodes.length > 0 &&
+      episodes.length + group.trajectories.length > options.episodesPerStep
+    )
+      break;
     group.trajectories.forEach((trajectory, i) => {
-      episodes.push(recordEpisode(trajectory, all[offset + i].advantage, normalized[offset + i], tokenizer));
+      episodes.push(
+        recordEpisode(trajectory, all[offset + i].advantage, normalized[offset + i], tokenizer),
+      );
     });
     offset += group.trajectories.length;
   }
-  return { step, time: new Date().toISOString(), batchGroups: groups.length, batchEpisodes: all.length, episodes };
+  return {
+    step,
+    time: new Date().toISOString(),
+    batchGroups: groups.length,
+    batchEpisodes: all.length,
+    episodes,
+  };
 }
 
-function recordEpisode(t: Trajectory, advantage: number, taskAdvantage: number, tokenizer: ChatTokenizer): RecordedEpisode {
-  const text = (start: number, end: number) => (end > start ? tokenizer.decode(Array.from(t.tokens.subarray(start, end))) : "");
+function recordEpisode(
+  t: Trajectory,
+  advantage: number,
+  taskAdvantage: number,
+  tokenizer: ChatTokenizer,
+): RecordedEpisode {
+  const text = (start: number, end: number) =>
+    end > start ? tokenizer.decode(Array.from(t.tokens.subarray(start, end))) : "";
   const turns = t.turns.map((turn): RecordedTurn => {
     const [start, end] = turn.generated;
     const tokens: RecordedToken[] = [];
-    for (let i = start; i < end; i++) tokens.push([tokenizer.decode([t.tokens[i]]), t.versions[i], Math.round(t.logprobs[i] * 1000) / 1000]);
-    const generation = tokenizer.decode(Array.from(t.tokens.subarray(start, end)), { skipSpecialTokens: true });
+    for (let i = start; i < end; i++)
+      tokens.push([
+        tokenizer.decode([t.tokens[i]]),
+        t.versions[i],
+        Math.round(t.logprobs[i] * 1000) / 1000,
+      ]);
+    const generation = tokenizer.decode(Array.from(t.tokens.subarray(start, end)), {
+      skipSpecialTokens: true,
+    });
     const parsed = parseToolCalls(generation);
     return {
       policy: turn.policy,
@@ -111,7 +151,10 @@ function recordEpisode(t: Trajectory, advantage: number, taskAdvantage: number, 
       ...(turn.formatError ? { formatError: turn.formatError } : {}),
       tokens,
       content: typeof parsed.message.content === "string" ? parsed.message.content : "",
-      toolCalls: (parsed.message.tool_calls ?? []).map((call) => ({ name: call.function.name, arguments: parseArguments(call.function.arguments) })),
+      toolCalls: (parsed.message.tool_calls ?? []).map((call) => ({
+        name: call.function.name,
+        arguments: parseArguments(call.function.arguments),
+      })),
       observation: text(turn.environment[0], turn.environment[1]),
     };
   });
@@ -148,7 +191,11 @@ export class TrajectoryLog {
   /** Seconds the last `write` took (sampling, decoding, serialising, appending). */
   lastWriteSeconds = 0;
 
-  constructor(runDirectory: string, private readonly tokenizer: ChatTokenizer, private readonly options: TrajectoryLogOptions) {
+  constructor(
+    runDirectory: string,
+    private readonly tokenizer: ChatTokenizer,
+    private readonly options: TrajectoryLogOptions,
+  ) {
     mkdirSync(runDirectory, { recursive: true });
     this.path = join(runDirectory, TRAJECTORY_FILE);
     this.rotated = join(runDirectory, ROTATED_TRAJECTORY_FILE);
@@ -159,8 +206,12 @@ export class TrajectoryLog {
   write(step: number, groups: readonly TrajectoryGroup[]): void {
     if (this.options.episodesPerStep <= 0 || groups.length === 0) return;
     const began = performance.now();
-    if (existsSync(this.path) && statSync(this.path).size >= this.maxFileBytes) renameSync(this.path, this.rotated);
-    appendFileSync(this.path, `${JSON.stringify(recordStep(step, groups, this.tokenizer, this.options))}\n`);
+    if (existsSync(this.path) && statSync(this.path).size >= this.maxFileBytes)
+      renameSync(this.path, this.rotated);
+    appendFileSync(
+      this.path,
+      `${JSON.stringify(recordStep(step, groups, this.tokenizer, this.options))}\n`,
+    );
     this.lastWriteSeconds = (performance.now() - began) / 1000;
   }
 }

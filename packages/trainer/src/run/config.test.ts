@@ -10,7 +10,16 @@ import { CROSS_POLICY_DEFAULTS, RL_DEFAULTS, WARM_START_DEFAULTS } from "../rl/d
 import { DEFAULT_GRPO, grpoOptionsOf } from "../rl/grpo.js";
 import { resolveWarmStartOptions, WARM_START_RECIPES } from "./warmstart/index.js";
 import { DEFAULT_OPTIMIZER, DEFAULT_SCHEDULE } from "../rl/learner.js";
-import { ConfigError, configToYaml, defaultConfig, formatKey, loadConfig, parseOverride, setPath, validateConfig } from "./config.js";
+import {
+  ConfigError,
+  configToYaml,
+  defaultConfig,
+  formatKey,
+  loadConfig,
+  parseOverride,
+  setPath,
+  validateConfig,
+} from "./config.js";
 
 function writeConfig(text: string): string {
   const file = join(mkdtempSync(join(tmpdir(), "agentrl-config-")), "run.yaml");
@@ -21,9 +30,20 @@ function writeConfig(text: string): string {
 describe("configuration", () => {
   test("the defaults are the embedded default run: five families, async GRPO with task normalization and cross-policy sampling", () => {
     const config = defaultConfig();
-    assert.deepEqual(config.tasks.map((t) => t.name), ["alfworld", "db", "kg", "os", "webshop"]);
-    assert.deepEqual(Object.fromEntries(config.tasks.map((t) => [t.name, t.difficulty])), { alfworld: 0, db: [0, 1, 2], kg: 0, os: 0, webshop: 0 }, "DB on all its levels (all 60 test samples)");
-    assert.deepEqual(Object.fromEntries(config.tasks.map((t) => [t.name, t.weight])), { alfworld: 1, db: 1, kg: 1.5, os: 2.5, webshop: 1 }, "OS and KG get more groups (docs/warmstart.md)");
+    assert.deepEqual(
+      config.tasks.map((t) => t.name),
+      ["alfworld", "db", "kg", "os", "webshop"],
+    );
+    assert.deepEqual(
+      Object.fromEntries(config.tasks.map((t) => [t.name, t.difficulty])),
+      { alfworld: 0, db: [0, 1, 2], kg: 0, os: 0, webshop: 0 },
+      "DB on all its levels (all 60 test samples)",
+    );
+    assert.deepEqual(
+      Object.fromEntries(config.tasks.map((t) => [t.name, t.weight])),
+      { alfworld: 1, db: 1, kg: 1.5, os: 2.5, webshop: 1 },
+      "OS and KG get more groups (docs/warmstart.md)",
+    );
     assert.equal(config.rl.mode, "async");
     assert.equal(config.rl.taskAdvantageNormalization, true);
     assert.ok(config.crossPolicy.staleProbability > 0);
@@ -33,30 +53,85 @@ describe("configuration", () => {
 
   test("the library's defaults are the schema's: a script calling runTraining / Learner / PolicyPool gets the algorithm `agentrl train` runs", () => {
     const { rl, crossPolicy } = defaultConfig();
-    for (const [key, value] of Object.entries(DEFAULT_GRPO)) assert.deepEqual(value, rl[key as keyof typeof rl], `DEFAULT_GRPO.${key} = rl.${key}`);
-    assert.deepEqual(DEFAULT_SCHEDULE, { learningRate: rl.learningRate, warmupSteps: rl.warmupSteps, schedule: rl.schedule, minLearningRateRatio: rl.minLearningRateRatio, totalSteps: rl.steps });
-    assert.deepEqual(DEFAULT_OPTIMIZER, { weightDecay: rl.weightDecay, maxGradNorm: rl.maxGradNorm, epsilon: rl.adamEpsilon });
+    for (const [key, value] of Object.entries(DEFAULT_GRPO))
+      assert.deepEqual(value, rl[key as keyof typeof rl], `DEFAULT_GRPO.${key} = rl.${key}`);
+    assert.deepEqual(DEFAULT_SCHEDULE, {
+      learningRate: rl.learningRate,
+      warmupSteps: rl.warmupSteps,
+      schedule: rl.schedule,
+      minLearningRateRatio: rl.minLearningRateRatio,
+      totalSteps: rl.steps,
+    });
+    assert.deepEqual(DEFAULT_OPTIMIZER, {
+      weightDecay: rl.weightDecay,
+      maxGradNorm: rl.maxGradNorm,
+      epsilon: rl.adamEpsilon,
+    });
     assert.equal(rl.microBatchTokens, 1024);
     assert.equal(rl.learningRate, 2e-4);
     const engine = { updateWeights: async () => {} };
-    assert.equal(new PolicyPool({ current: engine as unknown as ConstructorParameters<typeof PolicyPool>[0]["current"] }).refreshEvery, crossPolicy.refreshEvery, "the rollout's stale-copy refresh");
+    assert.equal(
+      new PolicyPool({
+        current: engine as unknown as ConstructorParameters<typeof PolicyPool>[0]["current"],
+      }).refreshEvery,
+      crossPolicy.refreshEvery,
+      "the rollout's stale-copy refresh",
+    );
   });
 
   test("every default is written once (rl/defaults.ts): the schema, the library and the warm start read the same constants", () => {
     const config = defaultConfig();
     assert.deepEqual({ ...config.rl }, { ...RL_DEFAULTS }, "rl.* of the schema = RL_DEFAULTS");
-    assert.deepEqual(Object.keys(config.rl).sort(), Object.keys(RL_DEFAULTS).sort(), "every rl.* key has its constant");
-    assert.deepEqual({ staleProbability: config.crossPolicy.staleProbability, refreshEvery: config.crossPolicy.refreshEvery }, { ...CROSS_POLICY_DEFAULTS });
-    assert.deepEqual(grpoOptionsOf(config.rl), DEFAULT_GRPO, "the explicit rl → GRPO mapping of the schema's defaults is the library's");
+    assert.deepEqual(
+      Object.keys(config.rl).sort(),
+      Object.keys(RL_DEFAULTS).sort(),
+      "every rl.* key has its constant",
+    );
+    assert.deepEqual(
+      {
+        staleProbability: config.crossPolicy.staleProbability,
+        refreshEvery: config.crossPolicy.refreshEvery,
+      },
+      { ...CROSS_POLICY_DEFAULTS },
+    );
+    assert.deepEqual(
+      grpoOptionsOf(config.rl),
+      DEFAULT_GRPO,
+      "the explicit rl → GRPO mapping of the schema's defaults is the library's",
+    );
     // The warm start: the schema's section, runWarmStart's own defaults and the constants agree.
-    assert.deepEqual({ steps: config.warmStart.steps, learningRate: config.warmStart.learningRate, batchEpisodes: config.warmStart.batchEpisodes }, { ...WARM_START_DEFAULTS });
+    assert.deepEqual(
+      {
+        steps: config.warmStart.steps,
+        learningRate: config.warmStart.learningRate,
+        batchEpisodes: config.warmStart.batchEpisodes,
+      },
+      { ...WARM_START_DEFAULTS },
+    );
     const library = resolveWarmStartOptions({ out: "/tmp/x" });
-    assert.deepEqual({ steps: library.steps, learningRate: library.learningRate, batchEpisodes: library.batchSize, scheduleSteps: library.scheduleSteps }, { ...WARM_START_DEFAULTS, scheduleSteps: WARM_START_DEFAULTS.steps });
+    assert.deepEqual(
+      {
+        steps: library.steps,
+        learningRate: library.learningRate,
+        batchEpisodes: library.batchSize,
+        scheduleSteps: library.scheduleSteps,
+      },
+      { ...WARM_START_DEFAULTS, scheduleSteps: WARM_START_DEFAULTS.steps },
+    );
     // A recipe records how a checkpoint was made: its length and learning rate are its own, stated, never an unstated default.
     for (const [name, recipe] of Object.entries(WARM_START_RECIPES)) {
-      assert.ok(recipe.steps !== undefined && recipe.learningRate !== undefined && recipe.batchSize !== undefined, `recipe ${name} states steps, learningRate and batchSize`);
+      assert.ok(
+        recipe.steps !== undefined &&
+          recipe.learningRate !== undefined &&
+          recipe.batchSize !== undefined,
+        `recipe ${name} states steps, learningRate and batchSize`,
+      );
       const resolved = resolveWarmStartOptions({ ...recipe, out: "/tmp/x" });
-      assert.equal(resolved.weightDecay, library.weightDecay, `recipe ${name}: what it leaves out is the library's default`);
+      assert.equal(
+        resolved.weightDecay,
+        library.weightDecay,
+        `recipe ${name}: what it leaves out is the library's default`,
+      );
     }
   });
 
@@ -64,12 +139,20 @@ describe("configuration", () => {
     registerPolicyLoss("ppo_clip_copy", ppoClipTokenLoss);
     const config = await loadConfig({ set: ["rl.policyLoss=ppo_clip_copy"] });
     assert.equal(grpoOptionsOf(config.rl).policyLoss, "ppo_clip_copy");
-    await assert.rejects(loadConfig({ set: ["rl.policyLoss=nope"] }), /unknown policy loss "nope"; registered: ppo_clip, .*ppo_clip_copy/);
-    await assert.rejects(loadConfig({ set: ["rl.advantageEstimator=nope"] }), /unknown advantage estimator "nope"; registered: grpo, grpo_no_std/);
+    await assert.rejects(
+      loadConfig({ set: ["rl.policyLoss=nope"] }),
+      /unknown policy loss "nope"; registered: ppo_clip, .*ppo_clip_copy/,
+    );
+    await assert.rejects(
+      loadConfig({ set: ["rl.advantageEstimator=nope"] }),
+      /unknown advantage estimator "nope"; registered: grpo, grpo_no_std/,
+    );
   });
 
   test("a YAML file fills in the rest from the defaults; the resolved YAML reads back to the same config", async () => {
-    const file = writeConfig("rl:\n  steps: 7\n  mode: sync\ntasks:\n  - name: kg\n    weight: 2\n    difficulty: [0, 1]\n");
+    const file = writeConfig(
+      "rl:\n  steps: 7\n  mode: sync\ntasks:\n  - name: kg\n    weight: 2\n    difficulty: [0, 1]\n",
+    );
     const config = await loadConfig({ file });
     assert.equal(config.rl.steps, 7);
     assert.equal(config.rl.mode, "sync");
@@ -80,11 +163,21 @@ describe("configuration", () => {
 
   test("--set overrides are typed: numbers, booleans, lists, strings, list items", async () => {
     const config = await loadConfig({
-      set: ["rl.steps=3", "rl.taskAdvantageNormalization=false", "tasks=[{name: kg}, {name: webshop}]", "tasks.1.difficulty=[1,2]", "run.directory=runs/x", "rl.maxStaleness=infinite"],
+      set: [
+        "rl.steps=3",
+        "rl.taskAdvantageNormalization=false",
+        "tasks=[{name: kg}, {name: webshop}]",
+        "tasks.1.difficulty=[1,2]",
+        "run.directory=runs/x",
+        "rl.maxStaleness=infinite",
+      ],
     });
     assert.equal(config.rl.steps, 3);
     assert.equal(config.rl.taskAdvantageNormalization, false);
-    assert.deepEqual(config.tasks.map((t) => t.name), ["kg", "webshop"]);
+    assert.deepEqual(
+      config.tasks.map((t) => t.name),
+      ["kg", "webshop"],
+    );
     assert.deepEqual(config.tasks[1].difficulty, [1, 2]);
     assert.equal(config.run.directory, "runs/x");
     assert.equal(config.rl.maxStaleness, "infinite");
@@ -112,9 +205,15 @@ describe("configuration", () => {
   });
 
   test("an error in a --set value says so", async () => {
-    await assert.rejects(loadConfig({ set: ["rl.mode=fast"] }), /rl\.mode: .*\(from --set rl\.mode=fast\)/);
+    await assert.rejects(
+      loadConfig({ set: ["rl.mode=fast"] }),
+      /rl\.mode: .*\(from --set rl\.mode=fast\)/,
+    );
     assert.throws(() => parseOverride("rl.steps"), ConfigError);
-    await assert.rejects(loadConfig({ set: ["rl.gradientThreads=3"] }), /rl\.gradientThreads: .*\(from --set rl\.gradientThreads=3\)/);
+    await assert.rejects(
+      loadConfig({ set: ["rl.gradientThreads=3"] }),
+      /rl\.gradientThreads: .*\(from --set rl\.gradientThreads=3\)/,
+    );
     assert.equal((await loadConfig({ set: ["rl.gradientThreads=1"] })).rl.gradientThreads, 1);
     assert.equal((await loadConfig({})).rl.gradientThreads, "auto");
   });

@@ -15,7 +15,13 @@
  * docs/warmstart.md).
  */
 import { QWEN25_CHAT_TEMPLATE, renderChatTemplate } from "@agentrl/policy";
-import { createTaskFamily, loadDbSamples, loadOsSamples, playEpisodes, type CurriculumTaskFamily } from "@agentrl/envs";
+import {
+  createTaskFamily,
+  loadDbSamples,
+  loadOsSamples,
+  playEpisodes,
+  type CurriculumTaskFamily,
+} from "@agentrl/envs";
 
 /** Extra corpus sources (functions returning documents), appended by `defaultTokenizerCorpus()`. */
 export const TASK_TEXT_SOURCES: (() => string[])[] = [];
@@ -62,7 +68,7 @@ const BASH_COMMANDS = [
   "cat /proc/cpuinfo | grep 'model name' | head -n 1",
   "awk -F: '$3 >= 1000 {print $1}' /etc/passwd",
   "du -sh /home/* 2>/dev/null | sort -h | tail -n 3",
-  "for f in *.txt; do echo \"$f: $(wc -w < \"$f\")\"; done",
+  'for f in *.txt; do echo "$f: $(wc -w < "$f")"; done',
   "ps aux --sort=-%mem | head -n 5",
   "echo $((1024 * 1024)) && date +%Y-%m-%d",
   "tar -czf backup.tar.gz /opt/app && ls -l backup.tar.gz",
@@ -109,7 +115,7 @@ const TOOL_CALLS: [string, Record<string, unknown>][] = [
 const OBSERVATIONS = [
   "17",
   "total 3456789",
-  "LISTEN 0 128 0.0.0.0:8080 0.0.0.0:* users:((\"node\",pid=2317,fd=19))",
+  'LISTEN 0 128 0.0.0.0:8080 0.0.0.0:* users:(("node",pid=2317,fd=19))',
   "[('Alice',), ('Bob',), ('Carol',)]",
   "[(1234567.89,)]",
   "Query OK, 1 row affected (0.01 sec)",
@@ -139,13 +145,176 @@ const ENGLISH = [
   "Numbers such as 3, 14, 159, 2653, 58979 and 3.14159 appear in many tasks.",
 ];
 
-const HOUSEHOLD_OBJECTS = ["apple", "bowl", "bread", "butterknife", "cellphone", "creditcard", "cup", "dishsponge", "egg", "fork", "kettle", "keychain", "knife", "ladle", "lettuce", "mug", "newspaper", "pan", "pen", "pencil", "peppershaker", "plate", "pot", "potato", "remotecontrol", "saltshaker", "soapbar", "spatula", "spoon", "spraybottle", "tomato", "towel", "vase", "watch", "winebottle", "book", "box", "candle", "cd", "cloth", "laptop", "pillow", "statue", "tissuebox", "toiletpaper"];
-const RECEPTACLES = ["cabinet", "countertop", "drawer", "fridge", "garbagecan", "microwave", "shelf", "sinkbasin", "stoveburner", "toaster", "coffeemachine", "diningtable", "sidetable", "desk", "dresser", "bed", "sofa", "armchair", "safe", "bathtubbasin", "toilet", "handtowelholder", "towelholder", "coffeetable", "tvstand"];
-const ACTIONS = ["go to", "open", "close", "take", "put", "clean", "heat", "cool", "use", "examine", "inventory", "look"];
-const PRODUCT_WORDS = ["organic", "gluten free", "sugar free", "vegan", "long lasting", "waterproof", "wireless", "stainless steel", "cotton", "leather", "memory foam", "rechargeable", "non-slip", "lightweight", "portable", "high resolution", "noise cancelling", "men's", "women's", "x-large", "small", "medium", "pack of 6", "size 9", "black", "white", "navy blue", "dark brown", "rose gold"];
-const PRODUCTS = ["running shoes", "yoga mat", "face moisturizer", "hair extension", "bluetooth headphones", "phone case", "coffee maker", "green tea", "protein bars", "t-shirt", "hiking boots", "desk lamp", "throw pillow", "shampoo", "wall art", "gaming mouse", "water bottle", "backpack", "sunglasses", "dog food"];
-const RELATIONS = ["people.person.place_of_birth", "people.person.nationality", "people.person.children", "film.film.directed_by", "film.film.starring", "film.actor.film", "music.artist.album", "location.location.containedby", "location.country.capital", "organization.organization.founders", "sports.sports_team.championships", "book.author.works_written", "award.award_winner.awards_won", "education.educational_institution.students_graduates", "government.politician.party"];
-const PATHS = ["/etc/passwd", "/etc/hosts", "/var/log/syslog", "/home/user/notes.txt", "/usr/local/bin", "/tmp/data.csv", "/opt/app/config.yaml", "/root/.bashrc", "/proc/meminfo", "/srv/www/index.html"];
+const HOUSEHOLD_OBJECTS = [
+  "apple",
+  "bowl",
+  "bread",
+  "butterknife",
+  "cellphone",
+  "creditcard",
+  "cup",
+  "dishsponge",
+  "egg",
+  "fork",
+  "kettle",
+  "keychain",
+  "knife",
+  "ladle",
+  "lettuce",
+  "mug",
+  "newspaper",
+  "pan",
+  "pen",
+  "pencil",
+  "peppershaker",
+  "plate",
+  "pot",
+  "potato",
+  "remotecontrol",
+  "saltshaker",
+  "soapbar",
+  "spatula",
+  "spoon",
+  "spraybottle",
+  "tomato",
+  "towel",
+  "vase",
+  "watch",
+  "winebottle",
+  "book",
+  "box",
+  "candle",
+  "cd",
+  "cloth",
+  "laptop",
+  "pillow",
+  "statue",
+  "tissuebox",
+  "toiletpaper",
+];
+const RECEPTACLES = [
+  "cabinet",
+  "countertop",
+  "drawer",
+  "fridge",
+  "garbagecan",
+  "microwave",
+  "shelf",
+  "sinkbasin",
+  "stoveburner",
+  "toaster",
+  "coffeemachine",
+  "diningtable",
+  "sidetable",
+  "desk",
+  "dresser",
+  "bed",
+  "sofa",
+  "armchair",
+  "safe",
+  "bathtubbasin",
+  "toilet",
+  "handtowelholder",
+  "towelholder",
+  "coffeetable",
+  "tvstand",
+];
+const ACTIONS = [
+  "go to",
+  "open",
+  "close",
+  "take",
+  "put",
+  "clean",
+  "heat",
+  "cool",
+  "use",
+  "examine",
+  "inventory",
+  "look",
+];
+const PRODUCT_WORDS = [
+  "organic",
+  "gluten free",
+  "sugar free",
+  "vegan",
+  "long lasting",
+  "waterproof",
+  "wireless",
+  "stainless steel",
+  "cotton",
+  "leather",
+  "memory foam",
+  "rechargeable",
+  "non-slip",
+  "lightweight",
+  "portable",
+  "high resolution",
+  "noise cancelling",
+  "men's",
+  "women's",
+  "x-large",
+  "small",
+  "medium",
+  "pack of 6",
+  "size 9",
+  "black",
+  "white",
+  "navy blue",
+  "dark brown",
+  "rose gold",
+];
+const PRODUCTS = [
+  "running shoes",
+  "yoga mat",
+  "face moisturizer",
+  "hair extension",
+  "bluetooth headphones",
+  "phone case",
+  "coffee maker",
+  "green tea",
+  "protein bars",
+  "t-shirt",
+  "hiking boots",
+  "desk lamp",
+  "throw pillow",
+  "shampoo",
+  "wall art",
+  "gaming mouse",
+  "water bottle",
+  "backpack",
+  "sunglasses",
+  "dog food",
+];
+const RELATIONS = [
+  "people.person.place_of_birth",
+  "people.person.nationality",
+  "people.person.children",
+  "film.film.directed_by",
+  "film.film.starring",
+  "film.actor.film",
+  "music.artist.album",
+  "location.location.containedby",
+  "location.country.capital",
+  "organization.organization.founders",
+  "sports.sports_team.championships",
+  "book.author.works_written",
+  "award.award_winner.awards_won",
+  "education.educational_institution.students_graduates",
+  "government.politician.party",
+];
+const PATHS = [
+  "/etc/passwd",
+  "/etc/hosts",
+  "/var/log/syslog",
+  "/home/user/notes.txt",
+  "/usr/local/bin",
+  "/tmp/data.csv",
+  "/opt/app/config.yaml",
+  "/root/.bashrc",
+  "/proc/meminfo",
+  "/srv/www/index.html",
+];
 
 /** Generated task-like lines: household commands, product searches, KG relations, shell paths, numbers. */
 function generatedTaskLines(pick: <T>(items: readonly T[]) => T): string[] {
@@ -154,19 +323,37 @@ function generatedTaskLines(pick: <T>(items: readonly T[]) => T): string[] {
     const object = pick(HOUSEHOLD_OBJECTS);
     const receptacle = pick(RECEPTACLES);
     const n = 1 + (i % 4);
-    lines.push(`${pick(ACTIONS)} ${object} ${n} ${i % 2 ? "from" : "in/on"} ${receptacle} ${1 + (i % 3)}. On the ${receptacle} ${n}, you see a ${pick(HOUSEHOLD_OBJECTS)} ${n}, and a ${object} ${1 + (i % 5)}.`);
-    lines.push(`i am looking for ${pick(PRODUCT_WORDS)} ${pick(PRODUCT_WORDS)} ${pick(PRODUCTS)}, and price lower than ${(10 + (i * 7) % 90).toFixed(2)} dollars. [B0${(100000 + i * 7919).toString(36).toUpperCase()}] $${(5 + (i * 13) % 95).toFixed(2)}`);
-    lines.push(`get_neighbors(#${i % 5}, ${pick(RELATIONS)}) -> #${(i % 5) + 1}; get_relations returned [${pick(RELATIONS)}, ${pick(RELATIONS)}]`);
-    lines.push(`cat ${pick(PATHS)} | grep -c "${pick(HOUSEHOLD_OBJECTS)}" ; echo $? ; wc -l ${pick(PATHS)} # ${i * 37 % 1000} lines, ${i * 4096} bytes`);
+    lines.push(
+      `${pick(ACTIONS)} ${object} ${n} ${i % 2 ? "from" : "in/on"} ${receptacle} ${1 + (i % 3)}. On the ${receptacle} ${n}, you see a ${pick(HOUSEHOLD_OBJECTS)} ${n}, and a ${object} ${1 + (i % 5)}.`,
+    );
+    lines.push(
+      `i am looking for ${pick(PRODUCT_WORDS)} ${pick(PRODUCT_WORDS)} ${pick(PRODUCTS)}, and price lower than ${(10 + ((i * 7) % 90)).toFixed(2)} dollars. [B0${(100000 + i * 7919).toString(36).toUpperCase()}] $${(5 + ((i * 13) % 95)).toFixed(2)}`,
+    );
+    lines.push(
+      `get_neighbors(#${i % 5}, ${pick(RELATIONS)}) -> #${(i % 5) + 1}; get_relations returned [${pick(RELATIONS)}, ${pick(RELATIONS)}]`,
+    );
+    lines.push(
+      `cat ${pick(PATHS)} | grep -c "${pick(HOUSEHOLD_OBJECTS)}" ; echo $? ; wc -l ${pick(PATHS)} # ${(i * 37) % 1000} lines, ${i * 4096} bytes`,
+    );
   }
   return lines;
 }
 
-function chat(system: string, user: string, calls: [string, Record<string, unknown>][], observations: string[], final: string): string {
+function chat(
+  system: string,
+  user: string,
+  calls: [string, Record<string, unknown>][],
+  observations: string[],
+  final: string,
+): string {
   const parts = [`<|im_start|>system\n${system}<|im_end|>`, `<|im_start|>user\n${user}<|im_end|>`];
   calls.forEach(([name, args], i) => {
-    parts.push(`<|im_start|>assistant\n<tool_call>\n${JSON.stringify({ name, arguments: args })}\n</tool_call><|im_end|>`);
-    parts.push(`<|im_start|>user\n<tool_response>\n${observations[i % observations.length]}\n</tool_response><|im_end|>`);
+    parts.push(
+      `<|im_start|>assistant\n<tool_call>\n${JSON.stringify({ name, arguments: args })}\n</tool_call><|im_end|>`,
+    );
+    parts.push(
+      `<|im_start|>user\n<tool_response>\n${observations[i % observations.length]}\n</tool_response><|im_end|>`,
+    );
   });
   parts.push(`<|im_start|>assistant\n${final}<|im_end|>`);
   return parts.join("\n");
@@ -183,10 +370,20 @@ export function defaultTokenizerCorpus(): string[] {
   for (let i = 0; i < 160; i++) {
     const calls = Array.from({ length: 1 + (i % 4) }, () => pick(TOOL_CALLS));
     const observations = calls.map(() => pick(OBSERVATIONS));
-    documents.push(chat(pick(SYSTEM_PROMPTS), pick(USER_TASKS), calls, observations, pick(ENGLISH)));
+    documents.push(
+      chat(pick(SYSTEM_PROMPTS), pick(USER_TASKS), calls, observations, pick(ENGLISH)),
+    );
   }
-  for (const command of BASH_COMMANDS) documents.push(`<tool_call>\n${JSON.stringify({ name: "bash_action", arguments: { script: command } })}\n</tool_call>`, command);
-  for (const query of SQL_QUERIES) documents.push(`<tool_call>\n${JSON.stringify({ name: "execute_sql", arguments: { query } })}\n</tool_call>`, query);
+  for (const command of BASH_COMMANDS)
+    documents.push(
+      `<tool_call>\n${JSON.stringify({ name: "bash_action", arguments: { script: command } })}\n</tool_call>`,
+      command,
+    );
+  for (const query of SQL_QUERIES)
+    documents.push(
+      `<tool_call>\n${JSON.stringify({ name: "execute_sql", arguments: { query } })}\n</tool_call>`,
+      query,
+    );
   for (let i = 0; i < 120; i++) {
     const a = (i * 37) % 1000;
     const b = (i * 91 + 7) % 100;
@@ -237,7 +434,11 @@ export async function gatherTaskText(options: TaskTextOptions = {}): Promise<str
         const indices = family.indicesAt("train", difficulty).slice(0, perDifficulty);
         const episodes = await playEpisodes(family, indices, (index) => family.expert(index));
         for (const episode of episodes) {
-          documents.push(renderChatTemplate(options.chatTemplate ?? QWEN25_CHAT_TEMPLATE, episode.messages, { tools: episode.tools }));
+          documents.push(
+            renderChatTemplate(options.chatTemplate ?? QWEN25_CHAT_TEMPLATE, episode.messages, {
+              tools: episode.tools,
+            }),
+          );
         }
       }
     } finally {
@@ -253,21 +454,30 @@ export async function gatherTaskText(options: TaskTextOptions = {}): Promise<str
  * names, columns and SQL, from the AgentBench training files as envs reads them
  * (`loadOsSamples`, `loadDbSamples`; no Docker). Empty when the data is not there.
  */
-export function agentBenchProblemTexts(dataDir: string | undefined, log: (line: string) => void = () => {}): string[] {
+export function agentBenchProblemTexts(
+  dataDir: string | undefined,
+  log: (line: string) => void = () => {},
+): string[] {
   const documents: string[] = [];
   try {
     for (const sample of loadOsSamples(dataDir, false).filter((s) => s.split === "train")) {
       const code = sample.example?.code;
-      documents.push(`Now, I will start a new problem in a new OS. My problem is:\n\n${sample.description}${code ? `\n<tool_call>\n${JSON.stringify({ name: "bash_action", arguments: { script: code } })}\n</tool_call>` : ""}`);
+      documents.push(
+        `Now, I will start a new problem in a new OS. My problem is:\n\n${sample.description}${code ? `\n<tool_call>\n${JSON.stringify({ name: "bash_action", arguments: { script: code } })}\n</tool_call>` : ""}`,
+      );
     }
   } catch (error) {
     log(`corpus: OS text skipped (${(error as Error).message.split(". ")[0]})`);
   }
   try {
-    for (const sample of loadDbSamples(dataDir).filter((s) => s.split === "train").slice(0, 1500)) {
+    for (const sample of loadDbSamples(dataDir)
+      .filter((s) => s.split === "train")
+      .slice(0, 1500)) {
       const table = sample.tables.length === 1 ? sample.tables[0] : undefined;
       const columns = table?.table_info.columns.map((column) => column.name).join(", ") ?? "";
-      documents.push(`${sample.description}\nThe name of this table is ${table?.table_name ?? ""}, and the headers of this table are ${columns}.${sample.sql ? `\n<tool_call>\n${JSON.stringify({ name: "execute_sql", arguments: { query: sample.sql } })}\n</tool_call>` : ""}`);
+      documents.push(
+        `${sample.description}\nThe name of this table is ${table?.table_name ?? ""}, and the headers of this table are ${columns}.${sample.sql ? `\n<tool_call>\n${JSON.stringify({ name: "execute_sql", arguments: { query: sample.sql } })}\n</tool_call>` : ""}`,
+      );
     }
   } catch (error) {
     log(`corpus: DB text skipped (${(error as Error).message.split(". ")[0]})`);

@@ -8,7 +8,8 @@ import { evaluate, fromOutputNote, successesFromOutput } from "./evaluate.js";
 import { makeSayModel, sayFamily } from "../rl/fixtures/say-run.js";
 
 /** The fields successesFromOutput reads. */
-const episode = (reward: number, metrics: Record<string, number>) => ({ status: "completed", environmentReward: reward, metrics }) as unknown as Trajectory;
+const episode = (reward: number, metrics: Record<string, number>) =>
+  ({ status: "completed", environmentReward: reward, metrics }) as unknown as Trajectory;
 
 test("successesFromOutput: successes whose answer a command printed; undefined when the family does not say", () => {
   const episodes = [
@@ -19,8 +20,31 @@ test("successesFromOutput: successes whose answer a command printed; undefined w
   ];
   assert.equal(successesFromOutput(episodes), 1);
   assert.equal(successesFromOutput([episode(1, {}), episode(0, { score: 0 })]), undefined);
-  assert.equal(fromOutputNote({ task: "os", instances: 200, episodes: 200, success: 0.255, passAtK: 0.255, meanReward: 0.255, meanTurns: 3, successesFromOutput: 14 }), "14 of 51 successes answered a line a command printed");
-  assert.equal(fromOutputNote({ task: "kg", instances: 200, episodes: 200, success: 0.8, passAtK: 0.8, meanReward: 0.8, meanTurns: 3 }), undefined);
+  assert.equal(
+    fromOutputNote({
+      task: "os",
+      instances: 200,
+      episodes: 200,
+      success: 0.255,
+      passAtK: 0.255,
+      meanReward: 0.255,
+      meanTurns: 3,
+      successesFromOutput: 14,
+    }),
+    "14 of 51 successes answered a line a command printed",
+  );
+  assert.equal(
+    fromOutputNote({
+      task: "kg",
+      instances: 200,
+      episodes: 200,
+      success: 0.8,
+      passAtK: 0.8,
+      meanReward: 0.8,
+      meanTurns: 3,
+    }),
+    undefined,
+  );
 });
 
 test("evaluate: the tasks take turns in the queue (k-th instance of each, then the next), so that no family fills it alone", async () => {
@@ -28,15 +52,39 @@ test("evaluate: the tasks take turns in the queue (k-th instance of each, then t
   const model = await makeSayModel();
   const policy = await Policy.load(model, { trainable: false });
   try {
-    const short: TaskFamily = { ...sayFamily, name: "short", indices: (split) => (split === "train" ? [0] : [6]) };
-    const inner = new InProcessEnvironmentClient([sayFamily, { ...sayFamily, name: "echo" }, short]);
+    const short: TaskFamily = {
+      ...sayFamily,
+      name: "short",
+      indices: (split) => (split === "train" ? [0] : [6]),
+    };
+    const inner = new InProcessEnvironmentClient([
+      sayFamily,
+      { ...sayFamily, name: "echo" },
+      short,
+    ]);
     const started: string[] = [];
     const client: EnvironmentClient = Object.assign(Object.create(inner) as EnvironmentClient, {
-      startSample: (task: string, index: number) => (started.push(`${task} ${index}`), inner.startSample(task, index)),
+      startSample: (task: string, index: number) => (
+        started.push(`${task} ${index}`),
+        inner.startSample(task, index)
+      ),
     });
-    const results = await evaluate({ client, policy, tasks: ["say", "echo", "short"], concurrency: 1, episode: { maxTurns: 1, maxNewTokensPerTurn: 4 } });
+    const results = await evaluate({
+      client,
+      policy,
+      tasks: ["say", "echo", "short"],
+      concurrency: 1,
+      episode: { maxTurns: 1, maxNewTokensPerTurn: 4 },
+    });
     assert.deepEqual(started, ["say 6", "echo 6", "short 6", "say 7", "echo 7"]);
-    assert.deepEqual(Object.values(results).map((r) => [r.task, r.instances]), [["say", 2], ["echo", 2], ["short", 1]]);
+    assert.deepEqual(
+      Object.values(results).map((r) => [r.task, r.instances]),
+      [
+        ["say", 2],
+        ["echo", 2],
+        ["short", 1],
+      ],
+    );
   } finally {
     policy.dispose();
     await rm(model, { recursive: true, force: true });

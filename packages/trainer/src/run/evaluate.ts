@@ -4,7 +4,15 @@
  */
 import PQueue from "p-queue";
 import type { Policy } from "@agentrl/policy";
-import { PolicyPool, createPolicyEnginePool, defaultDecodeThreads, runEpisode, type ChatTokenizer, type EpisodeOptions, type Trajectory } from "@agentrl/rollout";
+import {
+  PolicyPool,
+  createPolicyEnginePool,
+  defaultDecodeThreads,
+  runEpisode,
+  type ChatTokenizer,
+  type EpisodeOptions,
+  type Trajectory,
+} from "@agentrl/rollout";
 import type { EnvironmentClient, Split } from "@agentrl/envs";
 import { isSuccess } from "../rl/success.js";
 
@@ -88,16 +96,25 @@ export { isSuccess };
 export function faultedTasks(results: Record<string, TaskEvaluation>): string[] {
   return Object.values(results)
     .filter((r) => (r.infrastructureFaults ?? 0) > 0)
-    .map((r) => `${r.task}: ${r.infrastructureFaults} of ${r.episodes}${r.infrastructureFaultError ? ` (e.g. "${r.infrastructureFaultError.slice(0, 160)}")` : ""}`);
+    .map(
+      (r) =>
+        `${r.task}: ${r.infrastructureFaults} of ${r.episodes}${r.infrastructureFaultError ? ` (e.g. "${r.infrastructureFaultError.slice(0, 160)}")` : ""}`,
+    );
 }
 
-export async function evaluate(options: EvaluationOptions): Promise<Record<string, TaskEvaluation>> {
+export async function evaluate(
+  options: EvaluationOptions,
+): Promise<Record<string, TaskEvaluation>> {
   const tokenizer: ChatTokenizer | undefined = options.policy.tokenizer;
   if (!tokenizer) throw new Error("the policy has no tokenizer");
   const samples = Math.max(1, options.samples ?? 1);
   const engine = await createPolicyEnginePool(
     options.policy,
-    { temperature: options.temperature ?? 0, seed: options.seed ?? 0, maxBatchSize: options.concurrency ?? 32 },
+    {
+      temperature: options.temperature ?? 0,
+      seed: options.seed ?? 0,
+      maxBatchSize: options.concurrency ?? 32,
+    },
     options.decodeThreads ?? defaultDecodeThreads(),
   );
   const pool = new PolicyPool({ current: engine, seed: options.seed ?? 0 });
@@ -107,7 +124,10 @@ export async function evaluate(options: EvaluationOptions): Promise<Record<strin
   for (const task of options.tasks) {
     let indices = await options.client.getIndices(task, options.split ?? "test");
     if (options.limit !== undefined) indices = indices.slice(0, options.limit);
-    results.set(task, indices.map(() => []));
+    results.set(
+      task,
+      indices.map(() => []),
+    );
     instances.set(task, indices);
   }
   // The tasks take turns in the queue (each one's k-th instance, then the (k+1)-th), so that
@@ -118,7 +138,8 @@ export async function evaluate(options: EvaluationOptions): Promise<Record<strin
   for (let slot = 0; slot < longest; slot++) {
     for (const [task, indices] of instances) {
       if (slot >= indices.length) continue;
-      for (let sample = 0; sample < samples; sample++) jobs.push({ task, index: indices[slot], sample, slot });
+      for (let sample = 0; sample < samples; sample++)
+        jobs.push({ task, index: indices[slot], sample, slot });
     }
   }
   let done = 0;
@@ -128,7 +149,12 @@ export async function evaluate(options: EvaluationOptions): Promise<Record<strin
         queue.add(async () => {
           const trajectory = await runEpisode(
             { client: options.client, tokenizer, pool },
-            { task: job.task, index: job.index, groupId: `eval-${job.task}-${job.index}`, member: job.sample },
+            {
+              task: job.task,
+              index: job.index,
+              groupId: `eval-${job.task}-${job.index}`,
+              member: job.sample,
+            },
             { ...options.episode, temperature: options.temperature ?? 0 },
             options.signal,
           );
@@ -149,11 +175,15 @@ export async function evaluate(options: EvaluationOptions): Promise<Record<strin
       instances: perInstance.length,
       episodes: all.length,
       success: all.length ? all.filter(isSuccess).length / all.length : 0,
-      passAtK: perInstance.length ? perInstance.filter((list) => list.some(isSuccess)).length / perInstance.length : 0,
+      passAtK: perInstance.length
+        ? perInstance.filter((list) => list.some(isSuccess)).length / perInstance.length
+        : 0,
       meanReward: all.length ? all.reduce((a, t) => a + t.environmentReward, 0) / all.length : 0,
       meanTurns: all.length ? all.reduce((a, t) => a + t.turns.length, 0) / all.length : 0,
       infrastructureFaults: all.filter((t) => t.endCause === "infrastructure").length,
-      infrastructureFaultError: all.find((t) => t.endCause === "infrastructure" && t.error)?.error?.slice(0, 300),
+      infrastructureFaultError: all
+        .find((t) => t.endCause === "infrastructure" && t.error)
+        ?.error?.slice(0, 300),
     };
     const fromOutput = successesFromOutput(all);
     if (fromOutput !== undefined) out[task].successesFromOutput = fromOutput;

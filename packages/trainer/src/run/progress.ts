@@ -24,7 +24,12 @@ export interface ProgressHints {
  * Makes the reporter of a phase: `phase` its name (`RL`, `eval warm`), `total` its units,
  * `unit` what a unit is (`step`, `episode`). May return undefined (nothing shown).
  */
-export type ProgressFactory = (phase: string, total: number, unit: string, hints?: ProgressHints) => PhaseReporter | undefined;
+export type ProgressFactory = (
+  phase: string,
+  total: number,
+  unit: string,
+  hints?: ProgressHints,
+) => PhaseReporter | undefined;
 
 /** Formats values per task as `kg 0.50 os 0.25`. */
 export function formatPerTask(values: Record<string, number>, digits = 2): string {

@@ -18,11 +18,26 @@ test("openTasks: a mixed run, KG in-process and ALFWorld through a controller (i
   const opened = await openTasks(config, (line) => lines.push(line));
   try {
     const kg = await createTaskFamily("kg", { seed: 0 });
-    assert.deepEqual(opened.tasks.map((task) => task.name), ["kg", "alfworld"]);
-    assert.deepEqual(opened.indices.get("alfworld"), { train: [0, 1].flatMap((d) => served.indicesAt("train", d)), test: [0, 1].flatMap((d) => served.indicesAt("test", d)) });
-    assert.deepEqual(opened.indices.get("kg"), { train: kg.indicesAt("train", 0), test: kg.indicesAt("test", 0) });
-    assert.ok(lines.some((line) => line.includes(`alfworld: through the controller ${url}`)), lines.join("\n"));
-    for (const [name, family] of [["kg", kg], ["alfworld", served]] as const) {
+    assert.deepEqual(
+      opened.tasks.map((task) => task.name),
+      ["kg", "alfworld"],
+    );
+    assert.deepEqual(opened.indices.get("alfworld"), {
+      train: [0, 1].flatMap((d) => served.indicesAt("train", d)),
+      test: [0, 1].flatMap((d) => served.indicesAt("test", d)),
+    });
+    assert.deepEqual(opened.indices.get("kg"), {
+      train: kg.indicesAt("train", 0),
+      test: kg.indicesAt("test", 0),
+    });
+    assert.ok(
+      lines.some((line) => line.includes(`alfworld: through the controller ${url}`)),
+      lines.join("\n"),
+    );
+    for (const [name, family] of [
+      ["kg", kg],
+      ["alfworld", served],
+    ] as const) {
       const index = opened.indices.get(name)!.train[0];
       const { sessionId, messages, tools } = await opened.client.startSample(name, index);
       const expert = family.expert(index);
@@ -44,10 +59,19 @@ test("openTasks: a mixed run, KG in-process and ALFWorld through a controller (i
     delete process.env.AGENTRL_TOKEN;
   }
   // A controller that never serves the task: a ConfigError after the wait, naming the task and the controller.
-  const missing = TrainConfigSchema.parse({ tasks: [{ name: "webshop", controller: url }], environments: { waitSeconds: 1 } });
+  const missing = TrainConfigSchema.parse({
+    tasks: [{ name: "webshop", controller: url }],
+    environments: { waitSeconds: 1 },
+  });
   process.env.AGENTRL_TOKEN = controller.token;
   try {
-    await assert.rejects(openTasks(missing, () => {}), (error: Error) => error instanceof ConfigError && /task "webshop" on the controller/.test(error.message) && /unknown task/.test(error.message));
+    await assert.rejects(
+      openTasks(missing, () => {}),
+      (error: Error) =>
+        error instanceof ConfigError &&
+        /task "webshop" on the controller/.test(error.message) &&
+        /unknown task/.test(error.message),
+    );
   } finally {
     delete process.env.AGENTRL_TOKEN;
     await controller.close();

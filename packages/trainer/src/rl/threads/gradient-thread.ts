@@ -19,7 +19,15 @@ import type { Worker } from "node:worker_threads";
 import * as tf from "@tensorflow/tfjs-core";
 import type { NamedWeight, Transformer } from "@agentrl/policy";
 import type { AccumulatedGradients } from "@agentrl/policy";
-import type { BatchCounts, EpochWork, GradientPeer, GrpoDiagnostics, GrpoOptions, ShardGradients, TrainingRow } from "../grpo.js";
+import type {
+  BatchCounts,
+  EpochWork,
+  GradientPeer,
+  GrpoDiagnostics,
+  GrpoOptions,
+  ShardGradients,
+  TrainingRow,
+} from "../grpo.js";
 import type { SupervisedPeer, SupervisedRow, SupervisedWork, ThreadShare } from "../sft.js";
 import { WorkerChannel, startWorker } from "./worker.js";
 
@@ -66,17 +74,25 @@ export interface GradientSupervisedResult {
   microBatches: number;
 }
 
-export type GradientMessage = GradientEpochMessage | GradientSupervisedMessage | { kind: "memory"; id: number };
+export type GradientMessage =
+  GradientEpochMessage | GradientSupervisedMessage | { kind: "memory"; id: number };
 
 /** The values of the model's trainable variables as flat buffers of their own (safe to transfer). */
 export function trainableValues(model: Transformer): NamedWeight[] {
-  return [...model.trainableVariableMap()].map(([name, variable]) => ({ name, shape: variable.shape.slice(), data: ownCopy(variable.dataSync() as Float32Array) }));
+  return [...model.trainableVariableMap()].map(([name, variable]) => ({
+    name,
+    shape: variable.shape.slice(),
+    data: ownCopy(variable.dataSync() as Float32Array),
+  }));
 }
 
 /** Assigns `trainableValues` of an identical model to this model's trainable variables. */
 export function assignTrainable(model: Transformer, values: readonly NamedWeight[]): void {
   const variables = model.trainableVariableMap();
-  if (values.length !== variables.size) throw new GradientThreadError(`${values.length} weights for ${variables.size} trainable variables`);
+  if (values.length !== variables.size)
+    throw new GradientThreadError(
+      `${values.length} weights for ${variables.size} trainable variables`,
+    );
   for (const { name, shape, data } of values) {
     const variable = variables.get(name);
     if (!variable) throw new GradientThreadError(`weights for unknown variable ${name}`);
@@ -96,7 +112,11 @@ function ownCopy(data: Float32Array): Float32Array {
 export function flattenGradients(gradients: Map<string, tf.Tensor>): NamedWeight[] {
   const out: NamedWeight[] = [];
   for (const [name, gradient] of gradients) {
-    out.push({ name, shape: gradient.shape.slice(), data: ownCopy(gradient.dataSync() as Float32Array) });
+    out.push({
+      name,
+      shape: gradient.shape.slice(),
+      data: ownCopy(gradient.dataSync() as Float32Array),
+    });
     gradient.dispose();
   }
   return out;
@@ -107,12 +127,23 @@ export class GradientThread implements GradientPeer, SupervisedPeer {
   private readonly channel: WorkerChannel;
 
   private constructor(worker: Worker) {
-    this.channel = new WorkerChannel(worker, "the gradient thread", (message) => new GradientThreadError(message));
+    this.channel = new WorkerChannel(
+      worker,
+      "the gradient thread",
+      (message) => new GradientThreadError(message),
+    );
   }
 
   /** Starts a gradient thread on the model of `modelDirectory` (with a frozen reference copy when `reference` is true). */
-  static async start(modelDirectory: string, options: { reference: boolean }): Promise<GradientThread> {
-    const worker = await startWorker("gradient-worker", { modelDirectory, reference: options.reference }, (message) => new GradientThreadError(`the gradient thread ${message}`));
+  static async start(
+    modelDirectory: string,
+    options: { reference: boolean },
+  ): Promise<GradientThread> {
+    const worker = await startWorker(
+      "gradient-worker",
+      { modelDirectory, reference: options.reference },
+      (message) => new GradientThreadError(`the gradient thread ${message}`),
+    );
     return new GradientThread(worker);
   }
 
@@ -129,9 +160,19 @@ export class GradientThread implements GradientPeer, SupervisedPeer {
       first: work.first,
       last: work.last,
     };
-    const result = await this.channel.call<GradientEpochResult>(message, tensors.map((t) => t.data.buffer as ArrayBuffer));
-    const gradients = new Map(result.gradients.map((g) => [g.name, tf.tensor(g.data, g.shape, "float32")]));
-    return { gradients, loss: result.loss, diagnostics: result.diagnostics, microBatches: result.microBatches };
+    const result = await this.channel.call<GradientEpochResult>(
+      message,
+      tensors.map((t) => t.data.buffer as ArrayBuffer),
+    );
+    const gradients = new Map(
+      result.gradients.map((g) => [g.name, tf.tensor(g.data, g.shape, "float32")]),
+    );
+    return {
+      gradients,
+      loss: result.loss,
+      diagnostics: result.diagnostics,
+      microBatches: result.microBatches,
+    };
   }
 
   async supervised(work: SupervisedWork): Promise<AccumulatedGradients> {
@@ -139,12 +180,27 @@ export class GradientThread implements GradientPeer, SupervisedPeer {
     const message: Omit<GradientSupervisedMessage, "id"> = {
       kind: "supervised",
       weights: { version: work.policy.version, tensors },
-      plan: work.plan.map((rows) => rows.map((row) => ({ task: row.task, tokens: row.tokens.slice(), lossMask: row.lossMask.slice() }))),
+      plan: work.plan.map((rows) =>
+        rows.map((row) => ({
+          task: row.task,
+          tokens: row.tokens.slice(),
+          lossMask: row.lossMask.slice(),
+        })),
+      ),
       total: work.total,
       share: work.share,
     };
-    const result = await this.channel.call<GradientSupervisedResult>(message, tensors.map((t) => t.data.buffer as ArrayBuffer));
-    return { gradients: new Map(result.gradients.map((g) => [g.name, tf.tensor(g.data, g.shape, "float32")])), loss: result.loss, microBatches: result.microBatches };
+    const result = await this.channel.call<GradientSupervisedResult>(
+      message,
+      tensors.map((t) => t.data.buffer as ArrayBuffer),
+    );
+    return {
+      gradients: new Map(
+        result.gradients.map((g) => [g.name, tf.tensor(g.data, g.shape, "float32")]),
+      ),
+      loss: result.loss,
+      microBatches: result.microBatches,
+    };
   }
 
   /** tf.memory().numTensors in the gradient thread (tests). */
@@ -158,5 +214,12 @@ export class GradientThread implements GradientPeer, SupervisedPeer {
 }
 
 function compactRow(row: TrainingRow): TrainingRow {
-  return { task: row.task, tokens: row.tokens.slice(), lossMask: row.lossMask.slice(), oldLogProbs: row.oldLogProbs.slice(), advantage: row.advantage, reward: row.reward };
+  return {
+    task: row.task,
+    tokens: row.tokens.slice(),
+    lossMask: row.lossMask.slice(),
+    oldLogProbs: row.oldLogProbs.slice(),
+    advantage: row.advantage,
+    reward: row.reward,
+  };
 }

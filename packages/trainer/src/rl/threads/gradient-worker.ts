@@ -4,11 +4,20 @@ import * as tf from "@tensorflow/tfjs-core";
 import { Policy } from "@agentrl/policy";
 import { claimFrom, GrpoShard } from "../grpo.js";
 import { shareOf, supervisedGradients } from "../sft.js";
-import { assignTrainable, flattenGradients, type GradientEpochResult, type GradientMessage, type GradientSupervisedResult } from "./gradient-thread.js";
+import {
+  assignTrainable,
+  flattenGradients,
+  type GradientEpochResult,
+  type GradientMessage,
+  type GradientSupervisedResult,
+} from "./gradient-thread.js";
 import { describeError } from "./worker.js";
 
 const port = parentPort!;
-const { modelDirectory, reference: withReference } = workerData as { modelDirectory: string; reference: boolean };
+const { modelDirectory, reference: withReference } = workerData as {
+  modelDirectory: string;
+  reference: boolean;
+};
 
 try {
   const policy = await Policy.load(modelDirectory, { trainable: true, tokenizer: false });
@@ -30,15 +39,36 @@ try {
       if (message.kind === "supervised") {
         assignTrainable(policy.model, message.weights.tensors);
         policy.version = message.weights.version;
-        const part = supervisedGradients(policy.model, message.plan, message.total, shareOf(message.share, message.plan.length));
+        const part = supervisedGradients(
+          policy.model,
+          message.plan,
+          message.total,
+          shareOf(message.share, message.plan.length),
+        );
         const gradients = flattenGradients(part.gradients);
-        const result: GradientSupervisedResult = { gradients, loss: part.loss, microBatches: part.microBatches };
-        port.postMessage({ id: message.id, result }, gradients.map((g) => g.data.buffer as ArrayBuffer));
+        const result: GradientSupervisedResult = {
+          gradients,
+          loss: part.loss,
+          microBatches: part.microBatches,
+        };
+        port.postMessage(
+          { id: message.id, result },
+          gradients.map((g) => g.data.buffer as ArrayBuffer),
+        );
         return;
       }
       if (message.first) {
         shard?.shard.dispose();
-        shard = { shard: new GrpoShard(policy.model, reference?.model, message.plan!, message.options, message.counts), count: message.plan!.length };
+        shard = {
+          shard: new GrpoShard(
+            policy.model,
+            reference?.model,
+            message.plan!,
+            message.options,
+            message.counts,
+          ),
+          count: message.plan!.length,
+        };
       }
       if (!shard) throw new Error("an epoch without its update's plan");
       assignTrainable(policy.model, message.weights.tensors);
@@ -49,8 +79,16 @@ try {
         shard = undefined;
       }
       const gradients = flattenGradients(part.gradients);
-      const result: GradientEpochResult = { gradients, loss: part.loss, diagnostics: part.diagnostics, microBatches: part.microBatches };
-      port.postMessage({ id: message.id, result }, gradients.map((g) => g.data.buffer as ArrayBuffer));
+      const result: GradientEpochResult = {
+        gradients,
+        loss: part.loss,
+        diagnostics: part.diagnostics,
+        microBatches: part.microBatches,
+      };
+      port.postMessage(
+        { id: message.id, result },
+        gradients.map((g) => g.data.buffer as ArrayBuffer),
+      );
     } catch (error) {
       port.postMessage({ id: message.id, error: describeError(error) });
     }

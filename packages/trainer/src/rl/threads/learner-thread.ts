@@ -36,12 +36,18 @@ export type LearnerCall =
 /** Runs one call on a learner (shared by both handles, so they behave the same). */
 export async function dispatchLearnerCall(learner: Learner, call: LearnerCall): Promise<unknown> {
   switch (call.method) {
-    case "update": return learner.update(call.groups);
-    case "supervised": return learner.supervised(call.rows);
-    case "exportWeights": return learner.policy.exportWeights();
-    case "save": return learner.save(call.folder);
-    case "restore": return learner.restore(call.folder);
-    case "step": return learner.step;
+    case "update":
+      return learner.update(call.groups);
+    case "supervised":
+      return learner.supervised(call.rows);
+    case "exportWeights":
+      return learner.policy.exportWeights();
+    case "save":
+      return learner.save(call.folder);
+    case "restore":
+      return learner.restore(call.folder);
+    case "step":
+      return learner.step;
   }
 }
 
@@ -50,21 +56,39 @@ export async function dispatchLearnerCall(learner: Learner, call: LearnerCall): 
  * own storage from `dataSync()` (the cpu backend does), so each array is copied once into a
  * buffer of its own, which is then moved to the other thread without a second copy.
  */
-export function prepareTransfer(weights: ExportedWeights): { weights: ExportedWeights; transfer: ArrayBuffer[] } {
+export function prepareTransfer(weights: ExportedWeights): {
+  weights: ExportedWeights;
+  transfer: ArrayBuffer[];
+} {
   const tensors = weights.tensors.map((t) => ({ ...t, data: t.data.slice() }));
-  return { weights: { ...weights, tensors }, transfer: tensors.map((t) => t.data.buffer as ArrayBuffer) };
+  return {
+    weights: { ...weights, tensors },
+    transfer: tensors.map((t) => t.data.buffer as ArrayBuffer),
+  };
 }
 
 /** The handle's methods, each one call of `call` (so both handles behave the same). */
 abstract class LearnerCalls implements LearnerHandle {
   protected abstract call<T>(call: LearnerCall): Promise<T>;
   abstract close(): Promise<void>;
-  update(groups: readonly TrajectoryGroup[]) { return this.call<LearnerUpdate>({ method: "update", groups }); }
-  supervised(rows: readonly SupervisedRow[]) { return this.call<SupervisedStepResult>({ method: "supervised", rows }); }
-  exportWeights() { return this.call<ExportedWeights>({ method: "exportWeights" }); }
-  save(folder: string) { return this.call<void>({ method: "save", folder }); }
-  restore(folder: string) { return this.call<void>({ method: "restore", folder }); }
-  step() { return this.call<number>({ method: "step" }); }
+  update(groups: readonly TrajectoryGroup[]) {
+    return this.call<LearnerUpdate>({ method: "update", groups });
+  }
+  supervised(rows: readonly SupervisedRow[]) {
+    return this.call<SupervisedStepResult>({ method: "supervised", rows });
+  }
+  exportWeights() {
+    return this.call<ExportedWeights>({ method: "exportWeights" });
+  }
+  save(folder: string) {
+    return this.call<void>({ method: "save", folder });
+  }
+  restore(folder: string) {
+    return this.call<void>({ method: "restore", folder });
+  }
+  step() {
+    return this.call<number>({ method: "step" });
+  }
 }
 
 class InThreadLearner extends LearnerCalls {
@@ -86,7 +110,11 @@ class WorkerLearner extends LearnerCalls {
 
   constructor(worker: Worker) {
     super();
-    this.channel = new WorkerChannel(worker, "the learner thread", (message) => new LearnerWorkerError(message));
+    this.channel = new WorkerChannel(
+      worker,
+      "the learner thread",
+      (message) => new LearnerWorkerError(message),
+    );
   }
   protected call<T>(call: LearnerCall): Promise<T> {
     return this.channel.call<T>({ call });
@@ -105,8 +133,13 @@ export interface OpenLearnerOptions {
 
 /** Opens a learner on `modelDirectory`, in a worker thread unless `thread` is false. */
 export async function openLearner(options: OpenLearnerOptions): Promise<LearnerHandle> {
-  if (options.thread === false) return new InThreadLearner(await Learner.load(options.modelDirectory, options.learner));
+  if (options.thread === false)
+    return new InThreadLearner(await Learner.load(options.modelDirectory, options.learner));
   const workerData = { modelDirectory: options.modelDirectory, learner: options.learner ?? {} };
-  const worker = await startWorker("learner-worker", workerData, (message) => new LearnerWorkerError(`the learner thread ${message}`));
+  const worker = await startWorker(
+    "learner-worker",
+    workerData,
+    (message) => new LearnerWorkerError(`the learner thread ${message}`),
+  );
   return new WorkerLearner(worker);
 }

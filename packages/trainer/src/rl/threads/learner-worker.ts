@@ -6,7 +6,10 @@ import type { ExportedWeights } from "@agentrl/policy";
 import { describeError } from "./worker.js";
 
 const port = parentPort!;
-const { modelDirectory, learner: options } = workerData as { modelDirectory: string; learner: LearnerSettings };
+const { modelDirectory, learner: options } = workerData as {
+  modelDirectory: string;
+  learner: LearnerSettings;
+};
 
 try {
   const learner = await Learner.load(modelDirectory, options);

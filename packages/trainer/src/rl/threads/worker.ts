@@ -6,17 +6,35 @@ import { Worker } from "node:worker_threads";
  * this file and waits for its `{ ready: true }` message; rejects with `makeError(message)`
  * when it reports `{ error }` or exits first.
  */
-export async function startWorker(entry: string, workerData: Record<string, unknown>, makeError: (message: string) => Error): Promise<Worker> {
+export async function startWorker(
+  entry: string,
+  workerData: Record<string, unknown>,
+  makeError: (message: string) => Error,
+): Promise<Worker> {
   const worker = import.meta.url.endsWith(".ts")
-    ? new Worker(new URL("./worker-source.mjs", import.meta.url), { workerData: { ...workerData, entry: new URL(`./${entry}.ts`, import.meta.url).href } })
+    ? new Worker(new URL("./worker-source.mjs", import.meta.url), {
+        workerData: { ...workerData, entry: new URL(`./${entry}.ts`, import.meta.url).href },
+      })
     : new Worker(new URL(`./${entry}.js`, import.meta.url), { workerData });
   await new Promise<void>((resolve, reject) => {
     const onMessage = (message: { ready?: boolean; error?: { message: string } }) => {
-      if (message.ready) { cleanup(); resolve(); }
-      else if (message.error) { cleanup(); void worker.terminate(); reject(makeError(`failed to start: ${message.error.message}`)); }
+      if (message.ready) {
+        cleanup();
+        resolve();
+      } else if (message.error) {
+        cleanup();
+        void worker.terminate();
+        reject(makeError(`failed to start: ${message.error.message}`));
+      }
     };
-    const onExit = (code: number) => { cleanup(); reject(makeError(`exited while starting (code ${code})`)); };
-    const cleanup = () => { worker.off("message", onMessage); worker.off("exit", onExit); };
+    const onExit = (code: number) => {
+      cleanup();
+      reject(makeError(`exited while starting (code ${code})`));
+    };
+    const cleanup = () => {
+      worker.off("message", onMessage);
+      worker.off("exit", onExit);
+    };
     worker.on("message", onMessage);
     worker.on("exit", onExit);
   });
@@ -30,21 +48,35 @@ export async function startWorker(entry: string, workerData: Record<string, unkn
  */
 export class WorkerChannel {
   private nextId = 1;
-  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  private readonly pending = new Map<
+    number,
+    { resolve: (value: unknown) => void; reject: (error: Error) => void }
+  >();
   private failure: Error | undefined;
 
   /** `label` names the thread in errors (e.g. "the learner thread"); `makeError` gives them their class. */
-  constructor(private readonly worker: Worker, label: string, private readonly makeError: (message: string) => Error) {
-    worker.on("message", (message: { id: number; result?: unknown; error?: { name: string; message: string; stack?: string } }) => {
-      const waiter = this.pending.get(message.id);
-      if (!waiter) return;
-      this.pending.delete(message.id);
-      if (message.error) {
-        const error = makeError(`${message.error.name}: ${message.error.message}`);
-        error.stack = message.error.stack;
-        waiter.reject(error);
-      } else waiter.resolve(message.result);
-    });
+  constructor(
+    private readonly worker: Worker,
+    label: string,
+    private readonly makeError: (message: string) => Error,
+  ) {
+    worker.on(
+      "message",
+      (message: {
+        id: number;
+        result?: unknown;
+        error?: { name: string; message: string; stack?: string };
+      }) => {
+        const waiter = this.pending.get(message.id);
+        if (!waiter) return;
+        this.pending.delete(message.id);
+        if (message.error) {
+          const error = makeError(`${message.error.name}: ${message.error.message}`);
+          error.stack = message.error.stack;
+          waiter.reject(error);
+        } else waiter.resolve(message.result);
+      },
+    );
     worker.on("error", (error) => this.fail(makeError(`${label} crashed: ${error.message}`)));
     worker.on("exit", (code) => this.fail(makeError(`${label} exited (code ${code})`)));
   }

@@ -23,7 +23,13 @@ export interface ResolveConfigOptions {
 /** The configuration of a run: the file (or, when resuming, the run's own config.yaml), the overrides, then the flags. */
 export async function resolveTrainConfig(options: ResolveConfigOptions): Promise<TrainConfig> {
   let file = options.config;
-  if (!file && options.resume && options.runDirectory && existsSync(join(options.runDirectory, "config.yaml"))) file = join(options.runDirectory, "config.yaml");
+  if (
+    !file &&
+    options.resume &&
+    options.runDirectory &&
+    existsSync(join(options.runDirectory, "config.yaml"))
+  )
+    file = join(options.runDirectory, "config.yaml");
   const config = await loadConfig({ file, set: options.set });
   if (options.runDirectory) config.run.directory = options.runDirectory;
   if (options.resume) config.run.resume = true;
@@ -42,5 +48,8 @@ export async function prepareRunFolder(config: TrainConfig, print: Printer): Pro
   const setAside = config.run.resume ? [] : await setAsideEarlierRun(runDirectory);
   await writeFile(join(runDirectory, "config.yaml"), configToYaml(config));
   print(`run folder: ${resolve(runDirectory)}${config.run.resume ? " (resuming)" : ""}`);
-  if (setAside.length > 0) print(`run folder held an earlier run: moved its ${setAside.join(", ")} to ${join(runDirectory, "previous")} (continue a run with --resume)`);
+  if (setAside.length > 0)
+    print(
+      `run folder held an earlier run: moved its ${setAside.join(", ")} to ${join(runDirectory, "previous")} (continue a run with --resume)`,
+    );
 }

@@ -39,10 +39,16 @@ export interface EvaluationRequest {
 }
 
 /** Evaluates a loaded policy on the test split with a progress bar. */
-export async function evaluatePolicy(policy: Policy, request: EvaluationRequest): Promise<Record<string, TaskEvaluation>> {
+export async function evaluatePolicy(
+  policy: Policy,
+  request: EvaluationRequest,
+): Promise<Record<string, TaskEvaluation>> {
   const { config } = request;
   const total = request.tasks.length * request.limit * config.evaluation.samples;
-  const progress = request.createProgress?.(request.phase, total, "episode", { plain: request.plain, minimumIntervalMs: 10_000 });
+  const progress = request.createProgress?.(request.phase, total, "episode", {
+    plain: request.plain,
+    minimumIntervalMs: 10_000,
+  });
   try {
     return await evaluate({
       client: request.client,
@@ -64,7 +70,11 @@ export async function evaluatePolicy(policy: Policy, request: EvaluationRequest)
 }
 
 /** The test instances `evaluate` plays for `task`: the first `limit` of the client's test split (hex SHA-256, 16 characters). */
-async function testInstancesDigest(client: Pick<EnvironmentClient, "getIndices">, task: string, limit: number): Promise<string> {
+async function testInstancesDigest(
+  client: Pick<EnvironmentClient, "getIndices">,
+  task: string,
+  limit: number,
+): Promise<string> {
   const indices = (await client.getIndices(task, "test")).slice(0, limit);
   return createHash("sha256").update(indices.join(",")).digest("hex").slice(0, 16);
 }
@@ -89,13 +99,34 @@ function playKey(options: EpisodeOptions): EpisodeOptions {
  * whatever the seed (it is keyed as seed 0), so a run with another seed reuses its memos.
  * Hex SHA-256, 16 characters.
  */
-export async function evaluationKey(directory: string, request: Pick<EvaluationRequest, "config" | "tasks" | "limit"> & { client: Pick<EnvironmentClient, "getIndices"> }, task: string): Promise<string> {
+export async function evaluationKey(
+  directory: string,
+  request: Pick<EvaluationRequest, "config" | "tasks" | "limit"> & {
+    client: Pick<EnvironmentClient, "getIndices">;
+  },
+  task: string,
+): Promise<string> {
   const hash = createHash("sha256");
-  for (const file of (await readdir(directory)).filter((f) => f === "config.json" || f === "tokenizer.json" || f === "tokenizer_config.json" || f.endsWith(".safetensors")).sort()) {
+  for (const file of (await readdir(directory))
+    .filter(
+      (f) =>
+        f === "config.json" ||
+        f === "tokenizer.json" ||
+        f === "tokenizer_config.json" ||
+        f.endsWith(".safetensors"),
+    )
+    .sort()) {
     hash.update(file).update(await readFile(join(directory, file)));
   }
   const { config, client, limit } = request;
-  const together = config.evaluation.temperature > 0 ? await Promise.all(request.tasks.map(async (other) => `${other}@${await testInstancesDigest(client, other, limit)}`)) : null;
+  const together =
+    config.evaluation.temperature > 0
+      ? await Promise.all(
+          request.tasks.map(
+            async (other) => `${other}@${await testInstancesDigest(client, other, limit)}`,
+          ),
+        )
+      : null;
   hash.update(
     JSON.stringify({
       task,
@@ -124,20 +155,30 @@ export async function evaluationKey(directory: string, request: Pick<EvaluationR
  * without a memo are evaluated. A task with episodes ended by an infrastructure fault is
  * stored nowhere (it measured the engine as well as the model) and is said in one line.
  */
-export async function evaluateCached(name: string, directory: string, request: EvaluationRequest): Promise<Record<string, TaskEvaluation>> {
+export async function evaluateCached(
+  name: string,
+  directory: string,
+  request: EvaluationRequest,
+): Promise<Record<string, TaskEvaluation>> {
   const file = join(request.config.run.directory, "evaluations", `${name}.json`);
-  if (existsSync(file)) return JSON.parse(await readFile(file, "utf8")) as Record<string, TaskEvaluation>;
+  if (existsSync(file))
+    return JSON.parse(await readFile(file, "utf8")) as Record<string, TaskEvaluation>;
   const result: Record<string, TaskEvaluation> = {};
   const missing: { task: string; key: string }[] = [];
   for (const task of request.tasks) {
     const key = await evaluationKey(directory, request, task);
-    const memo = [join(directory, "evaluations", `${key}.json`), join(SHIPPED_WARM_START, "evaluations", `${key}.json`)].find((path) => existsSync(path));
+    const memo = [
+      join(directory, "evaluations", `${key}.json`),
+      join(SHIPPED_WARM_START, "evaluations", `${key}.json`),
+    ].find((path) => existsSync(path));
     if (!memo) {
       missing.push({ task, key });
       continue;
     }
     result[task] = JSON.parse(await readFile(memo, "utf8")) as TaskEvaluation;
-    request.print?.(`${request.phase}: ${task} measured before with the same model files and settings (${memo})`);
+    request.print?.(
+      `${request.phase}: ${task} measured before with the same model files and settings (${memo})`,
+    );
   }
   if (missing.length > 0) {
     const policy = await Policy.load(directory, { trainable: false });
@@ -153,7 +194,10 @@ export async function evaluateCached(name: string, directory: string, request: E
       result[task] = measured[task];
       // A result with infrastructure faults measures the engine too: never the model's memo.
       if ((measured[task].infrastructureFaults ?? 0) > 0) continue;
-      await writeFile(join(directory, "evaluations", `${key}.json`), JSON.stringify(measured[task], null, 2)).catch(() => {});
+      await writeFile(
+        join(directory, "evaluations", `${key}.json`),
+        JSON.stringify(measured[task], null, 2),
+      ).catch(() => {});
     }
   }
   const faulted = faultedTasks(result);

@@ -27,7 +27,13 @@ import { startingModel } from "./models.js";
 import { warmModel } from "./warm-start.js";
 import { formatSeconds } from "../progress.js";
 
-export { type ExperimentOptions, type ExperimentResult, type FamilyFactory, type Printer, SHIPPED_WARM_START } from "./options.js";
+export {
+  type ExperimentOptions,
+  type ExperimentResult,
+  type FamilyFactory,
+  type Printer,
+  SHIPPED_WARM_START,
+} from "./options.js";
 export { resolveTrainConfig, type ResolveConfigOptions } from "./configuration.js";
 export { controllerOf, type OpenedTasks, openTasks } from "./tasks.js";
 export { evaluateCached, evaluationKey, type EvaluationRequest } from "./evaluation.js";
@@ -45,31 +51,78 @@ export async function runExperiment(options: ExperimentOptions = {}): Promise<Ex
 
   const opened = await openTasks(config, print, options.createFamily);
   const taskNames = opened.tasks.map((task) => task.name);
-  const evaluation = (limit: number, phase: string, at = config): EvaluationRequest => ({ config: at, client: opened.client, tasks: taskNames, limit, phase, createProgress: options.createProgress, signal: options.signal, print });
+  const evaluation = (limit: number, phase: string, at = config): EvaluationRequest => ({
+    config: at,
+    client: opened.client,
+    tasks: taskNames,
+    limit,
+    phase,
+    createProgress: options.createProgress,
+    signal: options.signal,
+    print,
+  });
   const tables: ExperimentResult["tables"] = {};
   // The second, sampled table: the same evaluation at the rollout temperature.
-  const sampledConfig = config.evaluation.sampled && config.evaluation.temperature === 0 ? { ...config, evaluation: { ...config.evaluation, temperature: config.rl.temperature } } : undefined;
+  const sampledConfig =
+    config.evaluation.sampled && config.evaluation.temperature === 0
+      ? { ...config, evaluation: { ...config.evaluation, temperature: config.rl.temperature } }
+      : undefined;
   const sampledTables: NonNullable<ExperimentResult["sampledTables"]> = {};
   try {
     // The starting model is made only when something needs it (a shipped warm start may make it unnecessary).
     let startDirectory: string | undefined;
     const start = async () => (startDirectory ??= await startingModel(config, print));
-    if (config.evaluation.beforeWarmStart) tables.before = await evaluateCached("before", await start(), evaluation(config.evaluation.finalLimit, "eval start"));
+    if (config.evaluation.beforeWarmStart)
+      tables.before = await evaluateCached(
+        "before",
+        await start(),
+        evaluation(config.evaluation.finalLimit, "eval start"),
+      );
     const warm = await warmModel(config, start, opened, options, print);
-    if (warm) tables.warmStart = await evaluateCached("warmstart", warm, evaluation(config.evaluation.finalLimit, "eval warm"));
-    if (warm && sampledConfig) sampledTables.warmStart = await evaluateCached("warmstart-sampled", warm, evaluation(config.evaluation.finalLimit, "eval warm, sampled", sampledConfig));
+    if (warm)
+      tables.warmStart = await evaluateCached(
+        "warmstart",
+        warm,
+        evaluation(config.evaluation.finalLimit, "eval warm"),
+      );
+    if (warm && sampledConfig)
+      sampledTables.warmStart = await evaluateCached(
+        "warmstart-sampled",
+        warm,
+        evaluation(config.evaluation.finalLimit, "eval warm, sampled", sampledConfig),
+      );
     if (options.signal?.aborted) return { runDirectory, finalModel: undefined, steps: 0, tables };
 
     const rlStart = warm ?? (await start());
-    const { finalModel, steps } = await reinforcementLearning(config, rlStart, opened, options, print);
+    const { finalModel, steps } = await reinforcementLearning(
+      config,
+      rlStart,
+      opened,
+      options,
+      print,
+    );
     if (options.signal?.aborted) {
-      print(`stopped at RL step ${steps} with a checkpoint${finalModel ? ` (${finalModel})` : ""}; continue with: agentrl train --resume --run-dir ${runDirectory}`);
+      print(
+        `stopped at RL step ${steps} with a checkpoint${finalModel ? ` (${finalModel})` : ""}; continue with: agentrl train --resume --run-dir ${runDirectory}`,
+      );
       return { runDirectory, finalModel, steps, tables, sampledTables };
     }
-    if (finalModel) tables.final = await evaluateCached(`final-step-${steps}`, finalModel, evaluation(config.evaluation.finalLimit, "eval final"));
-    if (finalModel && sampledConfig) sampledTables.final = await evaluateCached(`final-step-${steps}-sampled`, finalModel, evaluation(config.evaluation.finalLimit, "eval final, sampled", sampledConfig));
+    if (finalModel)
+      tables.final = await evaluateCached(
+        `final-step-${steps}`,
+        finalModel,
+        evaluation(config.evaluation.finalLimit, "eval final"),
+      );
+    if (finalModel && sampledConfig)
+      sampledTables.final = await evaluateCached(
+        `final-step-${steps}-sampled`,
+        finalModel,
+        evaluation(config.evaluation.finalLimit, "eval final, sampled", sampledConfig),
+      );
     await writeResults(config, { steps, finalModel, tables, sampledTables, sampledConfig }, print);
-    print(`done in ${formatSeconds((performance.now() - began) / 1000)}; metrics: ${join(runDirectory, "metrics.jsonl")}, plots: ${join(runDirectory, "success-*.svg")}`);
+    print(
+      `done in ${formatSeconds((performance.now() - began) / 1000)}; metrics: ${join(runDirectory, "metrics.jsonl")}, plots: ${join(runDirectory, "success-*.svg")}`,
+    );
     return { runDirectory, finalModel, steps, tables, sampledTables };
   } finally {
     await opened.close();

@@ -8,7 +8,10 @@ import type { ProgressFactory } from "../progress.js";
 export type Printer = (line: string) => void;
 
 /** Creates a task family by name (the registry's unless a test swaps it). */
-export type FamilyFactory = (name: string, options: TaskFamilyOptions) => Promise<CurriculumTaskFamily>;
+export type FamilyFactory = (
+  name: string,
+  options: TaskFamilyOptions,
+) => Promise<CurriculumTaskFamily>;
 
 /** A shipped, already warm-started model (relative to the working directory): used as the warm checkpoint when present. */
 export const SHIPPED_WARM_START = "models/warmstart";
@@ -32,7 +35,14 @@ export interface ExperimentResult {
   runDirectory: string;
   finalModel: string | undefined;
   steps: number;
-  tables: { before?: Record<string, TaskEvaluation>; warmStart?: Record<string, TaskEvaluation>; final?: Record<string, TaskEvaluation> };
+  tables: {
+    before?: Record<string, TaskEvaluation>;
+    warmStart?: Record<string, TaskEvaluation>;
+    final?: Record<string, TaskEvaluation>;
+  };
   /** The same test instances at the rollout temperature (`evaluation.sampled`), when the main tables are greedy. */
-  sampledTables?: { warmStart?: Record<string, TaskEvaluation>; final?: Record<string, TaskEvaluation> };
+  sampledTables?: {
+    warmStart?: Record<string, TaskEvaluation>;
+    final?: Record<string, TaskEvaluation>;
+  };
 }

@@ -15,14 +15,24 @@ import { writePlots } from "./results.js";
 import { formatPerTask } from "../progress.js";
 
 /** The RL phase: `runTraining` with progress, evaluations and the signal. Returns the folder of the final policy. */
-export async function reinforcementLearning(config: TrainConfig, modelDirectory: string, opened: OpenedTasks, options: ExperimentOptions, print: Printer): Promise<{ finalModel: string | undefined; steps: number }> {
+export async function reinforcementLearning(
+  config: TrainConfig,
+  modelDirectory: string,
+  opened: OpenedTasks,
+  options: ExperimentOptions,
+  print: Printer,
+): Promise<{ finalModel: string | undefined; steps: number }> {
   const runDirectory = config.run.directory;
   const checkpoints = join(runDirectory, "checkpoints");
   const latest = config.run.resume ? await latestCheckpoint(checkpoints) : undefined;
   if (latest) print(`resuming RL from ${latest.folder} (step ${latest.step})`);
-  if (latest && latest.step >= config.rl.steps) return { finalModel: join(latest.folder, "policy"), steps: latest.step };
+  if (latest && latest.step >= config.rl.steps)
+    return { finalModel: join(latest.folder, "policy"), steps: latest.step };
   const external = config.crossPolicy.external;
-  if (external) print(`crossPolicy.external: ${external.model} at ${external.url} takes a turn with p = ${external.probability} (loss mask 0)`);
+  if (external)
+    print(
+      `crossPolicy.external: ${external.model} at ${external.url} takes a turn with p = ${external.probability} (loss mask 0)`,
+    );
 
   const tasks: TaskMixEntry[] = opened.tasks.map((task) => ({
     name: task.name,
@@ -39,21 +49,47 @@ export async function reinforcementLearning(config: TrainConfig, modelDirectory:
     await runTraining({
       modelDirectory,
       runDirectory,
-      client: config.rollout.injectInfrastructureFaults > 0 ? new FaultInjectingClient(opened.client, { sessionShare: config.rollout.injectInfrastructureFaults, seed: config.run.seed }) : opened.client,
+      client:
+        config.rollout.injectInfrastructureFaults > 0
+          ? new FaultInjectingClient(opened.client, {
+              sessionShare: config.rollout.injectInfrastructureFaults,
+              seed: config.run.seed,
+            })
+          : opened.client,
       tasks,
       ...trainingSettings(config),
       rollout: {
         maxConcurrentEpisodes: config.rollout.concurrency,
         engine: { temperature: config.rl.temperature, maxSequenceLength: contextLength },
-        episode: { ...episodeOptions(config), maxTokens: contextLength, temperature: config.rl.temperature, unreadAnswerReward: config.rollout.unreadAnswerReward },
+        episode: {
+          ...episodeOptions(config),
+          maxTokens: contextLength,
+          temperature: config.rl.temperature,
+          unreadAnswerReward: config.rollout.unreadAnswerReward,
+        },
         maxStaleness: config.rl.maxStaleness === "infinite" ? Infinity : config.rl.maxStaleness,
         uninformativeWeight: config.rollout.uninformativeWeight,
-        ...(config.rollout.servers.length > 0 ? { servers: { urls: config.rollout.servers, apiKey: config.rollout.serverApiKey ?? process.env.AGENTRL_API_KEY } } : {}),
+        ...(config.rollout.servers.length > 0
+          ? {
+              servers: {
+                urls: config.rollout.servers,
+                apiKey: config.rollout.serverApiKey ?? process.env.AGENTRL_API_KEY,
+              },
+            }
+          : {}),
       },
       crossPolicy: {
         staleProbability: config.crossPolicy.staleProbability,
         refreshEvery: config.crossPolicy.refreshEvery,
-        ...(external ? { external: { baseUrl: external.url, model: external.model, probability: external.probability } } : {}),
+        ...(external
+          ? {
+              external: {
+                baseUrl: external.url,
+                model: external.model,
+                probability: external.probability,
+              },
+            }
+          : {}),
       },
       checkpoint: config.checkpoint,
       trajectories: { episodesPerStep: config.run.trajectories },
@@ -61,8 +97,15 @@ export async function reinforcementLearning(config: TrainConfig, modelDirectory:
       signal: options.signal,
       onStep: (record) => {
         steps = record.step;
-        const success = Object.fromEntries(taskNames.filter((t) => `success/${t}` in record.metrics).map((t) => [t, record.metrics[`success/${t}`]]));
-        progress?.update(record.step, `reward ${record.metrics.reward.toFixed(2)} | success ${formatPerTask(success)}`);
+        const success = Object.fromEntries(
+          taskNames
+            .filter((t) => `success/${t}` in record.metrics)
+            .map((t) => [t, record.metrics[`success/${t}`]]),
+        );
+        progress?.update(
+          record.step,
+          `reward ${record.metrics.reward.toFixed(2)} | success ${formatPerTask(success)}`,
+        );
       },
       ...(config.evaluation.every > 0
         ? {
@@ -71,8 +114,22 @@ export async function reinforcementLearning(config: TrainConfig, modelDirectory:
               run: async (policy: Policy, step: number) => {
                 // The last step's policy is the final model: the final tables measure it on more instances.
                 if (step >= config.rl.steps) return {};
-                const result = await evaluatePolicy(policy, { config, client: opened.client, tasks: taskNames, limit: config.evaluation.limit, phase: "test eval", createProgress: options.createProgress, plain: true, signal: options.signal });
-                return Object.fromEntries(Object.values(result).flatMap((r) => [[`eval/success/${r.task}`, r.success], [`eval/reward/${r.task}`, r.meanReward]]));
+                const result = await evaluatePolicy(policy, {
+                  config,
+                  client: opened.client,
+                  tasks: taskNames,
+                  limit: config.evaluation.limit,
+                  phase: "test eval",
+                  createProgress: options.createProgress,
+                  plain: true,
+                  signal: options.signal,
+                });
+                return Object.fromEntries(
+                  Object.values(result).flatMap((r) => [
+                    [`eval/success/${r.task}`, r.success],
+                    [`eval/reward/${r.task}`, r.meanReward],
+                  ]),
+                );
               },
             },
           }
@@ -87,7 +144,12 @@ export async function reinforcementLearning(config: TrainConfig, modelDirectory:
 }
 
 /** The RL loop's settings that follow from the configuration alone (the rest are the run's own objects). */
-export function trainingSettings(config: TrainConfig): Pick<TrainingRunOptions, "mode" | "steps" | "batchGroups" | "dynamicSamplingGroups" | "groupSize" | "seed" | "learner"> {
+export function trainingSettings(
+  config: TrainConfig,
+): Pick<
+  TrainingRunOptions,
+  "mode" | "steps" | "batchGroups" | "dynamicSamplingGroups" | "groupSize" | "seed" | "learner"
+> {
   return {
     mode: config.rl.mode,
     steps: config.rl.steps,
@@ -99,7 +161,9 @@ export function trainingSettings(config: TrainConfig): Pick<TrainingRunOptions, 
       grpo: grpoOptionsOf(config.rl),
       schedule: scheduleOf(config.rl),
       optimizer: optimizerOf(config.rl),
-      ...(config.rl.gradientThreads === "auto" ? {} : { gradientThreads: config.rl.gradientThreads }),
+      ...(config.rl.gradientThreads === "auto"
+        ? {}
+        : { gradientThreads: config.rl.gradientThreads }),
     },
   };
 }

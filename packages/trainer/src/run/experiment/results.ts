@@ -17,7 +17,10 @@ interface MetricsLine {
 async function readMetrics(runDirectory: string): Promise<MetricsLine[]> {
   const file = join(runDirectory, "metrics.jsonl");
   if (!existsSync(file)) return [];
-  return (await readFile(file, "utf8")).split("\n").filter((line) => line.trim()).map((line) => JSON.parse(line) as MetricsLine);
+  return (await readFile(file, "utf8"))
+    .split("\n")
+    .filter((line) => line.trim())
+    .map((line) => JSON.parse(line) as MetricsLine);
 }
 
 /** Series `prefix<task>` of the metrics lines, one per task, over steps. */
@@ -40,18 +43,34 @@ function seriesOf(lines: readonly MetricsLine[], prefix: string): Series[] {
  * any). `final`, when given, is the final evaluation: the last point of each test curve (the
  * periodic evaluations skip the last step, which it measures on more instances).
  */
-export async function writePlots(runDirectory: string, final?: { step: number; results: Record<string, TaskEvaluation>; instances: number }): Promise<string[]> {
+export async function writePlots(
+  runDirectory: string,
+  final?: { step: number; results: Record<string, TaskEvaluation>; instances: number },
+): Promise<string[]> {
   const lines = await readMetrics(runDirectory);
-  if (final) lines.push({ step: final.step, ...Object.fromEntries(Object.values(final.results).map((r) => [`eval/success/${r.task}`, r.success])) });
+  if (final)
+    lines.push({
+      step: final.step,
+      ...Object.fromEntries(
+        Object.values(final.results).map((r) => [`eval/success/${r.task}`, r.success]),
+      ),
+    });
   const written: string[] = [];
   const plots: [string, string, string][] = [
     ["success-train.svg", "success/", "Success per task on training batches"],
-    ["success-test.svg", "eval/success/", `Success per task on the test split${final ? ` (last point: final evaluation, ${final.instances} a task)` : ""}`],
+    [
+      "success-test.svg",
+      "eval/success/",
+      `Success per task on the test split${final ? ` (last point: final evaluation, ${final.instances} a task)` : ""}`,
+    ],
   ];
   for (const [file, prefix, title] of plots) {
     const series = seriesOf(lines, prefix);
     if (series.length === 0) continue;
-    await writeFile(join(runDirectory, file), lineChartSvg(series, { title, xLabel: "RL step", yLabel: "success" }));
+    await writeFile(
+      join(runDirectory, file),
+      lineChartSvg(series, { title, xLabel: "RL step", yLabel: "success" }),
+    );
     written.push(join(runDirectory, file));
   }
   return written;
@@ -60,7 +79,10 @@ export async function writePlots(runDirectory: string, final?: { step: number; r
 // ── 7. the table ────────────────────────────────────────────────────────────
 
 /** One column of {@link successTable}: one run's results, or the same point of several seeds' runs. */
-export type SuccessColumn = [string, Record<string, TaskEvaluation> | readonly Record<string, TaskEvaluation>[] | undefined];
+export type SuccessColumn = [
+  string,
+  Record<string, TaskEvaluation> | readonly Record<string, TaskEvaluation>[] | undefined,
+];
 
 /** Mean and sample standard deviation (n − 1; 0 for one value) of `values`, in percent. */
 function meanAndSpread(values: readonly number[]): string {
@@ -79,26 +101,44 @@ function meanAndSpread(values: readonly number[]): string {
 export function successTable(columns: readonly SuccessColumn[]): string {
   const present = columns
     .filter((c): c is [string, NonNullable<SuccessColumn[1]>] => c[1] !== undefined)
-    .map(([name, r]): [string, readonly Record<string, TaskEvaluation>[]] => [name, Array.isArray(r) ? r : [r as Record<string, TaskEvaluation>]])
+    .map(([name, r]): [string, readonly Record<string, TaskEvaluation>[]] => [
+      name,
+      Array.isArray(r) ? r : [r as Record<string, TaskEvaluation>],
+    ])
     .filter(([, runs]) => runs.length > 0);
-  const tasks = [...new Set(present.flatMap(([, runs]) => runs.flatMap((r) => Object.keys(r))))].sort();
-  const faultCount = (runs: readonly Record<string, TaskEvaluation>[], task: string) => runs.reduce((sum, r) => sum + (r[task]?.infrastructureFaults ?? 0), 0);
+  const tasks = [
+    ...new Set(present.flatMap(([, runs]) => runs.flatMap((r) => Object.keys(r)))),
+  ].sort();
+  const faultCount = (runs: readonly Record<string, TaskEvaluation>[], task: string) =>
+    runs.reduce((sum, r) => sum + (r[task]?.infrastructureFaults ?? 0), 0);
   const cell = (runs: readonly Record<string, TaskEvaluation>[], task: string) => {
     const values = runs.filter((r) => r[task]).map((r) => r[task].success);
     const faults = faultCount(runs, task);
-    return values.length ? `${meanAndSpread(values)}${faults > 0 ? ` (${faults} faulted)` : ""}` : "—";
+    return values.length
+      ? `${meanAndSpread(values)}${faults > 0 ? ` (${faults} faulted)` : ""}`
+      : "—";
   };
   const mean = (runs: readonly Record<string, TaskEvaluation>[]) => {
-    const perRun = runs.map((r) => tasks.filter((t) => r[t]).map((t) => r[t].success)).filter((v) => v.length > 0);
-    return perRun.length ? meanAndSpread(perRun.map((v) => v.reduce((a, b) => a + b, 0) / v.length)) : "—";
+    const perRun = runs
+      .map((r) => tasks.filter((t) => r[t]).map((t) => r[t].success))
+      .filter((v) => v.length > 0);
+    return perRun.length
+      ? meanAndSpread(perRun.map((v) => v.reduce((a, b) => a + b, 0) / v.length))
+      : "—";
   };
   const lines = [
     `| task | ${present.map(([name]) => name).join(" | ")} |`,
     `|---|${present.map(() => "---:").join("|")}|`,
-    ...tasks.map((task) => `| ${task} | ${present.map(([, runs]) => cell(runs, task)).join(" | ")} |`),
+    ...tasks.map(
+      (task) => `| ${task} | ${present.map(([, runs]) => cell(runs, task)).join(" | ")} |`,
+    ),
     `| **mean** | ${present.map(([, runs]) => mean(runs)).join(" | ")} |`,
   ];
-  if (present.some(([, runs]) => tasks.some((task) => faultCount(runs, task) > 0))) lines.push("", "(N faulted): N episodes ended by an infrastructure fault after their retries and count as failures: the cell understates the model.");
+  if (present.some(([, runs]) => tasks.some((task) => faultCount(runs, task) > 0)))
+    lines.push(
+      "",
+      "(N faulted): N episodes ended by an infrastructure fault after their retries and count as failures: the cell understates the model.",
+    );
   // Families that say where an answer came from (OS): how many successes read it, per column (summed over seeds).
   for (const task of tasks) {
     const read = present.flatMap(([name, runs]) => {
@@ -108,14 +148,26 @@ export function successTable(columns: readonly SuccessColumn[]): string {
       const successes = measured.reduce((sum, r) => sum + successCount(r), 0);
       return [`${name} ${fromOutput} of ${successes}`];
     });
-    if (read.length > 0) lines.push("", `${task}: successes that answered a line a command printed (the others guessed or composed their answer): ${read.join(", ")}.`);
+    if (read.length > 0)
+      lines.push(
+        "",
+        `${task}: successes that answered a line a command printed (the others guessed or composed their answer): ${read.join(", ")}.`,
+      );
   }
   return lines.join("\n");
 }
 
-
 /** What one RL run writes into its folder (the starting model and the warm start are kept and reused). */
-const RUN_OUTPUTS = ["checkpoints", "evaluations", "metrics.jsonl", "tensorboard", "results.md", "results.json", "success-test.svg", "success-train.svg"];
+const RUN_OUTPUTS = [
+  "checkpoints",
+  "evaluations",
+  "metrics.jsonl",
+  "tensorboard",
+  "results.md",
+  "results.json",
+  "success-test.svg",
+  "success-train.svg",
+];
 
 /**
  * A new run (not `--resume`) in a folder that holds an earlier run's outputs moves them to
@@ -144,16 +196,26 @@ export interface RunOutcome {
 }
 
 /** Phase 7's outputs: the test plot's last point, results.md (the tables, also printed) and results.json. */
-export async function writeResults(config: TrainConfig, outcome: RunOutcome, print: Printer): Promise<void> {
+export async function writeResults(
+  config: TrainConfig,
+  outcome: RunOutcome,
+  print: Printer,
+): Promise<void> {
   const runDirectory = config.run.directory;
   const { steps, finalModel, tables, sampledTables, sampledConfig } = outcome;
-  if (tables.final) await writePlots(runDirectory, { step: steps, results: tables.final, instances: config.evaluation.finalLimit });
+  if (tables.final)
+    await writePlots(runDirectory, {
+      step: steps,
+      results: tables.final,
+      instances: config.evaluation.finalLimit,
+    });
   const table = successTable([
     ["before warm start", tables.before],
     ["after warm start", tables.warmStart],
     [`after RL (step ${steps})`, tables.final],
   ]);
-  const heading = (at: TrainConfig) => `test success per task (${at.evaluation.finalLimit} instances each, ${at.evaluation.samples} sample(s), temperature ${at.evaluation.temperature})`;
+  const heading = (at: TrainConfig) =>
+    `test success per task (${at.evaluation.finalLimit} instances each, ${at.evaluation.samples} sample(s), temperature ${at.evaluation.temperature})`;
   let report = `${heading(config)}:\n${table}`;
   if (sampledConfig && (sampledTables.warmStart || sampledTables.final)) {
     const sampled = successTable([
@@ -163,7 +225,21 @@ export async function writeResults(config: TrainConfig, outcome: RunOutcome, pri
     report += `\n\n${heading(sampledConfig)}, the rollout's:\n${sampled}`;
   }
   await writeFile(join(runDirectory, "results.md"), `# Test success per task\n\n${report}\n`);
-  await writeFile(join(runDirectory, "results.json"), JSON.stringify({ steps, finalModel, ...tables, ...(sampledConfig ? { sampled: { temperature: sampledConfig.evaluation.temperature, ...sampledTables } } : {}) }, null, 2));
+  await writeFile(
+    join(runDirectory, "results.json"),
+    JSON.stringify(
+      {
+        steps,
+        finalModel,
+        ...tables,
+        ...(sampledConfig
+          ? { sampled: { temperature: sampledConfig.evaluation.temperature, ...sampledTables } }
+          : {}),
+      },
+      null,
+      2,
+    ),
+  );
   print(`\n${report}`);
   if (finalModel) print(`final model: ${finalModel}`);
 }

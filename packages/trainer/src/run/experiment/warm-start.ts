@@ -26,8 +26,14 @@ export interface WarmStartPhaseOptions {
 function inProcessTasks(config: TrainConfig, opened: OpenedTasks, print: Printer): string[] {
   const remote = opened.tasks.filter((task) => controllerOf(config, task)).map((task) => task.name);
   const local = opened.tasks.filter((task) => !controllerOf(config, task)).map((task) => task.name);
-  if (local.length === 0) throw new ConfigError(`the warm start plays expert episodes in the trainer's process, and every task (${remote.join(", ")}) is behind a controller: set warmStart.checkpoint to a warm model, or warmStart.enabled: false`);
-  if (remote.length) print(`warm start: on the in-process tasks ${local.join(", ")} only (${remote.join(", ")} behind a controller)`);
+  if (local.length === 0)
+    throw new ConfigError(
+      `the warm start plays expert episodes in the trainer's process, and every task (${remote.join(", ")}) is behind a controller: set warmStart.checkpoint to a warm model, or warmStart.enabled: false`,
+    );
+  if (remote.length)
+    print(
+      `warm start: on the in-process tasks ${local.join(", ")} only (${remote.join(", ")} behind a controller)`,
+    );
   return local;
 }
 
@@ -38,7 +44,9 @@ function inProcessTasks(config: TrainConfig, opened: OpenedTasks, print: Printer
  */
 export async function warmStartPhase(options: WarmStartPhaseOptions): Promise<void> {
   const { config } = options;
-  const difficulties = [...new Set(options.tasks.tasks.flatMap(taskDifficulties))].sort((a, b) => a - b);
+  const difficulties = [...new Set(options.tasks.tasks.flatMap(taskDifficulties))].sort(
+    (a, b) => a - b,
+  );
   await runWarmStart({
     model: options.modelDirectory,
     out: options.outputDirectory,
@@ -77,18 +85,35 @@ function usesDefaultModel(config: TrainConfig): boolean {
 /** A warm model that exists already: `warmStart.checkpoint`, this run's, or the shipped `models/warmstart` (only for the default model). */
 function existingWarmModel(config: TrainConfig): { directory: string; note: string } | undefined {
   if (config.warmStart.checkpoint) {
-    if (!hasModel(config.warmStart.checkpoint)) throw new ConfigError(`warmStart.checkpoint: no config.json in ${config.warmStart.checkpoint}`);
-    return { directory: config.warmStart.checkpoint, note: `warm start: skipped, starting from ${config.warmStart.checkpoint}` };
+    if (!hasModel(config.warmStart.checkpoint))
+      throw new ConfigError(
+        `warmStart.checkpoint: no config.json in ${config.warmStart.checkpoint}`,
+      );
+    return {
+      directory: config.warmStart.checkpoint,
+      note: `warm start: skipped, starting from ${config.warmStart.checkpoint}`,
+    };
   }
   if (!config.warmStart.enabled) return undefined;
   const own = join(config.run.directory, "warmstart", "model");
-  if (isCompleteModelFolder(own)) return { directory: own, note: `warm start: already done in this run folder (${own})` };
-  if (usesDefaultModel(config) && hasModel(SHIPPED_WARM_START)) return { directory: SHIPPED_WARM_START, note: `warm start: skipped, using the shipped checkpoint ${SHIPPED_WARM_START}` };
+  if (isCompleteModelFolder(own))
+    return { directory: own, note: `warm start: already done in this run folder (${own})` };
+  if (usesDefaultModel(config) && hasModel(SHIPPED_WARM_START))
+    return {
+      directory: SHIPPED_WARM_START,
+      note: `warm start: skipped, using the shipped checkpoint ${SHIPPED_WARM_START}`,
+    };
   return undefined;
 }
 
 /** The warm model: an existing one, or a new warm start from `start` into `<run>/warmstart/model`. Undefined when the phase is off. */
-export async function warmModel(config: TrainConfig, start: () => Promise<string>, opened: OpenedTasks, options: ExperimentOptions, print: Printer): Promise<string | undefined> {
+export async function warmModel(
+  config: TrainConfig,
+  start: () => Promise<string>,
+  opened: OpenedTasks,
+  options: ExperimentOptions,
+  print: Printer,
+): Promise<string | undefined> {
   const existing = existingWarmModel(config);
   if (existing) {
     print(existing.note);
@@ -98,7 +123,18 @@ export async function warmModel(config: TrainConfig, start: () => Promise<string
   const own = join(config.run.directory, "warmstart", "model");
   const began = performance.now();
   const modelDirectory = await start();
-  await writeModelFolder(own, (folder) => warmStartPhase({ config, modelDirectory, outputDirectory: folder, tasks: opened, print, bars: options.bars, createProgress: options.createProgress, signal: options.signal }));
+  await writeModelFolder(own, (folder) =>
+    warmStartPhase({
+      config,
+      modelDirectory,
+      outputDirectory: folder,
+      tasks: opened,
+      print,
+      bars: options.bars,
+      createProgress: options.createProgress,
+      signal: options.signal,
+    }),
+  );
   if (!hasModel(own)) throw new Error(`the warm start wrote no model into ${own}`);
   print(`warm start: done in ${formatSeconds((performance.now() - began) / 1000)} → ${own}`);
   return own;

@@ -14,12 +14,27 @@
  * difficulty), ./model.ts (a fresh model), ./run.ts (the run, phase by phase).
  */
 export {
-  type ArchitectureSpec, checkStagesRunnable, DOCKER_FAMILIES, fromStage, resolveWarmStartOptions, WarmStartError,
-  type WarmStartEvaluation, type WarmStartOptions, type WarmStartStage, type WarmStartSummary, warmStartStages,
+  type ArchitectureSpec,
+  checkStagesRunnable,
+  DOCKER_FAMILIES,
+  fromStage,
+  resolveWarmStartOptions,
+  WarmStartError,
+  type WarmStartEvaluation,
+  type WarmStartOptions,
+  type WarmStartStage,
+  type WarmStartSummary,
+  warmStartStages,
 } from "./options.js";
 export { WARM_START_RECIPES } from "./recipes.js";
 export {
-  assistantLossWeight, collectExpertRows, type ExpertRowOptions, openDifficulties, openFamilies, TrainingWorlds, withPromptLoss,
+  assistantLossWeight,
+  collectExpertRows,
+  type ExpertRowOptions,
+  openDifficulties,
+  openFamilies,
+  TrainingWorlds,
+  withPromptLoss,
 } from "./rows.js";
 export { evaluateByDifficulty, formatEvaluation } from "./evaluation.js";
 export { createPolicy, initWarmStartModel } from "./model.js";

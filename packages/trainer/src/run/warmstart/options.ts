@@ -145,7 +145,10 @@ export interface WarmStartOptions {
 }
 
 /** The options of a later warm-start stage (see `then`): what changes from the stage before. */
-export type WarmStartStage = Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "then" | "createProgress">;
+export type WarmStartStage = Omit<
+  WarmStartOptions,
+  "out" | "model" | "log" | "signal" | "then" | "createProgress"
+>;
 
 /** Success of one evaluation, per task, per difficulty. */
 export interface WarmStartEvaluation {
@@ -153,7 +156,10 @@ export interface WarmStartEvaluation {
   /** Training minutes when the evaluation started (evaluation time excluded). */
   minutes: number;
   /** task → difficulty → numbers. */
-  results: Record<string, Record<string, { success: number; meanReward: number; meanTurns: number; instances: number }>>;
+  results: Record<
+    string,
+    Record<string, { success: number; meanReward: number; meanTurns: number; instances: number }>
+  >;
   /** Seconds the evaluation took. */
   seconds: number;
 }
@@ -161,7 +167,10 @@ export interface WarmStartEvaluation {
 export interface WarmStartSummary {
   out: string;
   /** The options after defaults (without `log` and `signal`). */
-  options: Omit<Required<WarmStartOptions>, "log" | "model" | "minutes" | "signal" | "then" | "createProgress"> & { model: string | null; minutes: number | null };
+  options: Omit<
+    Required<WarmStartOptions>,
+    "log" | "model" | "minutes" | "signal" | "then" | "createProgress"
+  > & { model: string | null; minutes: number | null };
   parameters: number;
   vocabSize: number;
   steps: number;
@@ -225,26 +234,61 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
   if (resolved.tasks.length === 0) throw new WarmStartError("no tasks given");
   if (difficulties.length === 0) throw new WarmStartError("no difficulties given");
   for (const [name, weight] of Object.entries(resolved.taskWeights)) {
-    if (!resolved.tasks.includes(name)) throw new WarmStartError(`taskWeights names ${name}, which is not among the tasks (${resolved.tasks.join(", ")})`);
-    if (!Number.isInteger(weight) || weight <= 0) throw new WarmStartError(`taskWeights.${name} must be a positive integer, got ${weight}`);
+    if (!resolved.tasks.includes(name))
+      throw new WarmStartError(
+        `taskWeights names ${name}, which is not among the tasks (${resolved.tasks.join(", ")})`,
+      );
+    if (!Number.isInteger(weight) || weight <= 0)
+      throw new WarmStartError(`taskWeights.${name} must be a positive integer, got ${weight}`);
   }
   for (const [name, levels] of Object.entries(resolved.taskDifficulties)) {
-    if (!resolved.tasks.includes(name)) throw new WarmStartError(`taskDifficulties names ${name}, which is not among the tasks (${resolved.tasks.join(", ")})`);
-    if (levels.length === 0 || !levels.every((d) => Number.isInteger(d) && d >= 0)) throw new WarmStartError(`taskDifficulties.${name} must be a non-empty list of difficulties (integers >= 0), got ${JSON.stringify(levels)}`);
+    if (!resolved.tasks.includes(name))
+      throw new WarmStartError(
+        `taskDifficulties names ${name}, which is not among the tasks (${resolved.tasks.join(", ")})`,
+      );
+    if (levels.length === 0 || !levels.every((d) => Number.isInteger(d) && d >= 0))
+      throw new WarmStartError(
+        `taskDifficulties.${name} must be a non-empty list of difficulties (integers >= 0), got ${JSON.stringify(levels)}`,
+      );
   }
-  for (const [name, value] of [["steps", resolved.steps], ["batchSize", resolved.batchSize], ["maxSequenceTokens", resolved.maxSequenceTokens]] as const) {
-    if (!Number.isInteger(value) || value <= 0) throw new WarmStartError(`${name} must be a positive integer, got ${value}`);
+  for (const [name, value] of [
+    ["steps", resolved.steps],
+    ["batchSize", resolved.batchSize],
+    ["maxSequenceTokens", resolved.maxSequenceTokens],
+  ] as const) {
+    if (!Number.isInteger(value) || value <= 0)
+      throw new WarmStartError(`${name} must be a positive integer, got ${value}`);
   }
-  if (!(resolved.promptLossWeight >= 0 && resolved.promptLossWeight <= 1)) throw new WarmStartError(`promptLossWeight must be in [0, 1], got ${resolved.promptLossWeight}`);
-  if (!Number.isInteger(resolved.trainingWorlds) || resolved.trainingWorlds < 1) throw new WarmStartError(`trainingWorlds must be a positive integer, got ${resolved.trainingWorlds}`);
+  if (!(resolved.promptLossWeight >= 0 && resolved.promptLossWeight <= 1))
+    throw new WarmStartError(
+      `promptLossWeight must be in [0, 1], got ${resolved.promptLossWeight}`,
+    );
+  if (!Number.isInteger(resolved.trainingWorlds) || resolved.trainingWorlds < 1)
+    throw new WarmStartError(
+      `trainingWorlds must be a positive integer, got ${resolved.trainingWorlds}`,
+    );
   for (const [name, count] of Object.entries(resolved.taskTrainingWorlds)) {
-    if (!resolved.tasks.includes(name)) throw new WarmStartError(`taskTrainingWorlds names ${name}, which is not among the tasks (${resolved.tasks.join(", ")})`);
-    if (!Number.isInteger(count) || count < 1) throw new WarmStartError(`taskTrainingWorlds.${name} must be a positive integer, got ${count}`);
+    if (!resolved.tasks.includes(name))
+      throw new WarmStartError(
+        `taskTrainingWorlds names ${name}, which is not among the tasks (${resolved.tasks.join(", ")})`,
+      );
+    if (!Number.isInteger(count) || count < 1)
+      throw new WarmStartError(
+        `taskTrainingWorlds.${name} must be a positive integer, got ${count}`,
+      );
   }
-  if (!Number.isInteger(resolved.repetitionRows) || resolved.repetitionRows < 0) throw new WarmStartError(`repetitionRows must be an integer >= 0, got ${resolved.repetitionRows}`);
-  if (!Number.isInteger(resolved.repetitionTokens) || resolved.repetitionTokens < 1) throw new WarmStartError(`repetitionTokens must be a positive integer, got ${resolved.repetitionTokens}`);
-  if (!(resolved.learningRate > 0)) throw new WarmStartError(`learningRate must be > 0, got ${resolved.learningRate}`);
-  if (resolved.minutes !== null && !(resolved.minutes > 0)) throw new WarmStartError(`minutes must be > 0, got ${resolved.minutes}`);
+  if (!Number.isInteger(resolved.repetitionRows) || resolved.repetitionRows < 0)
+    throw new WarmStartError(
+      `repetitionRows must be an integer >= 0, got ${resolved.repetitionRows}`,
+    );
+  if (!Number.isInteger(resolved.repetitionTokens) || resolved.repetitionTokens < 1)
+    throw new WarmStartError(
+      `repetitionTokens must be a positive integer, got ${resolved.repetitionTokens}`,
+    );
+  if (!(resolved.learningRate > 0))
+    throw new WarmStartError(`learningRate must be > 0, got ${resolved.learningRate}`);
+  if (resolved.minutes !== null && !(resolved.minutes > 0))
+    throw new WarmStartError(`minutes must be > 0, got ${resolved.minutes}`);
   return resolved;
 }
 
@@ -257,11 +301,16 @@ export const DOCKER_FAMILIES: ReadonlySet<string> = new Set(["os", "db"]);
  * train without its family, an hour into the run. Asks `dockerAvailable` only when a stage
  * needs it.
  */
-export async function checkStagesRunnable(stages: ReadonlyArray<{ tasks?: string[] }>, dockerAvailable: () => Promise<boolean> = () => isDockerAvailable()): Promise<void> {
+export async function checkStagesRunnable(
+  stages: ReadonlyArray<{ tasks?: string[] }>,
+  dockerAvailable: () => Promise<boolean> = () => isDockerAvailable(),
+): Promise<void> {
   const first = stages.findIndex((stage) => stage.tasks?.some((task) => DOCKER_FAMILIES.has(task)));
   if (first < 0 || (await dockerAvailable())) return;
   const needs = stages[first].tasks!.filter((task) => DOCKER_FAMILIES.has(task)).join(", ");
-  throw new WarmStartError(`stage ${first + 1} of ${stages.length} trains ${needs}, which needs a Docker engine, and none answers: start one (bash scripts/start-dockerd.sh) or give --tasks without ${needs}`);
+  throw new WarmStartError(
+    `stage ${first + 1} of ${stages.length} trains ${needs}, which needs a Docker engine, and none answers: start one (bash scripts/start-dockerd.sh) or give --tasks without ${needs}`,
+  );
 }
 
 /**
@@ -271,7 +320,8 @@ export async function checkStagesRunnable(stages: ReadonlyArray<{ tasks?: string
 export function warmStartStages(options: WarmStartOptions): WarmStartOptions[] {
   const { then, ...first } = options;
   const stages: WarmStartOptions[] = [first];
-  for (const stage of [then ?? []].flat()) stages.push({ ...stages[stages.length - 1], ...stage, model: options.out });
+  for (const stage of [then ?? []].flat())
+    stages.push({ ...stages[stages.length - 1], ...stage, model: options.out });
   return stages;
 }
 
@@ -280,10 +330,36 @@ export function warmStartStages(options: WarmStartOptions): WarmStartOptions[] {
  * what stage `from - 1` made, e.g. a stage's saved output; required after stage 1): the later
  * stages follow as usual.
  */
-export function fromStage(options: WarmStartOptions, from: number, model?: string): WarmStartOptions {
+export function fromStage(
+  options: WarmStartOptions,
+  from: number,
+  model?: string,
+): WarmStartOptions {
   const stages = warmStartStages(options);
-  if (!Number.isInteger(from) || from < 1 || from > stages.length) throw new WarmStartError(`stage ${from} does not exist: the recipe has ${stages.length} stage(s)`);
-  if (from > 1 && model === undefined) throw new WarmStartError(`stage ${from} continues a model: give the folder holding what stage ${from - 1} made`);
+  if (!Number.isInteger(from) || from < 1 || from > stages.length)
+    throw new WarmStartError(
+      `stage ${from} does not exist: the recipe has ${stages.length} stage(s)`,
+    );
+  if (from > 1 && model === undefined)
+    throw new WarmStartError(
+      `stage ${from} continues a model: give the folder holding what stage ${from - 1} made`,
+    );
   const [start, ...rest] = stages.slice(from - 1);
-  return { ...start, ...(model === undefined ? {} : { model }), then: rest.length ? rest.map(({ out: _out, model: _model, log: _log, signal: _signal, createProgress: _createProgress, then: _then, ...stage }) => stage) : undefined };
+  return {
+    ...start,
+    ...(model === undefined ? {} : { model }),
+    then: rest.length
+      ? rest.map(
+          ({
+            out: _out,
+            model: _model,
+            log: _log,
+            signal: _signal,
+            createProgress: _createProgress,
+            then: _then,
+            ...stage
+          }) => stage,
+        )
+      : undefined,
+  };
 }

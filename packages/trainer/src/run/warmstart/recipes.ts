@@ -22,10 +22,18 @@ const RECIPE_BASE: Partial<WarmStartOptions> = {
 };
 
 /** The recipes by name; each stage says which run of docs/warmstart.md ("The recipes' history") it is. */
-export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "createProgress">> = {
+export const WARM_START_RECIPES: Record<
+  string,
+  Omit<WarmStartOptions, "out" | "model" | "log" | "signal" | "createProgress">
+> = {
   // Runs F, G, H, N and S6: the recipe of the shipped models/warmstart.
   default: {
-    architecture: { preset: "tiny", overrides: { ...DEFAULT_ARCHITECTURE }, vocabSize: 4096, chatTemplate: "compact" },
+    architecture: {
+      preset: "tiny",
+      overrides: { ...DEFAULT_ARCHITECTURE },
+      vocabSize: 4096,
+      chatTemplate: "compact",
+    },
     tasks: ["kg", "webshop", "alfworld"],
     steps: 210,
     scheduleSteps: 240,
@@ -40,14 +48,39 @@ export const WARM_START_RECIPES: Record<string, Omit<WarmStartOptions, "out" | "
       // Run H.
       { tasks: ["kg", "webshop"], steps: 1600, scheduleSteps: 1600, evalEvery: 400, evalLimit: 10 },
       // Run N (needs Docker).
-      { tasks: ["kg", "webshop", "alfworld", "os"], taskWeights: { kg: 2, webshop: 2, os: 3 }, steps: 300, scheduleSteps: 300, learningRate: 5e-4, evalEvery: 0, evalLimit: 100 },
+      {
+        tasks: ["kg", "webshop", "alfworld", "os"],
+        taskWeights: { kg: 2, webshop: 2, os: 3 },
+        steps: 300,
+        scheduleSteps: 300,
+        learningRate: 5e-4,
+        evalEvery: 0,
+        evalLimit: 100,
+      },
       // Run S6.
-      { taskWeights: { kg: 4, webshop: 2, os: 3 }, taskTrainingWorlds: { kg: 32 }, steps: 450, scheduleSteps: 450 },
+      {
+        taskWeights: { kg: 4, webshop: 2, os: 3 },
+        taskTrainingWorlds: { kg: 32 },
+        steps: 450,
+        scheduleSteps: 450,
+      },
     ],
   },
   // Runs C/D: the first shipped checkpoint.
   alfworld: {
-    architecture: { preset: "tiny", overrides: { hiddenSize: 128, intermediateSize: 384, numHiddenLayers: 3, numAttentionHeads: 4, numKeyValueHeads: 2, headDim: 32, maxPositionEmbeddings: 2048 }, vocabSize: 4096 },
+    architecture: {
+      preset: "tiny",
+      overrides: {
+        hiddenSize: 128,
+        intermediateSize: 384,
+        numHiddenLayers: 3,
+        numAttentionHeads: 4,
+        numKeyValueHeads: 2,
+        headDim: 32,
+        maxPositionEmbeddings: 2048,
+      },
+      vocabSize: 4096,
+    },
     tasks: ["alfworld"],
     steps: 51,
     scheduleSteps: 200,

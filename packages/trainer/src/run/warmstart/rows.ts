@@ -4,13 +4,23 @@
  * curriculum over difficulties.
  */
 import { Rng } from "@agentrl/policy";
-import { createTaskFamily, playEpisode, type CurriculumTaskFamily, type Split, type TaskFamilyOptions } from "@agentrl/envs";
+import {
+  createTaskFamily,
+  playEpisode,
+  type CurriculumTaskFamily,
+  type Split,
+  type TaskFamilyOptions,
+} from "@agentrl/envs";
 import type { ChatTokenizer } from "@agentrl/rollout";
 import { expertSequence, type SupervisedRow } from "../../rl/sft.js";
 import { WarmStartError } from "./options.js";
 
 /** Creates the families by name; one that fails to start is skipped with one line. */
-export async function openFamilies(tasks: readonly string[], options: TaskFamilyOptions, log: (line: string) => void): Promise<CurriculumTaskFamily[]> {
+export async function openFamilies(
+  tasks: readonly string[],
+  options: TaskFamilyOptions,
+  log: (line: string) => void,
+): Promise<CurriculumTaskFamily[]> {
   const families: CurriculumTaskFamily[] = [];
   for (const name of tasks) {
     try {
@@ -23,7 +33,11 @@ export async function openFamilies(tasks: readonly string[], options: TaskFamily
 }
 
 /** The training row of one expert episode of `family` on sample `index`, or undefined when the expert failed. */
-async function expertRow(family: CurriculumTaskFamily, index: number, tokenizer: ChatTokenizer): Promise<SupervisedRow | undefined> {
+async function expertRow(
+  family: CurriculumTaskFamily,
+  index: number,
+  tokenizer: ChatTokenizer,
+): Promise<SupervisedRow | undefined> {
   const episode = await playEpisode(family, index, family.expert(index));
   if (episode.reward < 1 - 1e-9 || episode.status !== "completed") return undefined;
   return expertSequence(tokenizer, family.name, episode.messages, episode.tools);
@@ -62,7 +76,11 @@ export async function collectExpertRows(options: ExpertRowOptions): Promise<Supe
   const difficulties = options.difficulties ?? [0];
   const perTask = options.perTask ?? 64;
   const random = new Rng(options.seed ?? 0);
-  const families = await openFamilies(options.tasks, { ...options.familyOptions, seed: options.worldSeed ?? 0 }, log);
+  const families = await openFamilies(
+    options.tasks,
+    { ...options.familyOptions, seed: options.worldSeed ?? 0 },
+    log,
+  );
   const rows: SupervisedRow[] = [];
   try {
     for (const family of families) {
@@ -71,8 +89,16 @@ export async function collectExpertRows(options: ExpertRowOptions): Promise<Supe
         const indices = family.indicesAt(options.split ?? "train", difficulty);
         if (indices.length === 0) continue;
         for (let attempt = 0; attempt < 5; attempt++) {
-          const row = await expertRow(family, indices[random.nextInt(indices.length)], options.tokenizer);
-          if (row && (options.maxSequenceTokens === undefined || row.tokens.length <= options.maxSequenceTokens)) {
+          const row = await expertRow(
+            family,
+            indices[random.nextInt(indices.length)],
+            options.tokenizer,
+          );
+          if (
+            row &&
+            (options.maxSequenceTokens === undefined ||
+              row.tokens.length <= options.maxSequenceTokens)
+          ) {
             rows.push(row);
             break;
           }
@@ -101,9 +127,16 @@ export function assistantLossWeight(promptLossWeight: number): number {
 }
 
 /** Which difficulties are open at `progress` ∈ [0, 1] (see `WarmStartOptions.curriculum`). */
-export function openDifficulties(difficulties: readonly number[], curriculum: "uniform" | "progressive", progress: number): number[] {
+export function openDifficulties(
+  difficulties: readonly number[],
+  curriculum: "uniform" | "progressive",
+  progress: number,
+): number[] {
   if (curriculum === "uniform") return [...difficulties];
-  const open = Math.max(1, Math.min(difficulties.length, Math.floor(progress * difficulties.length) + 1));
+  const open = Math.max(
+    1,
+    Math.min(difficulties.length, Math.floor(progress * difficulties.length) + 1),
+  );
   return difficulties.slice(0, open);
 }
 
@@ -114,7 +147,11 @@ export class TrainingWorlds {
   constructor(
     /** How many worlds, the home world (`seed`) included. */
     readonly count: number,
-    private readonly options: { seed: number; familyOptions: TaskFamilyOptions; taskCounts?: Record<string, number> },
+    private readonly options: {
+      seed: number;
+      familyOptions: TaskFamilyOptions;
+      taskCounts?: Record<string, number>;
+    },
   ) {}
 
   /** How many worlds `task`'s episodes come from: its own count, else `count`. */
@@ -129,7 +166,9 @@ export class TrainingWorlds {
     let family = this.opened.get(key);
     if (!family) {
       const seed = this.options.seed + k;
-      family = home.atWorld ? Promise.resolve(home.atWorld(seed)) : createTaskFamily(home.name, { ...this.options.familyOptions, seed });
+      family = home.atWorld
+        ? Promise.resolve(home.atWorld(seed))
+        : createTaskFamily(home.name, { ...this.options.familyOptions, seed });
       this.opened.set(key, family);
     }
     return family;
@@ -137,7 +176,11 @@ export class TrainingWorlds {
 
   async close(): Promise<void> {
     const families = await Promise.allSettled(this.opened.values());
-    await Promise.all(families.map((result) => (result.status === "fulfilled" ? result.value.close?.() : undefined)));
+    await Promise.all(
+      families.map((result) =>
+        result.status === "fulfilled" ? result.value.close?.() : undefined,
+      ),
+    );
     this.opened.clear();
   }
 }
@@ -152,11 +195,21 @@ export class ExpertStream {
   constructor(
     families: CurriculumTaskFamily[],
     private readonly tokenizer: ChatTokenizer,
-    private readonly options: { difficulties: number[]; taskDifficulties: Record<string, number[]>; curriculum: "uniform" | "progressive"; maxSequenceTokens: number; promptLossWeight: number; seed: number; taskWeights: Record<string, number> },
+    private readonly options: {
+      difficulties: number[];
+      taskDifficulties: Record<string, number[]>;
+      curriculum: "uniform" | "progressive";
+      maxSequenceTokens: number;
+      promptLossWeight: number;
+      seed: number;
+      taskWeights: Record<string, number>;
+    },
     private readonly worlds?: TrainingWorlds,
   ) {
     this.random = new Rng(options.seed + 7919);
-    this.turn = families.flatMap((family) => Array<CurriculumTaskFamily>(options.taskWeights[family.name] ?? 1).fill(family));
+    this.turn = families.flatMap((family) =>
+      Array<CurriculumTaskFamily>(options.taskWeights[family.name] ?? 1).fill(family),
+    );
   }
 
   /**
@@ -171,13 +224,21 @@ export class ExpertStream {
       const draws: Array<Promise<SupervisedRow | undefined>> = [];
       for (let k = rows.length; k < count; k++) {
         const home = this.turn[this.next++ % this.turn.length];
-        const open = openDifficulties(this.options.taskDifficulties[home.name] ?? this.options.difficulties, this.options.curriculum, progress);
+        const open = openDifficulties(
+          this.options.taskDifficulties[home.name] ?? this.options.difficulties,
+          this.options.curriculum,
+          progress,
+        );
         const difficulty = open[this.random.nextInt(open.length)];
         const worlds = this.worlds?.countOf(home.name) ?? 1;
         if (!this.worlds || worlds === 1) {
           // One world: the draws of the stream the shipped recipe was made with.
           const indices = home.indicesAt("train", difficulty);
-          draws.push(indices.length ? expertRow(home, indices[this.random.nextInt(indices.length)], this.tokenizer) : Promise.resolve(undefined));
+          draws.push(
+            indices.length
+              ? expertRow(home, indices[this.random.nextInt(indices.length)], this.tokenizer)
+              : Promise.resolve(undefined),
+          );
           continue;
         }
         const world = this.random.nextInt(worlds);
@@ -185,13 +246,19 @@ export class ExpertStream {
         draws.push(
           this.worlds.family(home, world).then((family) => {
             const indices = family.indicesAt("train", difficulty);
-            return indices.length ? expertRow(family, indices[Math.floor(pick * indices.length)], this.tokenizer) : undefined;
+            return indices.length
+              ? expertRow(family, indices[Math.floor(pick * indices.length)], this.tokenizer)
+              : undefined;
           }),
         );
       }
       for (const row of await Promise.all(draws)) {
-        if (row && row.tokens.length <= this.options.maxSequenceTokens) rows.push(withPromptLoss(row, this.options.promptLossWeight));
-        else if (++failures > 50 * count) throw new WarmStartError(`no expert episode fits in ${this.options.maxSequenceTokens} tokens; raise maxSequenceTokens`);
+        if (row && row.tokens.length <= this.options.maxSequenceTokens)
+          rows.push(withPromptLoss(row, this.options.promptLossWeight));
+        else if (++failures > 50 * count)
+          throw new WarmStartError(
+            `no expert episode fits in ${this.options.maxSequenceTokens} tokens; raise maxSequenceTokens`,
+          );
       }
     }
     return rows;
