@@ -4,24 +4,17 @@
  *
  *   dir/config.json, generation_config.json, model.safetensors (or shards + index),
  *   tokenizer.json, tokenizer_config.json
+ *
+ * A LoRA folder (PEFT's adapter files on a frozen base shared by every policy on it) loads
+ * and saves through lora-folder.ts.
  */
 import * as tf from "@tensorflow/tfjs-core";
 import { readFile, writeFile, mkdir, access } from "node:fs/promises";
-import { join, resolve } from "node:path";
-import { z } from "zod";
+import { join } from "node:path";
 import { type ModelConfig, parseHfConfig, toHfConfig } from "./config.js";
-import {
-  Transformer,
-  type NamedWeight,
-  type LoraOptions,
-  type LoraTarget,
-  LORA_TARGETS,
-  WeightsError,
-} from "./model.js";
+import { Transformer, type NamedWeight, type LoraOptions, WeightsError } from "./model.js";
 import {
   SafetensorsReader,
-  parseSafetensors,
-  serializeSafetensors,
   writeSafetensorsDirectory,
   type SafetensorsDtype,
 } from "./safetensors.js";
@@ -36,6 +29,15 @@ import {
 } from "./train.js";
 import { initBackend } from "./backend.js";
 import { Tokenizer } from "./tokenizer/index.js";
+import {
+  isLoraFolder,
+  loadAdapters,
+  loadLoraFolder,
+  releaseSharedBases,
+  saveAdapters,
+} from "./lora-folder.js";
+
+export { ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE } from "./lora-folder.js";
 
 /** The tokenizer a policy carries (see ./tokenizer). */
 export type PolicyTokenizer = Tokenizer;
@@ -61,10 +63,6 @@ export interface ExportedWeights {
   /** With LoRA: the adapters only (the frozen base is the same on both sides), and how they were attached. */
   lora?: { options: LoraOptions; adapters: NamedWeight[] };
 }
-
-/** PEFT's file names: adapters saved by `saveAdapters` load with `loadAdapters` (and PEFT). */
-export const ADAPTER_CONFIG_FILE = "adapter_config.json";
-export const ADAPTER_WEIGHTS_FILE = "adapter_model.safetensors";
 
 /** A cheap in-process copy of the weights (shares storage until the live weights change). */
 export class PolicySnapshot {
@@ -155,8 +153,8 @@ export class Policy {
   /** Loads a Hugging Face model directory (initialises the tfjs backend first). */
   static async load(directory: string, options: LoadOptions = {}): Promise<Policy> {
     const backend = await initBackend();
-    if (await exists(join(directory, ADAPTER_CONFIG_FILE)))
-      return Policy.loadAdapterFolder(directory, options);
+    // a LoRA folder (PEFT's adapter_config.json): its base, shared, with the adapters (lora-folder.ts)
+    if (await isLoraFolder(directory)) return loadLoraFolder(directory, options);
     const config = parseHfConfig(
       JSON.parse(await readFile(join(directory, "config.json"), "utf8")),
     );
@@ -192,64 +190,9 @@ export class Policy {
     return new Policy(model, { tokenizer, generationConfig });
   }
 
-  /**
-   * Loads a LoRA folder (PEFT's adapter_config.json naming `base_model_name_or_path`, and
-   * adapter_model.safetensors unless the adapters are new): the base model, loaded once per
-   * process and shared (never copied) by every policy on it (the learner, the samplers, the
-   * KL reference), frozen, with these adapters attached; only the adapters train. Tokenizer
-   * and configs come from the base folder unless the adapter folder has its own.
-   */
-  private static async loadAdapterFolder(directory: string, options: LoadOptions): Promise<Policy> {
-    const backend = await initBackend();
-    const adapter = parseAdapterConfig(
-      JSON.parse(await readFile(join(directory, ADAPTER_CONFIG_FILE), "utf8")),
-      directory,
-    );
-    const baseDirectory = resolve(directory, adapter.base_model_name_or_path);
-    const config = parseHfConfig(
-      JSON.parse(await readFile(join(baseDirectory, "config.json"), "utf8")),
-    );
-    checkModelFits(
-      config,
-      backend,
-      options.memoryUse ?? (options.trainable === true ? "lora" : "inference"),
-      baseDirectory,
-    );
-    let base = sharedBases.get(baseDirectory);
-    if (!base) {
-      base = Policy.load(baseDirectory, { trainable: false, memoryUse: "inference" });
-      sharedBases.set(baseDirectory, base);
-      base.catch(() => sharedBases.delete(baseDirectory));
-    }
-    const basePolicy = await base;
-    const values = basePolicy.model.baseValues();
-    let model: Transformer;
-    try {
-      model = new Transformer(basePolicy.config, undefined, { trainable: false, values });
-    } finally {
-      for (const value of values.values()) value.dispose();
-    }
-    let tokenizer = basePolicy.tokenizer;
-    if (options.tokenizer === false) tokenizer = undefined;
-    else if (await exists(join(directory, "tokenizer.json")))
-      tokenizer = await loadTokenizer(directory);
-    else if (options.tokenizer === true && !tokenizer)
-      throw new Error(`no tokenizer.json in ${directory} nor in its base ${baseDirectory}`);
-    const policy = new Policy(model, {
-      tokenizer,
-      generationConfig: { ...basePolicy.generationConfig },
-    });
-    policy.baseDirectory = baseDirectory;
-    await policy.loadAdapters(directory);
-    policy.version = 0;
-    return policy;
-  }
-
   /** Frees the base models LoRA folders loaded (shared by their policies: dispose those first). */
   static async releaseSharedBases(): Promise<void> {
-    const bases = [...sharedBases.values()];
-    sharedBases.clear();
-    for (const base of bases) (await base.catch(() => undefined))?.dispose();
+    await releaseSharedBases();
   }
 
   /** The base model's folder, when this policy was loaded from a LoRA folder. */
@@ -404,34 +347,7 @@ export class Policy {
 
   /** Writes the LoRA adapters in PEFT's layout (adapter_config.json, adapter_model.safetensors: A [r, in], B [out, r]). */
   async saveAdapters(directory: string): Promise<void> {
-    const options = this.model.loraOptions as Required<LoraOptions> | undefined;
-    if (!options) throw new WeightsError("saveAdapters: LoRA is not enabled");
-    await mkdir(directory, { recursive: true });
-    const config = {
-      peft_type: "LORA",
-      task_type: "CAUSAL_LM",
-      r: options.rank,
-      lora_alpha: options.alpha,
-      target_modules: options.targets,
-      lora_dropout: 0,
-      bias: "none",
-      agentrl_seed: options.seed,
-      ...(this.baseDirectory ? { base_model_name_or_path: this.baseDirectory } : {}),
-    };
-    await writeFile(join(directory, ADAPTER_CONFIG_FILE), JSON.stringify(config, null, 2) + "\n");
-    const tensors = this.model.adapterWeights().map((w) => {
-      const [rows, columns] = w.shape; // internal [in, r] / [r, out] → PEFT [r, in] / [out, r]
-      const data = new Float32Array(w.data.length);
-      for (let i = 0; i < rows; i++)
-        for (let j = 0; j < columns; j++) data[j * rows + i] = w.data[i * columns + j];
-      return { name: `base_model.model.${w.name}`, shape: [columns, rows], data };
-    });
-    await writeFile(
-      join(directory, ADAPTER_WEIGHTS_FILE),
-      serializeSafetensors(tensors, {
-        metadata: { format: "pt", agentrl_version: String(this.version) },
-      }),
-    );
+    await saveAdapters(this, directory);
   }
 
   /**
@@ -439,37 +355,7 @@ export class Policy {
    * not attached; without adapter_model.safetensors, new adapters: B = 0); bumps the version.
    */
   async loadAdapters(directory: string): Promise<void> {
-    const config = parseAdapterConfig(
-      JSON.parse(await readFile(join(directory, ADAPTER_CONFIG_FILE), "utf8")),
-      directory,
-      false,
-    );
-    if (!this.model.loraEnabled)
-      this.model.enableLora({
-        rank: config.r,
-        alpha: config.lora_alpha,
-        targets: config.target_modules as LoraTarget[],
-        seed: config.agentrl_seed,
-      });
-    const weightsPath = join(directory, ADAPTER_WEIGHTS_FILE);
-    if (await exists(weightsPath)) {
-      const values = new Map<string, tf.Tensor>();
-      try {
-        for (const [name, weight] of parseSafetensors(
-          new Uint8Array(await readFile(weightsPath)),
-          weightsPath,
-        )) {
-          values.set(
-            name.replace(/^base_model\.model\./, ""),
-            tf.tidy(() => tf.transpose(tf.tensor(weight.data, weight.shape, "float32"))),
-          );
-        }
-        this.model.assignAdapters(values);
-      } finally {
-        for (const t of values.values()) t.dispose();
-      }
-    }
-    this.bumpVersion();
+    await loadAdapters(this, directory);
   }
 
   /** Replaces every weight (with `lora`: the adapters only); `version` becomes the exported one. */
@@ -504,41 +390,6 @@ export class Policy {
   dispose(): void {
     this.model.dispose();
   }
-}
-
-/** Base models of LoRA folders, by absolute folder, loaded once per process (Policy.loadAdapterFolder). */
-const sharedBases = new Map<string, Promise<Policy>>();
-
-const AdapterConfigSchema = z
-  .object({
-    peft_type: z.literal("LORA").optional(),
-    base_model_name_or_path: z.string().optional(),
-    r: z.number().int().positive(),
-    lora_alpha: z.number().positive(),
-    target_modules: z
-      .array(z.enum(LORA_TARGETS as unknown as [LoraTarget, ...LoraTarget[]]))
-      .nonempty(),
-    agentrl_seed: z.number().int().nonnegative().default(0),
-  })
-  .loose();
-
-/** Parses a PEFT adapter_config.json (LoRA on our projections); `needsBase`: base_model_name_or_path required. */
-function parseAdapterConfig(
-  json: unknown,
-  directory: string,
-  needsBase = true,
-): z.infer<typeof AdapterConfigSchema> & { base_model_name_or_path: string } {
-  const parsed = AdapterConfigSchema.safeParse(json);
-  if (!parsed.success)
-    throw new WeightsError(
-      `${join(directory, ADAPTER_CONFIG_FILE)}: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
-    );
-  if (needsBase && !parsed.data.base_model_name_or_path) {
-    throw new WeightsError(
-      `${join(directory, ADAPTER_CONFIG_FILE)}: base_model_name_or_path is missing (the folder of the frozen base model, absolute or relative to the adapter folder)`,
-    );
-  }
-  return parsed.data as z.infer<typeof AdapterConfigSchema> & { base_model_name_or_path: string };
 }
 
 async function loadTokenizer(directory: string): Promise<PolicyTokenizer> {
