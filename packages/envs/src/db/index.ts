@@ -27,17 +27,17 @@ import { EnvironmentError } from "../types.js";
 import { DockerRuntime } from "../docker/runtime.js";
 import { Slots } from "../docker/slots.js";
 import { FailedSession } from "../docker/failed-session.js";
-import { compareDbAnswers, cleanAnswer, hashFromResult } from "./compare.js";
+import { compareDbAnswers, cleanAnswer } from "./compare.js";
 import {
   dbDifficulty,
   initStatements,
   isModification,
   loadDbSamples,
   quoteIdentifier,
-  tableHashQuery,
   unbuildableReason,
   type DbSample,
 } from "./data.js";
+import { gradeDb } from "./reward.js";
 import { parsePythonList, pythonRowsRepr, type PythonValue } from "./python-format.js";
 import { MariaDbServer, type MariaDbServerOptions, type SessionLogin } from "./server.js";
 import { DEFAULT_GENERATED_COUNT, GENERATED_OFFSET, generateDbSamples } from "./generate.js";
@@ -378,16 +378,7 @@ export class DbSession extends FunctionCallSession {
       const result = await this.execute(String(args.query));
       return { content: result.length > 0 ? result : "No response from database." };
     }
-    const answers = args.answers;
-    let correct: boolean;
-    if (isModification(this.sample.type)) {
-      const hashes: string[] = [];
-      for (const table of this.sample.tables)
-        hashes.push(hashFromResult(await this.execute(tableHashQuery(table))));
-      correct = compareDbAnswers(hashes.sort().join("_"), this.sample.answerMd5, this.sample.type);
-    } else {
-      correct = compareDbAnswers(answers, this.sample.label, this.sample.type);
-    }
+    const correct = await gradeDb(this.sample, args.answers, (sql) => this.execute(sql));
     return {
       content: "Your answer has been committed.",
       outcome: {

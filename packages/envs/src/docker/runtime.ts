@@ -13,46 +13,36 @@
  * reaper removes only containers whose owner process is provably dead on this host (never by
  * age, never another host's), so concurrent runs on one engine keep theirs.
  */
-import { AgentRLError } from "@agentrl/spec";
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync, rmSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
-import { posix } from "node:path";
-import { PassThrough } from "node:stream";
 import Docker from "dockerode";
+import { ContainerDeaths } from "./attribution.js";
+import { DiskLimits, ENGINE_FILES, type DiskLimit, type FolderArchive } from "./disk.js";
+import {
+  ContainerError,
+  DockerUnavailableError,
+  SandboxEndedError,
+  type DeathCause,
+} from "./errors.js";
+import { collectOutput } from "./exec-output.js";
 import { HARNESS_SOURCE, HarnessConnection, HarnessLost } from "./harness.js";
+import {
+  forgetAtExit,
+  HOST_DIR_LABEL,
+  HOST_LABEL,
+  ownerIsDead,
+  PID_LABEL,
+  PID_START_LABEL,
+  processStartTime,
+  removeAtExit,
+  RUN_LABEL,
+} from "./owner.js";
 
-export class DockerUnavailableError extends AgentRLError {}
-
-/** A container died or an exec failed for reasons outside the agent's command. */
-export class ContainerError extends AgentRLError {}
-
-/**
- * The container ended on its own while it ran commands: no one outside killed or removed
- * it (no `kill` event from the engine before its `die`), so its own processes ended it —
- * PID 1's child killed (`kill -9 -1`), out of memory, … For a sandbox whose commands are the
- * agent's, that is the agent's doing, not an infrastructure fault.
- */
-export class SandboxEndedError extends ContainerError {
-  constructor(
-    message: string,
-    readonly exitCode: number,
-    readonly outOfMemory: boolean,
-  ) {
-    super(message);
-  }
-}
-
-/** Why a container stopped: `own` (its own processes ended it) or `external` (killed, removed, engine gone). */
-export type DeathCause = { cause: "own" | "external"; exitCode: number; outOfMemory: boolean };
-
-export const RUN_LABEL = "agentrl.run";
-export const PID_LABEL = "agentrl.pid";
-export const HOST_LABEL = "agentrl.host";
-export const PID_START_LABEL = "agentrl.pidstart";
-/** A host folder made for the container (e.g. a socket folder), deleted with its leftovers. */
-export const HOST_DIR_LABEL = "agentrl.hostdir";
+export * from "./errors.js";
+export * from "./owner.js";
+export { WRITABLE_FOLDERS, type DiskLimit, type DiskSettings, type FolderArchive } from "./disk.js";
 
 /** Linux capabilities a container may get back after all are dropped. */
 export type Capability =
@@ -99,45 +89,6 @@ export interface ContainerSpec {
    */
   harness?: boolean;
 }
-
-/**
- * A hard limit on the bytes a container may write, in one of two forms:
- * - `writable-layer`: the engine caps the container's writable layer (`--storage-opt size`);
- *   the whole root stays writable. Needs overlay2 on xfs mounted with `pquota`.
- * - `read-only-root`: the root filesystem is read-only, and each folder in `writable` is a
- *   tmpfs of `bytes` (held in the container's memory, so also bounded by its memory limit),
- *   filled at start with the image's content of that folder.
- * `auto` (default) takes `writable-layer` when the engine supports it, else `read-only-root`.
- * Never unlimited: a form the engine refuses fails the start (`ContainerError`).
- */
-export interface DiskLimit {
-  bytes: number;
-  mode?: "auto" | "writable-layer" | "read-only-root";
-  /** Writable folders under a read-only root. Default `WRITABLE_FOLDERS`. */
-  writable?: string[];
-}
-
-/**
- * Folders writable under a read-only root: where AgentBench OS tasks and their agents write
- * (home folders, /etc for users and config, /var for logs and web roots, /tmp, /usr/local/bin
- * for scripts). Writes elsewhere (/usr, /lib, a new top-level folder) fail with EROFS.
- */
-export const WRITABLE_FOLDERS = [
-  "/etc",
-  "/var",
-  "/var/tmp",
-  "/tmp",
-  "/run",
-  "/root",
-  "/home",
-  "/opt",
-  "/srv",
-  "/mnt",
-  "/media",
-  "/usr/local",
-];
-/** Files Docker itself mounts into /etc: never overwritten by the folder's content. */
-const ENGINE_FILES = ["etc/hostname", "etc/hosts", "etc/resolv.conf"];
 
 export interface ExecOptions {
   /** Seconds before the command is killed. Default 30 (the original's per-command limit). */
@@ -188,35 +139,23 @@ export class DockerRuntime {
   readonly runId: string;
   private readonly live = new Set<string>();
   private closed = false;
-  private readonly deathListeners = new Map<string, (death: DeathCause) => void>();
-  private events: NodeJS.ReadableStream | undefined;
   private readonly startMs: number;
   /** The first reaper run (started with the runtime): resolves to the number of containers removed. */
   readonly reaped: Promise<number>;
   private readonly reaper: NodeJS.Timeout | undefined;
-  private layerLimits: Promise<boolean> | undefined;
-  private readonly seeds = new Map<string, Promise<FolderArchive[]>>();
   private readonly cliEnv?: Record<string, string>;
   private readonly harnesses = new Map<string, HarnessConnection>();
-  /** Engine events seen per container of this run: a `kill` (from outside), an `oom`, and its `die`. */
-  private readonly seen = new Map<
-    string,
-    {
-      killed: boolean;
-      outOfMemory: boolean;
-      oomAt?: number;
-      died?: DeathCause;
-      waiters: Array<(death: DeathCause) => void>;
-    }
-  >();
+  private readonly deaths: ContainerDeaths;
+  private readonly disks: DiskLimits;
 
   constructor(options: DockerRuntimeOptions = {}) {
     this.docker = options.docker ?? new Docker();
     this.startMs = (options.startSeconds ?? 120) * 1000;
     this.cliEnv = options.cliEnv;
     this.runId = options.runId ?? `${Date.now().toString(36)}-${randomBytes(4).toString("hex")}`;
-    liveRuntimes.add(this);
-    installProcessCleanup();
+    this.deaths = new ContainerDeaths(this.docker, this.runId, (id) => this.live.has(id));
+    this.disks = new DiskLimits(this.docker, () => this.labels());
+    removeAtExit(this);
     this.reaped = this.removeLeftovers().catch(() => 0);
     const every = options.reapSeconds ?? 60;
     if (every > 0) {
@@ -280,7 +219,7 @@ export class DockerRuntime {
 
   private async createAndStart(spec: ContainerSpec, late: () => boolean): Promise<string> {
     const name = `${spec.namePrefix ?? "agentrl"}-${randomBytes(5).toString("hex")}`;
-    const disk = spec.disk ? await this.diskSettings(spec.image, spec.disk) : undefined;
+    const disk = spec.disk ? await this.disks.settings(spec.image, spec.disk) : undefined;
     const ulimits = Object.entries(spec.ulimits ?? {})
       .filter(([, value]) => value !== undefined)
       .map(([key, value]) => ({ Name: key, Soft: value, Hard: value }));
@@ -319,7 +258,7 @@ export class DockerRuntime {
     try {
       if (spec.harness) {
         // Events first: a death must find its record (see deathOf).
-        await this.watchEvents();
+        await this.deaths.watch();
         const stream = (await container.attach({
           stream: true,
           stdin: true,
@@ -346,65 +285,9 @@ export class DockerRuntime {
     return container.id;
   }
 
-  /**
-   * Bytes the engine counts in a new container's layer before it writes anything: btrfs
-   * limits a container's subvolume by all it references, the image's files included, so the
-   * image's size is added to the budget; overlay2 (xfs project quotas) counts the upper layer
-   * alone (0).
-   */
-  private async layerBase(image: string): Promise<number> {
-    this.driver ??= this.docker.info().then((info: { Driver?: string }) => info.Driver ?? "");
-    if ((await this.driver) !== "btrfs") return 0;
-    return (await this.docker.getImage(image).inspect()).Size;
-  }
-
-  private driver: Promise<string> | undefined;
-
   /** Whether a container of `image` with `limit` gets a capped writable layer (a writable root), not the read-only root. */
-  async writableRoot(image: string, limit: DiskLimit): Promise<boolean> {
-    if ((limit.mode ?? "auto") === "read-only-root") return false;
-    this.layerLimits ??= supportsLayerLimit(this.docker, image, this.labels());
-    return this.layerLimits;
-  }
-
-  /** Engine settings of a disk limit; throws `ContainerError` for a form the engine cannot enforce. */
-  private async diskSettings(
-    image: string,
-    limit: DiskLimit,
-  ): Promise<{
-    readOnlyRoot: boolean;
-    tmpfs?: Record<string, string>;
-    storageOpt?: Record<string, string>;
-    seed?: FolderArchive[];
-  }> {
-    if (!(Number.isSafeInteger(limit.bytes) && limit.bytes > 0))
-      throw new ContainerError(`disk limit must be a positive number of bytes, got ${limit.bytes}`);
-    const mode = limit.mode ?? "auto";
-    if (mode !== "read-only-root") {
-      this.layerLimits ??= supportsLayerLimit(this.docker, image, this.labels());
-      if (await this.layerLimits)
-        return {
-          readOnlyRoot: false,
-          storageOpt: { size: String(limit.bytes + (await this.layerBase(image))) },
-        };
-      if (mode === "writable-layer") {
-        throw new ContainerError(
-          "this Docker engine cannot limit a container's writable layer (--storage-opt size needs overlay2 on xfs with pquota); use the read-only-root disk limit",
-        );
-      }
-    }
-    const folders = limit.writable ?? WRITABLE_FOLDERS;
-    const tmpfs: Record<string, string> = {};
-    for (const folder of folders)
-      tmpfs[folder] =
-        `rw,exec,nodev,size=${limit.bytes},mode=${folder.endsWith("tmp") ? "1777" : "0755"}`;
-    let seed = this.seeds.get(image);
-    if (!seed) {
-      seed = imageFolders(this.docker, image, folders, this.labels());
-      this.seeds.set(image, seed);
-      seed.catch(() => this.seeds.delete(image));
-    }
-    return { readOnlyRoot: true, tmpfs, seed: await seed };
+  writableRoot(image: string, limit: DiskLimit): Promise<boolean> {
+    return this.disks.writableRoot(image, limit);
   }
 
   /** Fills the tmpfs folders of a read-only-root container with the image's content (a tar of them). */
@@ -662,7 +545,7 @@ export class DockerRuntime {
         throw new ContainerError(
           `command in container ${id.slice(0, 12)}: ${(error as Error).message}`,
         );
-      const death = await this.deathOf(id, 5000);
+      const death = await this.deaths.deathOf(id, 5000);
       if (death?.cause === "own") {
         throw new SandboxEndedError(
           `container ${id.slice(0, 12)} ended on its own while running a command (exit ${death.exitCode}${death.outOfMemory ? ", out of memory" : ""}): its own processes stopped it`,
@@ -680,30 +563,16 @@ export class DockerRuntime {
    * How a container of this run died, from the engine's events (waits up to `waitMs` for its
    * `die`); undefined when no `die` came (e.g. the engine does not answer).
    */
-  async deathOf(id: string, waitMs: number): Promise<DeathCause | undefined> {
-    if (!this.live.has(id)) return undefined; // removed by this runtime
-    const record = this.record(id);
-    if (record.died) return record.died;
-    return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        record.waiters = record.waiters.filter((waiter) => waiter !== done);
-        resolve(undefined);
-      }, waitMs);
-      const done = (death: DeathCause) => {
-        clearTimeout(timer);
-        resolve(death);
-      };
-      record.waiters.push(done);
-    });
+  deathOf(id: string, waitMs: number): Promise<DeathCause | undefined> {
+    return this.deaths.deathOf(id, waitMs);
   }
 
-  private record(id: string) {
-    let record = this.seen.get(id);
-    if (!record) {
-      record = { killed: false, outOfMemory: false, waiters: [] };
-      this.seen.set(id, record);
-    }
-    return record;
+  /**
+   * Calls `listener` once when the container stops without `remove` (killed, out of memory,
+   * crashed), from Docker's event stream. Returns a function that stops watching.
+   */
+  onDeath(id: string, listener: (death: DeathCause) => void): Promise<() => void> {
+    return this.deaths.onDeath(id, listener);
   }
 
   /** Kills every process of the container whose environment carries `AGENTRL_EXEC=<tag>`. */
@@ -749,102 +618,12 @@ export class DockerRuntime {
     }
   }
 
-  /**
-   * Calls `listener` once when the container stops without `remove` (killed, out of memory,
-   * crashed), from Docker's event stream. Returns a function that stops watching.
-   */
-  async onDeath(id: string, listener: (death: DeathCause) => void): Promise<() => void> {
-    this.deathListeners.set(id, listener);
-    await this.watchEvents();
-    return () => this.deathListeners.delete(id);
-  }
-
-  private watchEvents(): Promise<void> {
-    this.watching ??= this.openEvents().catch((error: Error) => {
-      this.watching = undefined;
-      throw error;
-    });
-    return this.watching;
-  }
-
-  private watching: Promise<void> | undefined;
-
-  private async openEvents(): Promise<void> {
-    const stream = (await this.docker.getEvents({
-      filters: {
-        type: ["container"],
-        event: ["die", "kill", "oom"],
-        label: [`${RUN_LABEL}=${this.runId}`],
-      },
-    })) as NodeJS.ReadableStream;
-    this.events = stream;
-    (stream as unknown as { unref?: () => void }).unref?.();
-    const socket = (stream as unknown as { socket?: { unref(): void } }).socket;
-    socket?.unref();
-    let buffer = "";
-    stream.on("data", (chunk: Buffer) => {
-      buffer += chunk.toString("utf8");
-      let newline = buffer.indexOf("\n");
-      while (newline >= 0) {
-        const line = buffer.slice(0, newline).trim();
-        buffer = buffer.slice(newline + 1);
-        newline = buffer.indexOf("\n");
-        if (!line) continue;
-        try {
-          const event = JSON.parse(line) as {
-            id?: string;
-            Action?: string;
-            status?: string;
-            Actor?: { Attributes?: Record<string, string> };
-          };
-          if (!event.id) continue;
-          const action = event.Action ?? event.status;
-          if (!this.live.has(event.id)) continue; // removed by this runtime, or not ours
-          const record = this.record(event.id);
-          if (action === "kill") record.killed = true;
-          else if (action === "oom") {
-            record.outOfMemory = true;
-            record.oomAt = Date.now();
-          } else if (action === "die") {
-            const exitCode = Number(event.Actor?.Attributes?.exitCode ?? -1);
-            // Out of memory just before: its own processes exhausted it (the engine then kills
-            // the rest, which also shows as a `kill`). Otherwise a `kill` is from outside.
-            const outOfMemoryNow = record.oomAt !== undefined && Date.now() - record.oomAt < 10_000;
-            const death: DeathCause = {
-              cause: outOfMemoryNow || !record.killed ? "own" : "external",
-              exitCode,
-              outOfMemory: record.outOfMemory,
-            };
-            record.died = death;
-            for (const waiter of record.waiters.splice(0)) waiter(death);
-            const listener = this.deathListeners.get(event.id);
-            if (listener) {
-              this.deathListeners.delete(event.id);
-              listener(death);
-            }
-          }
-        } catch {
-          // A partial or foreign line: ignore.
-        }
-      }
-    });
-    stream.on("error", () => {
-      this.events = undefined;
-      this.watching = undefined;
-    });
-    stream.on("end", () => {
-      this.events = undefined;
-      this.watching = undefined;
-    });
-  }
-
   /** Kills and removes a container (idempotent, never throws). */
   async remove(id: string): Promise<void> {
     this.live.delete(id);
-    this.deathListeners.delete(id);
+    this.deaths.forget(id);
     this.harnesses.get(id)?.close();
     this.harnesses.delete(id);
-    this.seen.delete(id);
     try {
       await this.docker.getContainer(id).remove({ force: true, v: true });
     } catch {
@@ -881,13 +660,10 @@ export class DockerRuntime {
   async close(): Promise<void> {
     this.closed = true;
     if (this.reaper) clearInterval(this.reaper);
-    liveRuntimes.delete(this);
-    this.deathListeners.clear();
+    forgetAtExit(this);
+    this.deaths.close();
     for (const harness of this.harnesses.values()) harness.close();
     this.harnesses.clear();
-    (this.events as unknown as { destroy?: () => void } | undefined)?.destroy?.();
-    this.events = undefined;
-    this.watching = undefined;
     const list = await this.docker
       .listContainers({ all: true, filters: { label: [`${RUN_LABEL}=${this.runId}`] } })
       .catch(() => []);
@@ -906,93 +682,6 @@ export class DockerRuntime {
   }
 }
 
-const liveRuntimes = new Set<DockerRuntime>();
-let cleanupInstalled = false;
-
-/**
- * At exit and on SIGINT / SIGTERM / SIGHUP, removes the containers of every open runtime (one
- * listener each for the whole process, not one per runtime: a run over many task worlds opens
- * dozens); a signal then does what it would have done (unless the program has its own handler).
- */
-function installProcessCleanup(): void {
-  if (cleanupInstalled) return;
-  cleanupInstalled = true;
-  process.once("exit", () => {
-    for (const runtime of liveRuntimes) runtime.removeAllSync();
-  });
-  for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-    const handler = () => {
-      for (const runtime of liveRuntimes) runtime.removeAllSync();
-      if (process.listenerCount(signal) === 1) {
-        process.removeListener(signal, handler);
-        process.kill(process.pid, signal);
-      }
-    };
-    process.on(signal, handler);
-  }
-}
-
-/**
- * Whether the engine caps a container's writable layer (`--storage-opt size`): it refuses
- * the option at create time on overlay2 over anything but xfs with pquota.
- */
-async function supportsLayerLimit(
-  docker: Docker,
-  image: string,
-  labels: Record<string, string>,
-): Promise<boolean> {
-  try {
-    const probe = await docker.createContainer({
-      Image: image,
-      Cmd: ["true"],
-      Labels: labels,
-      HostConfig: { StorageOpt: { size: "1G" }, NetworkMode: "none" },
-    });
-    await probe.remove({ force: true, v: true }).catch(() => {});
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Tar streams of image folders that share a parent folder (concatenated archives: extract with `tar -i` in `parent`). */
-export interface FolderArchive {
-  parent: string;
-  archive: Buffer;
-}
-
-/** The image's content of `folders`, one archive per parent folder (an archive's entries start with the folder's base name). */
-async function imageFolders(
-  docker: Docker,
-  image: string,
-  folders: string[],
-  labels: Record<string, string>,
-): Promise<FolderArchive[]> {
-  const container = await docker.createContainer({
-    Image: image,
-    Cmd: ["true"],
-    Labels: labels,
-    HostConfig: { NetworkMode: "none" },
-  });
-  try {
-    const parts = new Map<string, Buffer[]>();
-    // A nested folder (/var/tmp in /var) is in its parent's archive already.
-    for (const folder of folders.filter(
-      (folder) => !folders.some((other) => other !== folder && folder.startsWith(`${other}/`)),
-    )) {
-      const stream = await container.getArchive({ path: folder }).catch(() => undefined);
-      if (!stream) continue; // not in the image: an empty folder
-      const chunks: Buffer[] = [];
-      for await (const chunk of stream as AsyncIterable<Buffer>) chunks.push(chunk);
-      const parent = posix.dirname(folder);
-      parts.set(parent, [...(parts.get(parent) ?? []), Buffer.concat(chunks)]);
-    }
-    return [...parts].map(([parent, archives]) => ({ parent, archive: Buffer.concat(archives) }));
-  } finally {
-    await container.remove({ force: true, v: true }).catch(() => {});
-  }
-}
-
 /** Whether a Docker engine answers. */
 export async function isDockerAvailable(docker: Docker = new Docker()): Promise<boolean> {
   try {
@@ -1004,99 +693,4 @@ export async function isDockerAvailable(docker: Docker = new Docker()): Promise<
   } catch {
     return false;
   }
-}
-
-/**
- * Whether the labels name an owner process on this host that is gone: no such pid, or a pid
- * whose start time differs from the one recorded (the pid was reused).
- */
-export function ownerIsDead(labels: Record<string, string>): boolean {
-  if (labels[HOST_LABEL] !== undefined && labels[HOST_LABEL] !== hostname()) return false;
-  const pid = Number(labels[PID_LABEL]);
-  if (!Number.isInteger(pid) || pid <= 0) return false;
-  if (!processAlive(pid)) return true;
-  const recorded = labels[PID_START_LABEL];
-  const current = processStartTime(pid);
-  return recorded !== undefined && current !== undefined && recorded !== current;
-}
-
-/** Start time of a process in clock ticks after boot (/proc/<pid>/stat field 22), undefined off Linux. */
-export function processStartTime(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    // Fields after the command name (which may hold spaces) start after the last ")".
-    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19];
-  } catch {
-    return undefined;
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-/** After this long, a command's process is polled: once it has exited, output stops being read. */
-const POLL_AFTER_MS = 1000;
-const POLL_EVERY_MS = 250;
-
-/**
- * Reads a multiplexed exec stream, keeping at most `maxChars`, until it ends, until the host
- * deadline, or — for a command that left a background program holding its output open
- * (`server &`) — shortly after the command's own process has exited (`running` says so).
- */
-function collectOutput(
-  docker: Docker,
-  stream: NodeJS.ReadWriteStream,
-  maxChars: number,
-  deadlineMs: number,
-  running: () => Promise<boolean>,
-): Promise<{ output: string; truncated: boolean; hostTimedOut: boolean; elapsedMs: number }> {
-  const started = Date.now();
-  return new Promise((resolvePromise) => {
-    let output = "";
-    let truncated = false;
-    let done = false;
-    const sink = new PassThrough();
-    sink.setEncoding("utf8"); // decodes characters split across chunks
-    sink.on("data", (text: string) => {
-      const room = maxChars - output.length;
-      if (text.length > room) truncated = true;
-      if (room > 0) output += text.slice(0, room);
-    });
-    docker.modem.demuxStream(stream, sink, sink);
-    const finish = (hostTimedOut: boolean) => {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      clearTimeout(poller);
-      resolvePromise({ output, truncated, hostTimedOut, elapsedMs: Date.now() - started });
-    };
-    const poll = async () => {
-      if (done) return;
-      const alive = await running().catch(() => false);
-      if (done) return;
-      if (alive) {
-        poller = setTimeout(poll, POLL_EVERY_MS);
-        return;
-      }
-      // The command exited; give its last output a moment to arrive, then stop reading.
-      poller = setTimeout(() => {
-        (stream as unknown as { destroy?: () => void }).destroy?.();
-        finish(false);
-      }, 500);
-    };
-    let poller = setTimeout(poll, POLL_AFTER_MS);
-    const timer = setTimeout(() => {
-      (stream as unknown as { destroy?: () => void }).destroy?.();
-      finish(true);
-    }, deadlineMs);
-    stream.on("end", () => finish(false));
-    stream.on("close", () => finish(false));
-    stream.on("error", () => finish(false));
-  });
 }
