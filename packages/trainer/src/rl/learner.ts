@@ -8,8 +8,9 @@
  */
 import { availableParallelism } from "node:os";
 import { join } from "node:path";
-import { readFile, writeFile } from "node:fs/promises";
+import { access, readFile, writeFile } from "node:fs/promises";
 import {
+  ADAPTER_CONFIG_FILE,
   Policy,
   initBackend,
   parseSafetensors,
@@ -279,18 +280,31 @@ export class Learner {
     );
   }
 
-  /** Restores what `save` wrote (policy weights, optimizer moments, step, version). */
+  /**
+   * Restores what `save` wrote (policy weights, optimizer moments, step, version). With LoRA,
+   * the adapters (`policy/adapter/`) onto the frozen base: the merged weights beside them
+   * would be a second copy of the model, and the base is shared with the samplers.
+   */
   async restore(folder: string): Promise<void> {
-    const restored = await Policy.load(join(folder, "policy"), {
-      trainable: false,
-      tokenizer: false,
-    });
-    try {
-      const snapshot = restored.snapshot();
-      this.policy.restore(snapshot);
-      snapshot.dispose();
-    } finally {
-      restored.dispose();
+    const adapterFolder = join(folder, "policy", "adapter");
+    const hasAdapters = await access(join(adapterFolder, ADAPTER_CONFIG_FILE)).then(
+      () => true,
+      () => false,
+    );
+    if (this.policy.model.loraEnabled && hasAdapters) {
+      await this.policy.loadAdapters(adapterFolder);
+    } else {
+      const restored = await Policy.load(join(folder, "policy"), {
+        trainable: false,
+        tokenizer: false,
+      });
+      try {
+        const snapshot = restored.snapshot();
+        this.policy.restore(snapshot);
+        snapshot.dispose();
+      } finally {
+        restored.dispose();
+      }
     }
     const learner = JSON.parse(await readFile(join(folder, "learner.json"), "utf8")) as {
       step: number;
