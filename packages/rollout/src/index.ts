@@ -41,10 +41,13 @@ export {
   type PolicyWeights,
   type WeightUpdateMode,
   type GenerationEngine,
+  affordableDecodeThreads,
   createPolicyEnginePool,
+  decodeThreadsFor,
   defaultDecodeThreads,
   EnginePool,
   EngineThreadError,
+  startEngineThreads,
   ThreadEngine,
 } from "./engine/index.js";
 export {

@@ -5,11 +5,11 @@
  * with the fewest requests in flight; weight updates go to every engine (one shared copy of
  * the weights for all threads), and the pool's version is the oldest of its engines'.
  */
-import { availableParallelism } from "node:os";
-import type { KVSequence, Policy } from "@agentrl/policy";
+import { availableParallelism, totalmem } from "node:os";
+import type { KVSequence, ModelConfig, Policy } from "@agentrl/policy";
 import type { InferenceEngine } from "./engine.js";
 import { createPolicyEngine, type PolicyWeights } from "./policy-model.js";
-import { ThreadEngine, engineThreadData, threadWeights } from "./thread.js";
+import { ThreadEngine, engineThreadData, threadWeights, weightBytes } from "./thread.js";
 import type {
   EngineStats,
   GenerationEngine,
@@ -115,16 +115,77 @@ export function defaultDecodeThreads(): number {
 }
 
 /**
+ * Largest share of the machine's memory that the engines' copies of the weights may take
+ * together (the main thread's and one per decode thread: tfjs's wasm backend keeps a model's
+ * weights in its own thread's memory, so threads cannot share one copy).
+ */
+export const WEIGHT_COPIES_MEMORY_SHARE = 0.25;
+
+/**
+ * How many of `threads` decode threads a model of `config` may have: as many as keep
+ * `1 + threads` copies of its weights within `WEIGHT_COPIES_MEMORY_SHARE` of `totalMemory`
+ * (Qwen2.5-0.5B, 1.84 GiB a copy, keeps 2 threads on 24 GiB and none on 12 GiB).
+ */
+export function affordableDecodeThreads(
+  config: ModelConfig,
+  threads: number,
+  totalMemory = totalmem(),
+): number {
+  const copies = Math.floor((WEIGHT_COPIES_MEMORY_SHARE * totalMemory) / weightBytes(config));
+  return Math.max(0, Math.min(threads, copies - 1));
+}
+
+/**
+ * Decode threads for `policy`: `threads`, fewer when the copies of a large model's weights
+ * would not fit (`affordableDecodeThreads`), said on `log`.
+ */
+export function decodeThreadsFor(
+  policy: Policy,
+  threads: number,
+  log: (line: string) => void = (line) => console.warn(`agentrl: ${line}`),
+): number {
+  const affordable = affordableDecodeThreads(policy.config, threads);
+  if (affordable < threads) {
+    const gigabytes = (weightBytes(policy.config) / 1024 ** 3).toFixed(1);
+    log(
+      `decoding with ${affordable} decode thread${affordable === 1 ? "" : "s"} instead of ${threads}: each holds its own ${gigabytes} GB copy of the model's weights, and ${1 + threads} copies would pass ${WEIGHT_COPIES_MEMORY_SHARE * 100} % of this machine's ${(totalmem() / 1024 ** 3).toFixed(0)} GB`,
+    );
+  }
+  return affordable;
+}
+
+/**
  * The in-process engine over `policy` and `threads` engine threads with copies of its weights
  * (each with its own sampler seed: `seed + i`); with `threads` 0, the in-process engine alone.
+ * A model too large for that many copies gets fewer threads (`decodeThreadsFor`, said on `log`).
  */
 export async function createPolicyEnginePool(
   policy: Policy,
   options: InferenceEngineOptions = {},
-  threads = defaultDecodeThreads(),
+  requestedThreads = defaultDecodeThreads(),
+  log?: (line: string) => void,
 ): Promise<GenerationEngine<PolicyWeights>> {
+  const threads = requestedThreads > 0 ? decodeThreadsFor(policy, requestedThreads, log) : 0;
   const local: InferenceEngine<KVSequence, PolicyWeights> = createPolicyEngine(policy, options);
   if (threads <= 0) return local;
+  try {
+    return new EnginePool([local, ...(await startEngineThreads(policy, options, threads))]);
+  } catch (error) {
+    local.close();
+    throw error;
+  }
+}
+
+/**
+ * `threads` engine threads with copies of `policy`'s weights now (one shared buffer sent to
+ * all), each with its own sampler seed (`options.seed + 1 + i`); all or none (a failed start
+ * closes the others).
+ */
+export async function startEngineThreads(
+  policy: Policy,
+  options: InferenceEngineOptions,
+  threads: number,
+): Promise<ThreadEngine[]> {
   const data = engineThreadData(policy, options);
   const started = await Promise.allSettled(
     Array.from({ length: threads }, (_, i) =>
@@ -136,12 +197,8 @@ export async function createPolicyEnginePool(
   );
   const failed = started.find((outcome) => outcome.status === "rejected");
   if (failed) {
-    local.close();
     for (const outcome of started) if (outcome.status === "fulfilled") outcome.value.close();
     throw (failed as PromiseRejectedResult).reason;
   }
-  return new EnginePool([
-    local,
-    ...started.map((outcome) => (outcome as PromiseFulfilledResult<ThreadEngine>).value),
-  ]);
+  return started.map((outcome) => (outcome as PromiseFulfilledResult<ThreadEngine>).value);
 }

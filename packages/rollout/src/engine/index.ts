@@ -18,4 +18,12 @@ export {
 export { InferenceEngine } from "./engine.js";
 export { createPolicyEngine, policyEngineModel, type PolicyWeights } from "./policy-model.js";
 export { EngineThreadError, ThreadEngine, type ThreadWeights } from "./thread.js";
-export { createPolicyEnginePool, defaultDecodeThreads, EnginePool } from "./engine-pool.js";
+export {
+  affordableDecodeThreads,
+  createPolicyEnginePool,
+  decodeThreadsFor,
+  defaultDecodeThreads,
+  EnginePool,
+  startEngineThreads,
+  WEIGHT_COPIES_MEMORY_SHARE,
+} from "./engine-pool.js";

@@ -19,6 +19,9 @@ function describe(error: unknown): { name: string; message: string; stack?: stri
 }
 
 function load(policy: Policy, weights: ThreadWeights): void {
+  // LoRA: the frozen base is already here; the adapters are the update.
+  if (weights.lora)
+    return policy.importWeights({ version: weights.version, tensors: [], lora: weights.lora });
   if (weights.layout === "hf") return policy.importWeights(weights);
   const snapshot = snapshotFromFlat(weights.version, weights.tensors);
   try {
@@ -40,7 +43,10 @@ try {
   }
   const policy = new Policy(model, { version: data.weights.version });
   if (data.weights.layout === "hf") policy.importWeights(data.weights);
+  if (data.weights.lora && data.weights.layout === "internal") load(policy, data.weights);
   if (data.usableVocabulary !== undefined) model.limitVocabulary(data.usableVocabulary);
+  // The start weights are in the model now: let the shared buffer go (freed once no thread holds it).
+  data.weights = { ...data.weights, tensors: [], lora: undefined };
   const base = policyEngineModel(policy);
   const engine = new InferenceEngine(
     { ...base, loadWeights: (weights: ThreadWeights) => load(policy, weights) },

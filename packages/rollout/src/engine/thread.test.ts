@@ -1,9 +1,10 @@
 import { test, describe, before, after } from "node:test";
 import assert from "node:assert/strict";
-import type { Policy } from "@agentrl/policy";
+import { MODEL_SHAPES, presetConfig, type ExportedWeights, type Policy } from "@agentrl/policy";
 import {
   ContextLimitError,
   EnginePool,
+  affordableDecodeThreads,
   ThreadEngine,
   createPolicyEngine,
   createPolicyEnginePool,
@@ -171,4 +172,70 @@ describe("ThreadEngine and EnginePool (test policy)", () => {
       engine.close();
     }
   });
+
+  test("LoRA: a thread decodes with the adapters (base sent once at start) and follows adapter-only updates", async () => {
+    const lora = await testPolicy({ seed: 3 });
+    lora.enableLora({ rank: 4, seed: 1 });
+    /** The adapters with B set from `seed` (B starts at zero: adapters that change nothing). */
+    const adapters = (seed: number, version: number): ExportedWeights => {
+      const exported = lora.exportWeights();
+      let state = seed;
+      const next = () =>
+        ((state = (Math.imul(state, 1664525) + 1013904223) >>> 0) / 2 ** 32 - 0.5) * 0.5;
+      return {
+        version,
+        tensors: [],
+        lora: {
+          options: exported.lora!.options,
+          adapters: exported.lora!.adapters.map((w) => ({
+            ...w,
+            data: Float32Array.from(w.data, (value) =>
+              w.name.includes("lora_B") ? next() : value,
+            ),
+          })),
+        },
+      };
+    };
+    lora.importWeights(adapters(11, 1));
+    const base = createPolicyEngine(policy, { temperature: 0, stopTokenIds: [] });
+    const local = createPolicyEngine(lora, { temperature: 0, stopTokenIds: [] });
+    const thread = await ThreadEngine.start(lora, { temperature: 0, stopTokenIds: [] });
+    try {
+      const expected = await greedy(local, PROMPTS);
+      assert.ok(
+        largestLogprobGap(expected, await greedy(base, PROMPTS)) > 1e-2,
+        "the adapters change nothing",
+      );
+      assertSameDecoding(await greedy(thread, PROMPTS), expected);
+
+      // An update of the adapters alone (what a LoRA learner exports): no base weights sent.
+      const update = adapters(29, 2);
+      assert.equal(update.tensors.length, 0);
+      lora.importWeights(update);
+      await thread.updateWeights(update, 2);
+      const after = await greedy(local, PROMPTS);
+      assert.ok(largestLogprobGap(after, expected) > 1e-2, "the update changes nothing");
+      const fromThread = await greedy(thread, PROMPTS);
+      assertSameDecoding(fromThread, after);
+      assert.deepEqual(
+        fromThread[0].versions,
+        fromThread[0].tokens.map(() => 2),
+      );
+    } finally {
+      thread.close();
+      local.close();
+      base.close();
+      lora.dispose();
+    }
+  });
+});
+
+test("decode threads a model may have: copies of its weights within a quarter of the memory", () => {
+  const gib = 1024 ** 3;
+  // the test model: every requested thread
+  assert.equal(affordableDecodeThreads(presetConfig("test", { vocabSize: 512 }), 3, 24 * gib), 3);
+  // Qwen2.5-0.5B, 494M parameters (1.84 GiB a copy): 2 threads on 24 GiB (3 copies ≤ 6 GiB), none on 12 GiB
+  const qwen = MODEL_SHAPES["qwen2.5-0.5b"].config;
+  assert.equal(affordableDecodeThreads(qwen, 3, 24 * gib), 2);
+  assert.equal(affordableDecodeThreads(qwen, 1, 12 * gib), 0);
 });

@@ -5,7 +5,9 @@
  *
  * The thread holds its own copy of the policy's weights, sent at start and on every
  * `updateWeights` (flat buffers in a SharedArrayBuffer: one copy from the sender, however many
- * threads read it). Requests go to the thread as messages; its engine (the same
+ * threads read it, freed once every thread has loaded it). tfjs's wasm backend keeps a
+ * model's weights in the memory of its own thread, so each thread still holds one copy: with
+ * LoRA, the frozen base is sent once at start and every update carries only the adapters. Requests go to the thread as messages; its engine (the same
  * `InferenceEngine`, same options) answers each with the result and its current statistics,
  * which `stats()` reports (the last ones received).
  */
@@ -13,8 +15,9 @@ import { Worker } from "node:worker_threads";
 import { AgentRLError } from "@agentrl/spec";
 import {
   PolicySnapshot,
-  snapshotToFlat,
+  parameterCount,
   type ExportedWeights,
+  type LoraOptions,
   type ModelConfig,
   type NamedWeight,
   type Policy,
@@ -33,11 +36,16 @@ import type { PolicyWeights } from "./policy-model.js";
 /** The engine thread failed to start, crashed or answered with an unexpected error. */
 export class EngineThreadError extends AgentRLError {}
 
-/** Weights as sent to an engine thread: flat buffers, in the model's own layout (`internal`, from a snapshot) or HF layout (`hf`, exported). */
+/**
+ * Weights as sent to an engine thread: flat buffers, in the model's own layout (`internal`,
+ * from a snapshot) or HF layout (`hf`, exported). With `lora`: the adapters (and how they
+ * attach); `tensors` is then the frozen base (internal layout, at start) or empty (updates).
+ */
 export interface ThreadWeights {
   version: number;
   layout: "internal" | "hf";
   tensors: NamedWeight[];
+  lora?: { options: LoraOptions; adapters: NamedWeight[] };
 }
 
 /** What the thread starts from (its `workerData`). */
@@ -80,17 +88,59 @@ export function sharedTensors(
   });
 }
 
-/** Weights for engine threads from a snapshot (model layout) or exported weights (HF layout). */
+/**
+ * Copies a snapshot's tensors into one SharedArrayBuffer, one tensor at a time (a model's
+ * worth of plain arrays never exists at once besides the shared one).
+ */
+function sharedSnapshotTensors(
+  values: ReadonlyMap<string, { shape: number[]; dataSync(): unknown }>,
+): NamedWeight[] {
+  let total = 0;
+  for (const tensor of values.values()) total += tensor.shape.reduce((a, b) => a * b, 1);
+  const buffer = new SharedArrayBuffer(total * Float32Array.BYTES_PER_ELEMENT);
+  let offset = 0;
+  return [...values].map(([name, tensor]) => {
+    const size = tensor.shape.reduce((a, b) => a * b, 1);
+    const view = new Float32Array(buffer, offset * Float32Array.BYTES_PER_ELEMENT, size);
+    view.set(tensor.dataSync() as Float32Array);
+    offset += size;
+    return { name, shape: tensor.shape.slice(), data: view };
+  });
+}
+
+/** Weights for engine threads from a snapshot (model layout) or exported weights (HF layout); LoRA adapters ride along as they are. */
 export function threadWeights(weights: PolicyWeights): ThreadWeights {
   if (weights instanceof PolicySnapshot) {
     return {
       version: weights.version,
       layout: "internal",
-      tensors: sharedTensors(snapshotToFlat(weights)),
+      tensors: sharedSnapshotTensors(weights.values),
+      ...(weights.lora
+        ? {
+            lora: {
+              options: weights.lora.options,
+              adapters: [...weights.lora.adapters].map(([name, tensor]) => ({
+                name,
+                shape: tensor.shape.slice(),
+                data: tensor.dataSync() as Float32Array,
+              })),
+            },
+          }
+        : {}),
     };
   }
   const exported = weights as ExportedWeights;
-  return { version: exported.version, layout: "hf", tensors: sharedTensors(exported.tensors) };
+  return {
+    version: exported.version,
+    layout: "hf",
+    tensors: sharedTensors(exported.tensors),
+    ...(exported.lora ? { lora: exported.lora } : {}),
+  };
+}
+
+/** Bytes of one copy of a model's weights (float32). */
+export function weightBytes(config: ModelConfig): number {
+  return 4 * parameterCount(config);
 }
 
 /** The thread's start data for `policy` (its weights now, stop tokens and context from the policy unless given). */
