@@ -6,6 +6,10 @@
 # and one user per session (agents never get it). Sandbox: file import/export only in an
 # empty read-only folder (secure_file_priv), every statement stopped after
 # AGENTRL_DB_STATEMENT_SECONDS (default 60; session users get their own limit too).
+# Space: every table agents make is MyISAM (enforce-storage-engine), so its files live in its
+# database's folder only (the task family links each session's folder to a tmpfs of its own);
+# InnoDB is not offered to them (a full file system ends the whole server) and Aria's log is
+# shared. Statements' temporary files go to /var/lib/agentrl-db-tmp (a tmpfs of its own).
 set -euo pipefail
 DATA=/var/lib/agentrl-mysql
 SOCKET_DIR=/run/agentrl
@@ -23,5 +27,7 @@ exec mariadbd --no-defaults --datadir="$DATA" --socket="$SOCKET_DIR/mysqld.sock"
   --character-set-server=utf8mb4 --collation-server=utf8mb4_general_ci \
   --max-connections=1000 --innodb-buffer-pool-size=256M --innodb-flush-log-at-trx-commit=0 \
   --innodb-log-file-size=64M --skip-log-bin --log-error=/tmp/mysqld.err --group-concat-max-len=1024 \
+  --enforce-storage-engine=MyISAM --default-storage-engine=MyISAM --default-tmp-storage-engine=MyISAM \
+  --tmpdir=/var/lib/agentrl-db-tmp \
   --secure-file-priv=/var/lib/agentrl-no-files --max-statement-time="$STATEMENT_SECONDS" --local-infile=0 \
   --sql-mode="ONLY_FULL_GROUP_BY,STRICT_TRANS_TABLES,NO_ZERO_IN_DATE,NO_ZERO_DATE,ERROR_FOR_DIVISION_BY_ZERO,NO_ENGINE_SUBSTITUTION"

@@ -150,7 +150,11 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     this.samples = options.samples ?? loadDbSamples(options.dataDir);
     this.playable = this.samples.filter((sample) => !unbuildableReason(sample));
     this.statementSeconds = options.statementSeconds ?? DB_QUERY_SECONDS;
-    this.serverOptions = { statementSeconds: this.statementSeconds, ...options.server };
+    this.serverOptions = {
+      statementSeconds: this.statementSeconds,
+      sessionSlots: options.maxSessions ?? 64,
+      ...options.server,
+    };
     this.slots = host?.slots ?? new Slots(options.maxSessions ?? 64);
   }
 
@@ -236,9 +240,16 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     const database = `dbbench_${randomBytes(6).toString("hex")}`;
     try {
       const server = await this.sharedServer();
-      login = await this.withAdmin((admin) =>
-        MariaDbServer.createSessionUser(admin, database, this.statementSeconds),
-      );
+      const releaseSpace = await server.claimSpace(database);
+      try {
+        login = await this.withAdmin((admin) =>
+          MariaDbServer.createSessionUser(admin, database, this.statementSeconds),
+        );
+      } catch (error) {
+        releaseSpace();
+        throw error;
+      }
+      login.releaseSpace = releaseSpace;
       connection = await server.connectAs(login);
       for (const statement of initStatements(sample)) {
         try {

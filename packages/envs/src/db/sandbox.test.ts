@@ -2,7 +2,8 @@
  * The DB sandbox under attack, on a real MariaDB container (no AgentBench data needed): a
  * session cannot see, read, change or drop another session's database, cannot shut the
  * server down, grant, kill, or read and write files, and a slow statement is stopped by the
- * server. Skips with the reason when no engine answers or the `agentrl/db` image is missing.
+ * server, and a session that fills its space (its own tmpfs) leaves every other session's
+ * space, and the server, working. Skips with the reason when no engine answers or the `agentrl/db` image is missing.
  */
 import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -118,6 +119,55 @@ describe("DB sandbox probes", { skip }, () => {
     // MariaDB ends SLEEP early at max_statement_time (result 1) or reports 1969.
     assert.match(result, /^1969 |^\[\(1, 2\)\]$/, result);
     assert.equal(await attacker.execute("SELECT COUNT(*) FROM secrets"), "[(2,)]");
+  });
+
+  test("one session filling its space cannot fill another's: it gets disk-full errors, the other writes on", async () => {
+    const spaceBytes = 16 * 1024 ** 2; // the server's default session space
+    // Other engines are refused: a full InnoDB table space ends the whole server.
+    assert.match(
+      await attacker.execute("CREATE TABLE big_innodb (x LONGTEXT) ENGINE=InnoDB"),
+      /^1290 /,
+    );
+    assert.match(await attacker.execute("SET SESSION enforce_storage_engine = NULL"), /^1227 /);
+    assert.match(await attacker.execute("CREATE TEMPORARY TABLE scratch (x INT)"), /^1044 /);
+    assert.equal(await attacker.execute("CREATE TABLE big (x LONGTEXT)"), "[]");
+    assert.equal(await attacker.execute("INSERT INTO big VALUES (REPEAT('a', 500000))"), "[]");
+    let failure = "";
+    for (let doubling = 0; doubling < 12 && !failure; doubling += 1) {
+      const result = await attacker.execute("INSERT INTO big SELECT * FROM big");
+      if (result !== "[]") failure = result;
+    }
+    // Disk full (1021 / 1114 / 3 / 126), or the statement stopped at its limit while MyISAM waited for space.
+    assert.match(failure, /^(1021|1114|3|126|1969|145) \(|full|interrupted|timed out/i, failure);
+    const held = await victim.execute(
+      `SELECT SUM(DATA_LENGTH + INDEX_LENGTH) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '${attacker.database}'`,
+    );
+    assert.ok(held.length > 0);
+    // The other session still writes, in a new table and in its own.
+    assert.equal(await victim.execute("CREATE TABLE notes (x LONGTEXT)"), "[]");
+    assert.equal(
+      await victim.execute("INSERT INTO notes VALUES (REPEAT('b', 100000)), ('c')"),
+      "[]",
+    );
+    assert.equal(await victim.execute("SELECT COUNT(*) FROM notes"), "[(2,)]");
+    assert.equal(await victim.execute("INSERT INTO secrets VALUES ('gamma')"), "[]");
+    assert.equal(await victim.execute("SELECT COUNT(*) FROM secrets"), "[(3,)]");
+    // And a session started after it gets a space of its own.
+    const later = (await family.startSession(0)) as DbSession;
+    try {
+      assert.equal(await later.execute("INSERT INTO secrets VALUES ('delta')"), "[]");
+      assert.equal(await later.execute("SELECT COUNT(*) FROM secrets"), "[(3,)]");
+    } finally {
+      await later.cancel();
+    }
+    // The attacker's files stayed within its space.
+    const server = await family.sharedServer();
+    const usage = await family.runtime.exec(server.containerId, [
+      "sh",
+      "-c",
+      "du -s -B1 /var/lib/agentrl-db-space/* | sort -n | tail -1",
+    ]);
+    assert.ok(Number(usage.output.split(/\s/)[0]) <= spaceBytes, usage.output);
   });
 
   test("an ended session's user and database are gone, and its running statement is stopped", async () => {

@@ -8,6 +8,16 @@
  * exec` (tens of milliseconds each). The server runs as the unprivileged `mysql` user with
  * every capability dropped; its data lives on a tmpfs.
  *
+ * Space: each session's database folder is a symlink into a tmpfs of its own (a "space" of
+ * `sessionBytes`, one per session slot, made by `claimSpace`), and every table an agent makes
+ * is MyISAM (`enforce_storage_engine`): its files live in that folder only, with no shared log.
+ * A session that fills its space gets "disk full" errors (after its statement's time limit)
+ * on its own tables; other sessions' spaces are untouched. InnoDB is not offered: on a full
+ * file system InnoDB ends the whole server ("Out of disk space in rollback", measured with
+ * 300 KB rows in a 64 MiB space), and Aria's transaction log is shared. Session users have no
+ * CREATE TEMPORARY TABLES; the statements' own temporary files go to a shared tmpfs of
+ * `tmpBytes`, freed when the statement ends.
+ *
  * Sandbox: this process connects as the admin account `agentrl`; each session gets a
  * database and a user of its own (`createSessionUser`) with privileges on that database
  * only (no FILE, SUPER, SHUTDOWN, PROCESS, GRANT OPTION), a statement time limit and a
@@ -34,13 +44,26 @@ export interface MariaDbServerOptions {
   startSeconds?: number;
   /** Seconds any statement may run on the server (`max_statement_time`). Default 60. */
   statementSeconds?: number;
+  /** Sessions at once (each gets a space of its own). Default 64. */
+  sessionSlots?: number;
+  /** Bytes of one session's space (its database's files). Default 16 MiB. */
+  sessionBytes?: number;
+  /** Bytes of the tmpfs of the statements' temporary files, shared. Default 256 MiB. */
+  tmpBytes?: number;
 }
+
+/** Folder of the session spaces in the container: `<SPACES>/<slot>` is one tmpfs each. */
+const SPACES = "/var/lib/agentrl-db-space";
+/** The server's data folder (start-mariadb). */
+const DATA = "/var/lib/agentrl-mysql";
 
 /** The login of one session: a user with privileges on its own database only. */
 export interface SessionLogin {
   user: string;
   password: string;
   database: string;
+  /** Gives the session's space back (set when it has one). */
+  releaseSpace?: () => void;
 }
 
 export class MariaDbServer {
@@ -48,8 +71,16 @@ export class MariaDbServer {
   readonly socketPath: string;
   private readonly password: string;
   private readonly socketDir: string;
+  private readonly freeSpaces: number[];
+  private runtime!: DockerRuntime;
 
-  private constructor(containerId: string, socketDir: string, password: string) {
+  private constructor(
+    containerId: string,
+    socketDir: string,
+    password: string,
+    readonly sessionSlots: number,
+  ) {
+    this.freeSpaces = Array.from({ length: sessionSlots }, (_, slot) => slot);
     this.containerId = containerId;
     this.socketDir = socketDir;
     this.socketPath = join(socketDir, "mysqld.sock");
@@ -67,6 +98,14 @@ export class MariaDbServer {
     chmodSync(socketDir, 0o755);
     chownSync(socketDir, owner.uid, owner.gid);
     const password = randomBytes(12).toString("hex");
+    const sessionSlots = options.sessionSlots ?? 64;
+    const sessionBytes = options.sessionBytes ?? 16 * 1024 ** 2;
+    const tmpfs: Record<string, string> = {
+      [DATA]: "rw,mode=1777,size=256m",
+      "/var/lib/agentrl-db-tmp": `rw,mode=1777,size=${options.tmpBytes ?? 256 * 1024 ** 2}`,
+    };
+    for (let slot = 0; slot < sessionSlots; slot += 1)
+      tmpfs[`${SPACES}/${slot}`] = `rw,noexec,nosuid,nodev,mode=1777,size=${sessionBytes}`;
     const containerId = await runtime.start({
       image,
       user: "mysql",
@@ -79,12 +118,13 @@ export class MariaDbServer {
       pidsLimit: 512,
       networkMode: "none",
       capabilities: [],
-      tmpfs: { "/var/lib/agentrl-mysql": "rw,mode=1777,size=1g" },
+      tmpfs,
       binds: [`${socketDir}:/run/agentrl`],
       labels: { "agentrl.task": "db", [HOST_DIR_LABEL]: socketDir },
       namePrefix: "agentrl-db",
     });
-    const server = new MariaDbServer(containerId, socketDir, password);
+    const server = new MariaDbServer(containerId, socketDir, password, sessionSlots);
+    server.runtime = runtime;
     const deadline = Date.now() + (options.startSeconds ?? 90) * 1000;
     let lastError = "";
     while (Date.now() < deadline) {
@@ -114,6 +154,45 @@ export class MariaDbServer {
   }
 
   /**
+   * Takes a free space for database `database` (its folder in the data folder becomes a
+   * symlink into the space, emptied first). Call before `createSessionUser`; the returned
+   * function gives the space back. Throws `ContainerError` when every space is taken.
+   */
+  async claimSpace(database: string): Promise<() => void> {
+    if (!/^[A-Za-z0-9_]+$/.test(database))
+      throw new ContainerError(`database name ${database} is not plain`);
+    const slot = this.freeSpaces.shift();
+    if (slot === undefined)
+      throw new ContainerError(
+        `all ${this.sessionSlots} session spaces of the MariaDB server are taken`,
+      );
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.freeSpaces.push(slot);
+    };
+    const space = `${SPACES}/${slot}`;
+    try {
+      const result = await this.runtime.exec(
+        this.containerId,
+        [
+          "sh",
+          "-c",
+          `find ${space} -mindepth 1 -delete && mkdir ${space}/${database} && ln -s ${space}/${database} ${DATA}/${database}`,
+        ],
+        { user: "mysql", timeoutSeconds: 30 },
+      );
+      if (result.exitCode !== 0)
+        throw new ContainerError(`cannot make the session's space: ${result.output.slice(0, 300)}`);
+    } catch (error) {
+      release();
+      throw error;
+    }
+    return release;
+  }
+
+  /**
    * Makes a session's database and its user: all privileges on that database and nothing
    * else (no FILE, SUPER, SHUTDOWN, PROCESS, GRANT OPTION), `statementSeconds` per
    * statement and `maxConnections` at once. `admin` is an admin connection.
@@ -126,11 +205,16 @@ export class MariaDbServer {
   ): Promise<SessionLogin> {
     const user = `s_${randomBytes(6).toString("hex")}`;
     const password = randomBytes(12).toString("hex");
-    await admin.query(`CREATE DATABASE \`${database}\` CHARACTER SET utf8mb4`);
+    // The folder may exist already: a symlink into the session's space (`claimSpace`).
+    await admin.query(`CREATE DATABASE IF NOT EXISTS \`${database}\` CHARACTER SET utf8mb4`);
     await admin.query(
       `CREATE USER '${user}'@'localhost' IDENTIFIED BY '${password}' WITH MAX_USER_CONNECTIONS ${maxConnections} MAX_STATEMENT_TIME ${statementSeconds}`,
     );
     await admin.query(`GRANT ALL PRIVILEGES ON \`${database}\`.* TO '${user}'@'localhost'`);
+    // Temporary tables would live in the shared tmpfs for the whole connection.
+    await admin.query(
+      `REVOKE CREATE TEMPORARY TABLES ON \`${database}\`.* FROM '${user}'@'localhost'`,
+    );
     return { user, password, database };
   }
 
@@ -147,6 +231,8 @@ export class MariaDbServer {
       await admin.query(`DROP DATABASE IF EXISTS \`${login.database}\``);
     } catch {
       // The server may be gone; its tmpfs goes with it.
+    } finally {
+      login.releaseSpace?.();
     }
   }
 
