@@ -1,0 +1,146 @@
+/**
+ * Greedy KG success of the AI SDK agent (examples/agents/kg-ai-sdk.ts), played unmodified
+ * through the recording gateway at temperature 0: how docs/harness.md's before/after table
+ * is measured.
+ *
+ *   node --conditions=source --import tsx examples/agents/evaluate-kg-agent.ts \
+ *     --model models/warmstart --difficulty 0 --world 0 --split test --limit 100
+ *
+ * Prints one JSON line: { model, difficulty, world, split, instances, success, standardError }.
+ */
+import { parseArgs } from "node:util";
+import { InProcessEnvironmentClient, createTaskFamily, type InteractResult } from "@agentrl/envs";
+import { Policy, initBackend } from "@agentrl/policy";
+import { RecordingGateway, createPolicyEngine, type AgentSession } from "@agentrl/rollout";
+import agent from "./kg-ai-sdk.js";
+
+export interface KgAgentEvaluation {
+  model: string;
+  difficulty: number;
+  world: number;
+  split: "train" | "test";
+  instances: number;
+  success: number;
+  standardError: number;
+  /** Each instance's reward, by index. */
+  rewards: Record<number, number>;
+}
+
+/** Plays `limit` KG instances of one difficulty with the agent, greedily; their success rate. */
+export async function evaluateKgAgent(options: {
+  model: string;
+  difficulty: number;
+  world?: number;
+  split?: "train" | "test";
+  limit?: number;
+  offset?: number;
+  concurrency?: number;
+  /** Sampling temperature; default 0 (greedy). */
+  temperature?: number;
+  /** KG family options beyond the world seed (e.g. `oneShot`). */
+  kg?: Record<string, unknown>;
+}): Promise<KgAgentEvaluation> {
+  const world = options.world ?? 0;
+  const split = options.split ?? "test";
+  await initBackend({ log: null });
+  const policy = await Policy.load(options.model, { trainable: false });
+  const family = await createTaskFamily("kg", { ...options.kg, seed: world });
+  const indices = family
+    .indicesAt(split, options.difficulty)
+    .slice(options.offset ?? 0, (options.offset ?? 0) + (options.limit ?? 100));
+  const client = new InProcessEnvironmentClient([family]);
+  const engine = createPolicyEngine(policy, {
+    temperature: options.temperature ?? 0,
+    maxBatchSize: 8,
+    maxSequenceLength: 1280,
+  });
+  const gateway = new RecordingGateway({
+    engine,
+    tokenizer: policy.tokenizer!,
+    temperature: options.temperature ?? 0,
+    maxEpisodeTokens: 1280,
+  });
+  await gateway.listen(0);
+  const rewards: Record<number, number> = {};
+  const play = async (index: number, member: number): Promise<number> => {
+    const episode = gateway.openEpisode({ task: "kg", index, groupId: `eval-${index}`, member });
+    const started = await client.startSample("kg", index);
+    let last: InteractResult | undefined;
+    const session: AgentSession = {
+      messages: started.messages,
+      tools: started.tools,
+      interact: async (message) => (last = await client.interact(started.sessionId, message)),
+    };
+    try {
+      await agent(
+        { name: "kg", index },
+        {
+          baseURL: episode.baseURL,
+          apiKey: episode.apiKey,
+          model: gateway.modelName,
+          signal: new AbortController().signal,
+          taskName: "kg",
+          index,
+          session,
+        },
+      );
+    } catch {
+      // An agent that fails (a session already finished by the tool limit, …) scores its verdict so far.
+    }
+    if (!last?.finish) await client.cancel(started.sessionId).catch(() => {});
+    gateway.finishEpisode(episode.apiKey, 0);
+    return last?.finish ? last.reward : 0;
+  };
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: options.concurrency ?? 8 }, async (_, member) => {
+      while (next < indices.length) {
+        const index = indices[next++];
+        rewards[index] = await play(index, member);
+      }
+    }),
+  );
+  await gateway.close();
+  engine.close();
+  policy.dispose();
+  const played = Object.values(rewards);
+  const success = played.filter((reward) => reward === 1).length / played.length;
+  return {
+    model: options.model,
+    difficulty: options.difficulty,
+    world,
+    split,
+    instances: played.length,
+    success,
+    standardError: Math.sqrt((success * (1 - success)) / played.length),
+    rewards,
+  };
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values } = parseArgs({
+    options: {
+      model: { type: "string", default: "models/warmstart" },
+      difficulty: { type: "string", default: "0" },
+      world: { type: "string", default: "0" },
+      split: { type: "string", default: "test" },
+      limit: { type: "string", default: "100" },
+      offset: { type: "string", default: "0" },
+      concurrency: { type: "string", default: "8" },
+      temperature: { type: "string", default: "0" },
+      "one-shot": { type: "boolean", default: false },
+    },
+  });
+  const result = await evaluateKgAgent({
+    model: values.model,
+    difficulty: Number(values.difficulty),
+    world: Number(values.world),
+    split: values.split === "train" ? "train" : "test",
+    limit: Number(values.limit),
+    offset: Number(values.offset),
+    concurrency: Number(values.concurrency),
+    temperature: Number(values.temperature),
+    kg: { oneShot: values["one-shot"] },
+  });
+  console.log(JSON.stringify({ ...result, rewards: undefined }));
+}
