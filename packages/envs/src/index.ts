@@ -32,7 +32,20 @@ export {
   truncateOutput,
   validateArguments,
 } from "./session.js";
-export { createTaskFamily, isTaskName, TASK_NAMES, type TaskName } from "./registry.js";
+export {
+  createTaskFamily,
+  isTaskName,
+  needsDocker,
+  openFamilies,
+  type OpenedFamilies,
+  TASK_FAMILIES,
+  TASK_NAMES,
+  taskFamily,
+  type TaskFamilyDescriptor,
+  type TaskFamilyFactory,
+  type TaskName,
+  UnknownTaskFamilyError,
+} from "./registry.js";
 export { type EpisodeRecord, playEpisode, playEpisodes } from "./play.js";
 export {
   Controller,

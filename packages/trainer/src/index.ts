@@ -167,7 +167,6 @@ export {
   fromStage,
   initWarmStartModel,
   openDifficulties,
-  openFamilies,
   resolveWarmStartOptions,
   runWarmStart,
   WARM_START_RECIPES,
@@ -199,6 +198,22 @@ export {
   type WarmStartPhaseOptions,
   writePlots,
 } from "./run/experiment/index.js";
+export {
+  ABLATION_NOTES_MARKER,
+  ABLATION_VARIANTS,
+  AblationError,
+  type AblationOptions,
+  type AblationVariant,
+  runAblation,
+} from "./run/ablation.js";
+export {
+  type CheckReport,
+  type CheckRow,
+  constantAnswerAgent,
+  EnvCommandError,
+  type EnvCheckOptions,
+  runEnvCheck,
+} from "./run/env-check.js";
 export {
   recordStep,
   type RecordedEpisode,

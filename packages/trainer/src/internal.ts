@@ -29,3 +29,4 @@ export {
   type LearnerCall,
   prepareTransfer,
 } from "./rl/threads/learner-thread.js";
+export { createOrExplain, familyOptions } from "./run/env-check.js";

@@ -10,7 +10,7 @@
  */
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
-import { InProcessEnvironmentClient, createTaskFamily } from "@agentrl/envs";
+import { InProcessEnvironmentClient, openFamilies } from "@agentrl/envs";
 import { AgentRLError } from "@agentrl/spec";
 import { trainAgent, type AgentTasks } from "@agentrl/trainer";
 import type { AgentFunction } from "@agentrl/rollout";
@@ -53,7 +53,11 @@ export async function runAgentTraining(options: AgentTrainingOptions) {
     AgentTasks<unknown> | undefined;
   if (!tasks)
     throw new AgentModuleError(`${options.module} exports no tasks (export const tasks = [...])`);
-  const families = await Promise.all(environmentTasks.map((name) => createTaskFamily(name)));
+  const { families, failures } = await openFamilies(environmentTasks);
+  if (failures.length > 0) {
+    await Promise.all(families.map((family) => family.close?.()));
+    throw failures[0].error;
+  }
   const print = options.print ?? ((line: string) => console.log(line));
   try {
     return await trainAgent({

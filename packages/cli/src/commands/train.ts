@@ -4,19 +4,18 @@
  * evaluation memos, run folder: see packages/trainer/src/run/experiment/); this file parses
  * the flags, draws the progress bars and stops on SIGINT/SIGTERM.
  */
-import { existsSync } from "node:fs";
-import { copyFile, mkdir, readFile, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
 import { type Command, InvalidArgumentError } from "commander";
 import {
+  ABLATION_NOTES_MARKER,
+  ABLATION_VARIANTS,
   resolveTrainConfig,
+  runAblation as runTrainerAblation,
   runExperiment,
-  successTable,
+  type AblationOptions,
+  type AblationVariant,
   type ExperimentResult,
-  type SuccessColumn,
   type FamilyFactory,
   type Printer,
-  type TaskEvaluation,
 } from "@agentrl/trainer";
 import { listOption, numberOption } from "../options.js";
 import { progressFactory } from "../progress.js";
@@ -24,7 +23,7 @@ import { DEFAULT_DASHBOARD_PORT } from "@agentrl/dashboard";
 import { openDashboard, parsePort } from "./dashboard.js";
 import { runAgentTraining } from "./train-agent.js";
 
-export type { FamilyFactory, Printer };
+export type { AblationOptions, FamilyFactory, Printer };
 export type TrainResult = ExperimentResult;
 
 export interface TrainCommandOptions {
@@ -174,25 +173,9 @@ export function registerTrainCommand(program: Command): void {
 }
 
 // ── ablation ────────────────────────────────────────────────────────────────
+// The ablation itself is `runAblation` of @agentrl/trainer (run/ablation.ts); here, its flags.
 
-/** One arm of an ablation: a folder name, a column label and the `--set` overrides that make it. */
-export interface AblationVariant {
-  name: string;
-  label: string;
-  set: readonly string[];
-}
-
-/** The four variants of the default ablation: task advantage normalization × cross-policy sampling. */
-export const ABLATION_VARIANTS: readonly AblationVariant[] = [
-  { name: "full", label: "TAN + cross-policy", set: [] },
-  { name: "no-tan", label: "cross-policy only", set: ["rl.taskAdvantageNormalization=false"] },
-  { name: "no-cross", label: "TAN only", set: ["crossPolicy.staleProbability=0"] },
-  {
-    name: "neither",
-    label: "neither",
-    set: ["rl.taskAdvantageNormalization=false", "crossPolicy.staleProbability=0"],
-  },
-];
+export { ABLATION_NOTES_MARKER, ABLATION_VARIANTS, type AblationVariant };
 
 /**
  * `--variant "NAME: key=value key=value"` → an {@link AblationVariant} labelled NAME (the
@@ -213,140 +196,9 @@ export function parseVariant(text: string): AblationVariant {
   return { name: match[1], label: match[1], set };
 }
 
-/** In an ablation's markdown, the text from this line on is kept when the ablation runs again. */
-export const ABLATION_NOTES_MARKER = "<!-- notes: kept when the ablation is run again -->";
-
-export interface AblationOptions extends Omit<TrainCommandOptions, "runDirectory"> {
-  /** Markdown file the side-by-side table goes to. Default `docs/results.md`. */
-  out?: string;
-  /** Parent folder of the runs (each in `<folder>/<variant>`, or `<folder>/<variant>-<seed>` with `seeds`). Default: `run.directory` of the config. */
-  runDirectory?: string;
-  /** The arms. Default {@link ABLATION_VARIANTS}. */
-  variants?: readonly AblationVariant[];
-  /** Train every arm once per seed (`run.seed`); the tables show mean ± sd over the seeds. Default: the configuration's seed, once. */
-  seeds?: readonly number[];
-  /** The markdown's heading. Default: the TAN × cross-policy ablation's. */
-  title?: string;
-}
-
-/**
- * Trains the same budget once per variant (default: with and without task advantage
- * normalization, with and without cross-policy sampling) and seed, from ONE warm start per
- * seed, then writes the final test success per task of the variants side by side into `out`
- * (with several seeds: mean ± sd over them). With `resume`, finished runs are read back, not
- * trained again.
- */
-export async function runAblation(
-  options: AblationOptions = {},
-): Promise<Record<string, TrainResult>> {
-  const print = options.print ?? ((line: string) => console.log(line));
-  const base = await resolveTrainConfig({ config: options.config, set: options.set });
-  const parent = options.runDirectory ?? base.run.directory;
-  const variants = options.variants ?? ABLATION_VARIANTS;
-  const names = variants.map((v) => v.name);
-  const repeated = names.find((name, i) => names.indexOf(name) !== i);
-  if (repeated) throw new InvalidArgumentError(`ablation: variant "${repeated}" is given twice`);
-  const seeds = options.seeds ?? [base.run.seed];
-  const folderOf = (variant: AblationVariant, seed: number) =>
-    join(parent, options.seeds ? `${variant.name}-${seed}` : variant.name);
-  const results: Record<string, TrainResult> = {};
-  const bySeed = new Map<number, Record<string, TrainResult>>();
-  for (const seed of seeds) {
-    let warmCheckpoint: string | undefined;
-    let first: TrainResult | undefined;
-    const ofSeed: Record<string, TrainResult> = {};
-    bySeed.set(seed, ofSeed);
-    for (const variant of variants) {
-      if (options.signal?.aborted) break;
-      const folder = folderOf(variant, seed);
-      print(
-        `\n=== ablation: ${variant.label}${options.seeds ? `, seed ${seed}` : ""} (${folder}) ===`,
-      );
-      const set = [
-        ...(options.set ?? []),
-        ...(options.seeds ? [`run.seed=${seed}`] : []),
-        ...variant.set,
-      ];
-      if (first) {
-        // Later variants share the first one's warm start and its measurement.
-        set.push("evaluation.beforeWarmStart=false");
-        if (warmCheckpoint) set.push(`warmStart.checkpoint=${JSON.stringify(warmCheckpoint)}`);
-        for (const name of ["warmstart.json", "warmstart-sampled.json"]) {
-          const measured = join(first.runDirectory, "evaluations", name);
-          if (!existsSync(measured)) continue;
-          await mkdir(join(folder, "evaluations"), { recursive: true });
-          await copyFile(measured, join(folder, "evaluations", name));
-        }
-      }
-      const result = await runTrainCommand({ ...options, set, runDirectory: folder, print });
-      ofSeed[variant.name] = result;
-      results[options.seeds ? `${variant.name}-${seed}` : variant.name] = result;
-      first ??= result;
-      const own = join(folder, "warmstart", "model");
-      if (!warmCheckpoint && base.warmStart.enabled && existsSync(join(own, "config.json")))
-        warmCheckpoint = own;
-    }
-  }
-  const runs = [...bySeed.values()];
-  const column = (
-    label: string,
-    pick: (run: Record<string, TrainResult>) => Record<string, TaskEvaluation> | undefined,
-  ): SuccessColumn => [
-    label,
-    runs.map(pick).filter((r): r is Record<string, TaskEvaluation> => r !== undefined),
-  ];
-  const firstOf = (run: Record<string, TrainResult>) => run[variants[0].name];
-  const table = successTable([
-    column("after warm start", (run) => firstOf(run)?.tables.warmStart),
-    ...variants.map((v) => column(v.label, (run) => run[v.name]?.tables.final)),
-  ]);
-  const sampled = runs.some((run) => firstOf(run)?.sampledTables);
-  const sampledTable = sampled
-    ? successTable([
-        column("after warm start", (run) => firstOf(run)?.sampledTables?.warmStart),
-        ...variants.map((v) => column(v.label, (run) => run[v.name]?.sampledTables?.final)),
-      ])
-    : undefined;
-  const out = options.out ?? "docs/results.md";
-  // Notes written by hand below the marker survive a re-run.
-  const previous = existsSync(out) ? await readFile(out, "utf8") : "";
-  const notes = previous.includes(ABLATION_NOTES_MARKER)
-    ? previous.slice(previous.indexOf(ABLATION_NOTES_MARKER))
-    : `${ABLATION_NOTES_MARKER}\n`;
-  const command = [
-    "agentrl ablation",
-    options.config ? `--config ${options.config}` : "",
-    ...(options.set ?? []).map((item) => `--set ${item}`),
-    options.seeds ? `--seeds ${seeds.join(",")}` : "",
-  ]
-    .filter(Boolean)
-    .join(" ");
-  const text = [
-    `# ${options.title ?? "Ablation: task advantage normalization (TAN) and cross-policy sampling"}`,
-    "",
-    `Generated by \`${command}\` on ${new Date().toISOString().slice(0, 10)}: ${variants.length} variants of the same budget`,
-    `(${base.rl.steps} RL steps of ${base.rl.batchGroups} groups × ${base.rl.groupSize} episodes, ${base.rl.mode} mode, ${options.seeds ? `seeds ${seeds.join(", ")}: mean ± sample sd over them` : `seed ${base.run.seed}`}) from one warm start${options.seeds ? " per seed" : ""}.`,
-    `Variants: ${variants.map((v) => `${v.label} (${v.set.length ? v.set.map((s) => `\`${s}\``).join(" ") : "the configuration as is"})`).join("; ")}.`,
-    `Test success per task after RL (${base.evaluation.finalLimit} test instances per task, ${base.evaluation.samples} sample(s), temperature ${base.evaluation.temperature}). Runs: \`${parent}/<variant>${options.seeds ? "-<seed>" : ""}\`.`,
-    "",
-    table,
-    "",
-    ...(sampledTable
-      ? [
-          `At the rollout temperature (${base.rl.temperature}), the same test instances:`,
-          "",
-          sampledTable,
-          "",
-        ]
-      : []),
-    notes,
-  ].join("\n");
-  await mkdir(dirname(out), { recursive: true });
-  await writeFile(out, text);
-  print(
-    `\n${table}${sampledTable ? `\n\nat the rollout temperature:\n${sampledTable}` : ""}\nwritten to ${out}`,
-  );
-  return results;
+/** Runs `runAblation` with the CLI's progress bars. */
+export function runAblation(options: AblationOptions = {}): Promise<Record<string, TrainResult>> {
+  return runTrainerAblation({ ...options, createProgress: progressFactory(options.bars) });
 }
 
 export function registerAblationCommand(program: Command): void {

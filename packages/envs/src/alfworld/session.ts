@@ -1,12 +1,15 @@
 /**
  * One ALFWorld episode behind the function-call API (AgentBench FC): the tool
  * `take_action(action)`, free text mapped to the closest admissible command, the step limit,
- * the repeated-action rule and reward 1 when the goal holds.
+ * the repeated-action rule and reward 1 when the goal holds (graded in reward.ts).
  */
 import { FunctionCallSession, type ToolReply } from "../session.js";
 import type { Message, ToolSpec } from "../types.js";
 import type { Instance } from "./generate.js";
 import { matchAction } from "./match.js";
+import { gradeAction, REPEAT_MESSAGE } from "./reward.js";
+
+export { REPEAT_LIMIT, REPEAT_MESSAGE, repeatedTooOften } from "./reward.js";
 import { World } from "./world.js";
 
 export const TAKE_ACTION_TOOL: ToolSpec = {
@@ -37,10 +40,6 @@ export const INSTRUCTION = [
   "2. Always call the tool to hand in your next action, and think when necessary.",
 ].join("\n");
 
-/** How many identical actions in a row end the episode (the original's failure test). */
-export const REPEAT_LIMIT = 3;
-
-export const REPEAT_MESSAGE = "You repeated the same action 3 times in a row. The episode ends.";
 export const EXTRA_CALL_MESSAGE = "Only one action per turn is carried out; this call was ignored.";
 
 export interface AlfworldSessionOptions {
@@ -83,13 +82,6 @@ export function openingMessages(
   ];
 }
 
-/** Whether the last `REPEAT_LIMIT` actions are one and the same text. */
-export function repeatedTooOften(actions: readonly string[], limit = REPEAT_LIMIT): boolean {
-  if (actions.length < limit) return false;
-  const last = actions.slice(-limit);
-  return last.every((action) => action === last[0]);
-}
-
 export class AlfworldSession extends FunctionCallSession {
   private readonly world: World;
   private readonly instance: Instance;
@@ -119,19 +111,10 @@ export class AlfworldSession extends FunctionCallSession {
     const command = matchAction(text, this.world.admissibleCommands());
     const observation = this.world.step(command);
     this.actionTexts.push(text);
-    // A win counts even when it is the third repeat (the original checked repeats first).
-    if (this.world.goalReached(this.instance.goal)) {
-      return {
-        content: observation,
-        outcome: { reward: 1, status: "completed", metrics: { success: 1 } },
-      };
-    }
-    if (repeatedTooOften(this.actionTexts)) {
-      return {
-        content: `${observation}\n${REPEAT_MESSAGE}`,
-        outcome: { reward: 0, status: "agent invalid action", metrics: { success: 0 } },
-      };
-    }
+    // The grading is reward.ts's (a win counts even when it is the third repeat).
+    const outcome = gradeAction(this.world.goalReached(this.instance.goal), this.actionTexts);
+    if (outcome?.status === "completed") return { content: observation, outcome };
+    if (outcome) return { content: `${observation}\n${REPEAT_MESSAGE}`, outcome };
     if (!this.options.showAvailableActions || this.turns >= this.options.maxSteps)
       return { content: observation };
     return { content: `${observation}\n${availableActionsText(this.world.admissibleCommands())}` };

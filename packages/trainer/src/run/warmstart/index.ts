@@ -32,7 +32,6 @@ export {
   collectExpertRows,
   type ExpertRowOptions,
   openDifficulties,
-  openFamilies,
   TrainingWorlds,
   withPromptLoss,
 } from "./rows.js";

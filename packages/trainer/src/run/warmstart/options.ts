@@ -4,7 +4,7 @@
  * `WARM_START_DEFAULTS` of ../../rl/defaults.ts, the schema's too) and the stages of a staged run.
  */
 import { AgentRLError } from "@agentrl/spec";
-import { isDockerAvailable, type TaskFamilyOptions } from "@agentrl/envs";
+import { isDockerAvailable, TASK_FAMILIES, type TaskFamilyOptions } from "@agentrl/envs";
 import type { ChatTemplateName, ModelConfig, PresetName, SafetensorsDtype } from "@agentrl/policy";
 import { WARM_START_DEFAULTS } from "../../rl/defaults.js";
 import type { ProgressFactory } from "../progress.js";
@@ -292,8 +292,10 @@ export function resolveWarmStartOptions(options: WarmStartOptions): WarmStartSum
   return resolved;
 }
 
-/** Task families that run in Docker containers. */
-export const DOCKER_FAMILIES: ReadonlySet<string> = new Set(["os", "db"]);
+/** Task families that run in Docker containers (from @agentrl/envs' descriptors). */
+export const DOCKER_FAMILIES: ReadonlySet<string> = new Set(
+  TASK_FAMILIES.filter((family) => family.needsDocker).map((family) => family.name),
+);
 
 /**
  * Rejects with a `WarmStartError` naming the first stage (1-based) that trains a Docker

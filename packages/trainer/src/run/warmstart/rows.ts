@@ -6,6 +6,7 @@
 import { Rng } from "@agentrl/policy";
 import {
   createTaskFamily,
+  openFamilies,
   playEpisode,
   type CurriculumTaskFamily,
   type Split,
@@ -15,20 +16,15 @@ import type { ChatTokenizer } from "@agentrl/rollout";
 import { expertSequence, type SupervisedRow } from "../../rl/sft.js";
 import { WarmStartError } from "./options.js";
 
-/** Creates the families by name; one that fails to start is skipped with one line. */
-export async function openFamilies(
+/** Opens the families by name (@agentrl/envs' openFamilies); one that fails to start is skipped with one line. */
+export async function openWarmStartFamilies(
   tasks: readonly string[],
   options: TaskFamilyOptions,
   log: (line: string) => void,
 ): Promise<CurriculumTaskFamily[]> {
-  const families: CurriculumTaskFamily[] = [];
-  for (const name of tasks) {
-    try {
-      families.push(await createTaskFamily(name, options));
-    } catch (error) {
-      log(`warm start: skipping task ${name}: ${(error as Error).message.split("\n")[0]}`);
-    }
-  }
+  const { families, failures } = await openFamilies(tasks, options);
+  for (const { name, error } of failures)
+    log(`warm start: skipping task ${name}: ${error.message.split("\n")[0]}`);
   return families;
 }
 
@@ -76,7 +72,7 @@ export async function collectExpertRows(options: ExpertRowOptions): Promise<Supe
   const difficulties = options.difficulties ?? [0];
   const perTask = options.perTask ?? 64;
   const random = new Rng(options.seed ?? 0);
-  const families = await openFamilies(
+  const families = await openWarmStartFamilies(
     options.tasks,
     { ...options.familyOptions, seed: options.worldSeed ?? 0 },
     log,

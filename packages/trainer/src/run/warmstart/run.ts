@@ -24,7 +24,12 @@ import {
   type WarmStartOptions,
   type WarmStartSummary,
 } from "./options.js";
-import { assistantLossWeight, ExpertStream, openFamilies, TrainingWorlds } from "./rows.js";
+import {
+  assistantLossWeight,
+  ExpertStream,
+  openWarmStartFamilies,
+  TrainingWorlds,
+} from "./rows.js";
 
 type Settings = WarmStartSummary["options"];
 type Log = (line: string) => void;
@@ -120,7 +125,7 @@ async function openExpertData(settings: Settings, policy: Policy, log: Log): Pro
     settings.maxSequenceTokens,
     policy.config.maxPositionEmbeddings,
   );
-  const families = await openFamilies(
+  const families = await openWarmStartFamilies(
     settings.tasks,
     { ...settings.familyOptions, seed: settings.worldSeed },
     log,
