@@ -25,7 +25,8 @@ import { parseSafetensors, serializeSafetensors } from "./safetensors.js";
 import { checkModelFits } from "./memory.js";
 import { initBackend } from "./backend.js";
 import { Tokenizer } from "./tokenizer/index.js";
-import { Policy, type LoadOptions } from "./policy.js";
+// Types only: policy.ts imports this file, and passes its Policy class in (no import circle).
+import type { Policy, LoadOptions } from "./policy.js";
 
 /** PEFT's file names: adapters saved by `saveAdapters` load with `loadAdapters` (and PEFT). */
 export const ADAPTER_CONFIG_FILE = "adapter_config.json";
@@ -43,7 +44,11 @@ export async function isLoraFolder(directory: string): Promise<boolean> {
  * KL reference), frozen, with these adapters attached; only the adapters train. Tokenizer
  * and configs come from the base folder unless the adapter folder has its own.
  */
-export async function loadLoraFolder(directory: string, options: LoadOptions): Promise<Policy> {
+export async function loadLoraFolder(
+  directory: string,
+  options: LoadOptions,
+  PolicyClass: typeof Policy,
+): Promise<Policy> {
   const backend = await initBackend();
   const adapter = parseAdapterConfig(
     JSON.parse(await readFile(join(directory, ADAPTER_CONFIG_FILE), "utf8")),
@@ -61,7 +66,7 @@ export async function loadLoraFolder(directory: string, options: LoadOptions): P
   );
   let base = sharedBases.get(baseDirectory);
   if (!base) {
-    base = Policy.load(baseDirectory, { trainable: false, memoryUse: "inference" });
+    base = PolicyClass.load(baseDirectory, { trainable: false, memoryUse: "inference" });
     sharedBases.set(baseDirectory, base);
     base.catch(() => sharedBases.delete(baseDirectory));
   }
@@ -79,7 +84,7 @@ export async function loadLoraFolder(directory: string, options: LoadOptions): P
     tokenizer = await Tokenizer.fromDirectory(directory);
   else if (options.tokenizer === true && !tokenizer)
     throw new Error(`no tokenizer.json in ${directory} nor in its base ${baseDirectory}`);
-  const policy = new Policy(model, {
+  const policy = new PolicyClass(model, {
     tokenizer,
     generationConfig: { ...basePolicy.generationConfig },
   });

@@ -154,7 +154,7 @@ export class Policy {
   static async load(directory: string, options: LoadOptions = {}): Promise<Policy> {
     const backend = await initBackend();
     // a LoRA folder (PEFT's adapter_config.json): its base, shared, with the adapters (lora-folder.ts)
-    if (await isLoraFolder(directory)) return loadLoraFolder(directory, options);
+    if (await isLoraFolder(directory)) return loadLoraFolder(directory, options, Policy);
     const config = parseHfConfig(
       JSON.parse(await readFile(join(directory, "config.json"), "utf8")),
     );
