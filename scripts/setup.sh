@@ -61,6 +61,31 @@ if [ "${SKIP_DOCKER:-0}" != 1 ]; then
   fi
 fi
 
+# --- 3b. The quota engine (optional) ------------------------------------------------
+# A second Docker engine on a btrfs data root with quotas (a sparse loop file in
+# /var/lib/agentrl-dockerd-quota), which caps each container's writable layer: the OS
+# writable-budget tests run on it (packages/envs/src/docker/quota-engine.ts); the first
+# engine keeps its plain data root (container removal on btrfs takes 4-20 s, not ~1 s).
+# Measured here: ~30 s (mostly copying agentrl/os into it), ~0.5 GB of disk, dockerd +
+# containerd ~125 MB of RAM. Any failure here only makes those tests skip, saying why.
+# SKIP_QUOTA_ENGINE=1 skips this step.
+if [ "${SKIP_DOCKER:-0}" != 1 ] && [ "${SKIP_QUOTA_ENGINE:-0}" != 1 ]; then
+  if as_root; then
+    if ! command -v mkfs.btrfs >/dev/null 2>&1; then
+      say "installing btrfs-progs (the quota engine of the OS writable-budget tests)"
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq btrfs-progs >/dev/null; } \
+        || say "apt-get failed: no btrfs-progs"
+    fi
+    if docker info >/dev/null 2>&1 && bash scripts/start-second-dockerd.sh --quota >/dev/null; then
+      say "quota engine up (unix:///var/lib/agentrl-dockerd-quota/docker.sock, btrfs with quotas)"
+    else
+      say "no quota engine (see the lines above): the OS writable-budget tests will skip"
+    fi
+  else
+    say "not root: no quota engine, the OS writable-budget tests will skip (sudo bash scripts/start-second-dockerd.sh --quota)"
+  fi
+fi
+
 # --- 4. Notebooks: Jupyter and the tslab kernel -------------------------------------
 # notebooks/*.ipynb run on tslab, a TypeScript Jupyter kernel (a root devDependency, so
 # `npm ci` above installed it), under Debian's Jupyter; `bash scripts/run-notebooks.sh`

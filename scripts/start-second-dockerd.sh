@@ -5,14 +5,26 @@
 # and touches no iptables, so the two engines do not fight over the network.
 #   bash scripts/start-second-dockerd.sh [DIR]        start (idempotent); prints the socket URL last
 #   bash scripts/start-second-dockerd.sh --stop [DIR] stop it (SIGTERM, waits for the pidfile to go)
-# DIR defaults to /tmp/agentrl-dockerd2 (socket DIR/docker.sock, data DIR/data, exec DIR/exec).
+#   bash scripts/start-second-dockerd.sh --quota [DIR] start it on a btrfs data root with quotas
+#     (scripts/quota-data-root.sh: DIR/data is a btrfs loop file DIR/btrfs.img), so it caps each
+#     container's writable layer: the engine of the OS writable-budget tests. Exits 3 when the
+#     btrfs data root cannot be made (no root, no btrfs-progs, no loop device, no btrfs).
+# DIR defaults to /tmp/agentrl-dockerd2 (socket DIR/docker.sock, data DIR/data, exec DIR/exec);
+# with --quota to /var/lib/agentrl-dockerd-quota (the loop file must be on disk, not a tmpfs).
 # Images: AGENTRL_SECOND_DOCKERD_IMAGES (unset: "agentrl/os:latest"; empty: none), each copied
 # only when missing or different (docker save | docker load).
 set -euo pipefail
 
 stop=0
-if [ "${1:-}" = "--stop" ]; then stop=1; shift; fi
-dir=${1:-/tmp/agentrl-dockerd2}
+quota=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --stop) stop=1; shift ;;
+    --quota) quota=1; shift ;;
+    *) break ;;
+  esac
+done
+if [ "$quota" = 1 ]; then dir=${1:-/var/lib/agentrl-dockerd-quota}; else dir=${1:-/tmp/agentrl-dockerd2}; fi
 sock="$dir/docker.sock"
 pidfile="$dir/dockerd.pid"
 second=(docker -H "unix://$sock")
@@ -32,9 +44,18 @@ if ! "${second[@]}" info >/dev/null 2>&1; then
   if ! command -v dockerd >/dev/null 2>&1; then say "dockerd not installed (apt-get install docker.io)"; exit 2; fi
   if [ "$(id -u)" != 0 ]; then say "not root: cannot start a second dockerd"; exit 2; fi
   if ! docker info >/dev/null 2>&1; then say "the first Docker engine does not answer (bash scripts/start-dockerd.sh)"; exit 2; fi
-  mkdir -p "$dir/data" "$dir/exec"
+  mkdir -p "$dir/exec"
+  storage=()
+  if [ "$quota" = 1 ]; then
+    if ! bash "$(dirname "$0")/quota-data-root.sh" "$dir/data" "$dir/btrfs.img"; then
+      say "no btrfs data root with quotas (see the line above): no quota engine"
+      exit 3
+    fi
+    storage=(--storage-driver btrfs)
+  fi
+  mkdir -p "$dir/data"
   say "starting dockerd on unix://$sock"
-  nohup dockerd --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" --pidfile "$pidfile" \
+  nohup dockerd --host "unix://$sock" --data-root "$dir/data" --exec-root "$dir/exec" --pidfile "$pidfile" "${storage[@]}" \
     --bridge=none --iptables=false --ip-forward=false --ip-masq=false \
     >"$dir/dockerd.log" 2>&1 &
   for _ in $(seq 1 60); do "${second[@]}" info >/dev/null 2>&1 && break; sleep 0.5; done

@@ -1,8 +1,12 @@
 /**
  * The OS sandbox under attack, on a real Docker engine (no AgentBench data needed): a disk
  * filler (foreground and background), a fork bomb, a memory bomb, a network attempt, the
- * ulimits, and a background process that must not outlive its session. Skips with the reason
- * when no engine answers or the `agentrl/os` image is missing.
+ * ulimits, and a background process that must not outlive its session; and the writable
+ * budget of the writable root (all writable paths together, on disk), on an engine that caps
+ * writable layers (`quota-engine.ts`: the first engine with a quota data root, else the second
+ * engine `scripts/start-second-dockerd.sh --quota` starts, as scripts/setup.sh does). Skips
+ * with the reason when no engine answers, the `agentrl/os` image is missing, or (the budget
+ * case) no engine caps writable layers.
  */
 import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -11,6 +15,7 @@ import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import Docker from "dockerode";
 import { isDockerAvailable } from "../docker/runtime.js";
+import { findQuotaEngine, quotaRuntime } from "../docker/quota-engine.js";
 import { IMAGES, imageHash } from "../docker/images.js";
 import type { AssistantMessage, Message } from "../types.js";
 import { createTaskFamily, type OsSample, type OsSession, type OsTaskFamily } from "./index.js";
@@ -23,6 +28,9 @@ const skip = !engine
   : image === undefined
     ? "image agentrl/os missing (agentrl env build)"
     : false;
+
+/** The engine of the writable-budget case: one that caps writable layers (see quota-engine.ts). */
+const quota = skip ? { missing: skip } : await findQuotaEngine();
 
 const MIB = 1024 ** 2;
 const DISK = 64 * MIB;
@@ -66,8 +74,8 @@ function hostShmemBytes(): number {
 }
 
 /** Free bytes on the file system that holds the engine's containers. */
-async function engineFreeBytes(): Promise<number> {
-  const root = ((await docker.info()) as { DockerRootDir: string }).DockerRootDir;
+async function engineFreeBytes(engineDocker: Docker = docker): Promise<number> {
+  const root = ((await engineDocker.info()) as { DockerRootDir: string }).DockerRootDir;
   const stats = statfsSync(root);
   return stats.bavail * stats.bsize;
 }
@@ -88,56 +96,6 @@ describe("OS sandbox probes", { skip }, () => {
   });
   after(async () => {
     await family.close();
-  });
-
-  test("one writable budget per container (writable root): writers in every writable path at once stop within the limit, on disk, not in RAM", async (context) => {
-    if (!(await family.runtime.writableRoot(IMAGES.os.tag, { bytes: DISK }))) {
-      context.skip(
-        "this engine cannot cap a container's writable layer (needs a btrfs data root with quotas: scripts/quota-data-root.sh); the read-only root's per-folder tmpfs limits are probed below",
-      );
-      return;
-    }
-    const margin = 16 * MIB;
-    const free = await engineFreeBytes();
-    const shmem = hostShmemBytes();
-    const session = (await family.startSession(0)) as OsSession;
-    const paths = [
-      "/fill",
-      "/usr/fill",
-      "/tmp/fill",
-      "/root/fill",
-      "/home/fill",
-      "/var/tmp/fill",
-      "/etc/fill",
-      "/opt/fill",
-    ];
-    const fill = `for f in ${paths.join(" ")}; do (head -c 1G /dev/zero > $f 2>/dev/null &); done; sleep 1; wait; sleep 4; sync; du -scb ${paths.join(" ")} 2>/dev/null | tail -1`;
-    const reply = text((await session.interact(call(fill))).messages[0]);
-    const written = Number(/(\d+)\s+total/.exec(reply)?.[1] ?? NaN);
-    assert.ok(
-      written <= DISK + margin,
-      `the writers wrote ${written} bytes in total; the budget is ${DISK} + ${margin}`,
-    );
-    assert.ok(
-      written >= DISK / 2,
-      `the writers wrote ${written} bytes: they should reach the budget`,
-    );
-    const ram = hostShmemBytes() - shmem;
-    assert.ok(
-      ram < margin + DISK / 4,
-      `the host's tmpfs memory grew by ${ram} bytes: the files must be on disk`,
-    );
-    const drop = free - (await engineFreeBytes());
-    assert.ok(drop < DISK + 2 * margin, `the engine's disk lost ${drop} bytes`);
-    assert.match(
-      text(
-        (await session.interact(call("rm -f /fill /tmp/fill; echo again > /usr/x && cat /usr/x")))
-          .messages[0],
-      ),
-      /again/,
-      "freed space is writable again",
-    );
-    await session.cancel();
   });
 
   test("a disk filler gets ENOSPC or is stopped, and the host loses no more than the limit", async () => {
@@ -272,3 +230,71 @@ describe("OS sandbox probes", { skip }, () => {
     await session.cancel();
   });
 });
+
+describe(
+  "OS writable budget: one per container (writable root, as the original)",
+  {
+    skip: "missing" in quota ? quota.missing : false,
+  },
+  () => {
+    const engine = quota as Exclude<typeof quota, { missing: string }>;
+    let family: OsTaskFamily;
+    before(async () => {
+      family = await createTaskFamily({
+        runtime: quotaRuntime(engine),
+        samples: [probeSample(0)],
+        diskBytes: DISK,
+        memoryBytes: 512 * MIB,
+        commandSeconds: 30,
+      });
+    });
+    after(async () => {
+      await family.close();
+      await family.runtime.close();
+    });
+
+    test("writers in every writable path at once stop within the limit, on disk, not in RAM", async () => {
+      const margin = 16 * MIB;
+      const free = await engineFreeBytes(engine.docker);
+      const shmem = hostShmemBytes();
+      const session = (await family.startSession(0)) as OsSession;
+      const paths = [
+        "/fill",
+        "/usr/fill",
+        "/tmp/fill",
+        "/root/fill",
+        "/home/fill",
+        "/var/tmp/fill",
+        "/etc/fill",
+        "/opt/fill",
+      ];
+      const fill = `for f in ${paths.join(" ")}; do (head -c 1G /dev/zero > $f 2>/dev/null &); done; sleep 1; wait; sleep 4; sync; du -scb ${paths.join(" ")} 2>/dev/null | tail -1`;
+      const reply = text((await session.interact(call(fill))).messages[0]);
+      const written = Number(/(\d+)\s+total/.exec(reply)?.[1] ?? NaN);
+      assert.ok(
+        written <= DISK + margin,
+        `the writers wrote ${written} bytes in total; the budget is ${DISK} + ${margin}`,
+      );
+      assert.ok(
+        written >= DISK / 2,
+        `the writers wrote ${written} bytes: they should reach the budget`,
+      );
+      const ram = hostShmemBytes() - shmem;
+      assert.ok(
+        ram < margin + DISK / 4,
+        `the host's tmpfs memory grew by ${ram} bytes: the files must be on disk`,
+      );
+      const drop = free - (await engineFreeBytes(engine.docker));
+      assert.ok(drop < DISK + 2 * margin, `the engine's disk lost ${drop} bytes`);
+      assert.match(
+        text(
+          (await session.interact(call("rm -f /fill /tmp/fill; echo again > /usr/x && cat /usr/x")))
+            .messages[0],
+        ),
+        /again/,
+        "freed space is writable again",
+      );
+      await session.cancel();
+    });
+  },
+);

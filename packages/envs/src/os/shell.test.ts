@@ -6,7 +6,7 @@
  * agent (its own commands killed every process, exhausted memory) or the infrastructure (the
  * container killed from outside, the engine unreachable). On a real Docker engine; skips
  * with the reason when none answers or `agentrl/os` is missing, and the writable-root cases
- * when the engine cannot cap a writable layer (scripts/quota-data-root.sh).
+ * when no engine caps a writable layer (quota-engine.ts: scripts/setup.sh starts one).
  */
 import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
@@ -17,6 +17,7 @@ import { join } from "node:path";
 import Docker from "dockerode";
 import { playEpisode } from "../play.js";
 import { DockerRuntime, isDockerAvailable } from "../docker/runtime.js";
+import { findQuotaEngine, quotaRuntime } from "../docker/quota-engine.js";
 import { IMAGES, imageHash } from "../docker/images.js";
 import type { AssistantMessage, Expert, Message } from "../types.js";
 import { createTaskFamily, type OsSample, type OsSession, type OsTaskFamily } from "./index.js";
@@ -29,6 +30,9 @@ const skip = !engine
   : image === undefined
     ? "image agentrl/os missing (agentrl env build)"
     : false;
+
+/** The engine of the writable-root cases: one that caps writable layers (see quota-engine.ts). */
+const quota = skip ? { missing: skip } : await findQuotaEngine();
 
 function sample(index: number, extra: Partial<OsSample>): OsSample {
   return {
@@ -100,6 +104,12 @@ const SAMPLES: OsSample[] = [
   }),
   // 2: an init that fails: AgentBench ignores its exit code, the episode goes on.
   sample(2, { init: [{ language: "bash", code: "echo partial > /root/partial; exit 7" }] }),
+  // 4: a redirect to a high descriptor in init (AgentBench's containers had Docker's open-files limit).
+  sample(4, {
+    init: [{ language: "bash", code: "exec 5000>/root/init-high && echo init >&5000" }],
+    match: undefined,
+    check: [{ language: "bash", code: 'test "$(cat /root/init-high)" = init' }],
+  }),
   // 3: writable root: init writes under /usr, straight into /, and re-creates /tmp and /home/user.
   sample(3, {
     init: [
@@ -192,22 +202,51 @@ describe("OS shell semantics (AgentBench's)", { skip }, () => {
     }
   });
 
-  test("writable root (as the original): init writes under /usr and in /, re-creates /tmp and a home folder", async (context) => {
-    if (!(await family.runtime.writableRoot(IMAGES.os.tag, { bytes: 1 }))) {
-      context.skip(
-        "this engine cannot cap a container's writable layer (needs a btrfs data root with quotas: scripts/quota-data-root.sh); OS containers use the read-only root",
-      );
-      return;
-    }
+  test("a redirect to a high descriptor works (the open-files limit is the engine's, as AgentBench's containers had)", async () => {
     const episode = await playEpisode(
       family,
-      3,
-      scripted(["echo agent > /agentfile && cat /agentfile"]),
+      4,
+      scripted(["exec 9000>/root/high && echo agent >&9000 && exec 9000>&- && cat /root/high"]),
     );
     assert.equal(episode.reward, 1, JSON.stringify(episode.messages.slice(-3)));
     assert.equal(text(episode.messages.find((message) => message.role === "tool")).trim(), "agent");
   });
 });
+
+describe(
+  "OS writable root (as the original): the broken forms of the read-only root",
+  {
+    skip: "missing" in quota ? quota.missing : false,
+  },
+  () => {
+    const engine = quota as Exclude<typeof quota, { missing: string }>;
+    let family: OsTaskFamily;
+    before(async () => {
+      family = await createTaskFamily({
+        runtime: quotaRuntime(engine),
+        samples: SAMPLES,
+        memoryBytes: 512 * 1024 ** 2,
+      });
+    });
+    after(async () => {
+      await family.close();
+      await family.runtime.close();
+    });
+
+    test("init writes under /usr and in /, re-creates /tmp and a home folder", async () => {
+      const episode = await playEpisode(
+        family,
+        3,
+        scripted(["echo agent > /agentfile && cat /agentfile"]),
+      );
+      assert.equal(episode.reward, 1, JSON.stringify(episode.messages.slice(-3)));
+      assert.equal(
+        text(episode.messages.find((message) => message.role === "tool")).trim(),
+        "agent",
+      );
+    });
+  },
+);
 
 describe("OS: who ended the sandbox", { skip }, () => {
   let family: OsTaskFamily;
