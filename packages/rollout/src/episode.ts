@@ -40,6 +40,7 @@ import type { PolicyPool } from "./pool.js";
 import { parseToolCalls } from "./toolcall.js";
 import {
   endCauseOf,
+  type EndCause,
   NO_POLICY,
   NO_VERSION,
   POLICY_CODES,
@@ -111,7 +112,8 @@ export interface EpisodeDependencies {
 export class TurnTimeoutError extends AgentRLError {}
 export class EpisodeTimeoutError extends AgentRLError {}
 
-const DEFAULTS = {
+/** The defaults of {@link EpisodeOptions} (shared with the gateway's agent episodes). */
+export const EPISODE_DEFAULTS = {
   maxTurns: 20,
   maxTokens: 8192,
   maxNewTokensPerTurn: 1024,
@@ -137,26 +139,84 @@ export async function runEpisode(
   options: EpisodeOptions = {},
   signal?: AbortSignal,
 ): Promise<Trajectory> {
-  const settings = { ...DEFAULTS, ...options };
-  if (!(Number.isInteger(settings.infrastructureRetries) && settings.infrastructureRetries >= 0)) {
+  const settings = { ...EPISODE_DEFAULTS, ...options };
+  return retryInfrastructureFaults(
+    () => playEpisode(deps, spec, settings, signal),
+    settings.infrastructureRetries,
+    signal,
+  );
+}
+
+/**
+ * Plays an episode (`play`) again while it ends by an infrastructure fault and retries are
+ * left (not after `signal` aborted); `metrics.infrastructureRetries` counts the plays thrown away.
+ */
+export async function retryInfrastructureFaults(
+  play: () => Promise<Trajectory>,
+  infrastructureRetries: number,
+  signal?: AbortSignal,
+): Promise<Trajectory> {
+  if (!(Number.isInteger(infrastructureRetries) && infrastructureRetries >= 0)) {
     throw new RangeError(
-      `infrastructureRetries must be a non-negative integer, got ${settings.infrastructureRetries}`,
+      `infrastructureRetries must be a non-negative integer, got ${infrastructureRetries}`,
     );
   }
   for (let retries = 0; ; retries++) {
-    const trajectory = await playEpisode(deps, spec, settings, signal);
+    const trajectory = await play();
     const fault = trajectory.endCause === "infrastructure";
-    if (!fault || retries >= settings.infrastructureRetries || signal?.aborted) {
+    if (!fault || retries >= infrastructureRetries || signal?.aborted) {
       trajectory.metrics.infrastructureRetries = retries;
       return trajectory;
     }
   }
 }
 
+/**
+ * Starts a session of `task` instance `index`. A full worker (HTTP 406) is waited for, with
+ * backoff, until `signal` aborts; a session that starts after the caller gave up on it
+ * (`signal` aborted, or `abandoned()`) is cancelled as soon as it exists.
+ */
+export async function startSampleWaiting(
+  client: EnvironmentClient,
+  task: string,
+  index: number,
+  signal: AbortSignal,
+  abandoned: () => boolean = () => false,
+): ReturnType<EnvironmentClient["startSample"]> {
+  for (let attempt = 0; ; attempt++) {
+    const starting = client.startSample(task, index);
+    starting.then(
+      (late) => (abandoned() || signal.aborted) && cancelQuietly(client, late.sessionId),
+      () => {},
+    );
+    try {
+      return await starting;
+    } catch (error) {
+      if (!isWorkerFull(error) || signal.aborted) throw error;
+      await sleep(Math.min(1000, 20 * 2 ** attempt), signal);
+    }
+  }
+}
+
+/**
+ * Who ended an episode of `status` decides its reward: the environment's (or the agent's)
+ * verdict; 0 for an infrastructure fault that is masked; otherwise the incomplete penalty.
+ */
+export function episodeOutcome(
+  status: SampleStatus,
+  verdictReward: number,
+  settings: Pick<typeof EPISODE_DEFAULTS, "incompletePenalty" | "infrastructureFaults">,
+): { endCause: EndCause; masked: boolean; reward: number } {
+  const endCause = endCauseOf(status);
+  const masked = endCause === "infrastructure" && settings.infrastructureFaults === "mask";
+  const reward = endCause === "verdict" ? verdictReward : masked ? 0 : settings.incompletePenalty;
+  return { endCause, masked, reward };
+}
+
 async function playEpisode(
   deps: EpisodeDependencies,
   spec: EpisodeSpec,
-  settings: typeof DEFAULTS & EpisodeOptions,
+  settings: typeof EPISODE_DEFAULTS & EpisodeOptions,
   signal?: AbortSignal,
 ): Promise<Trajectory> {
   const builder = new TrajectoryBuilder(spec);
@@ -177,25 +237,10 @@ async function playEpisode(
   let finished = false;
   let startAbandoned = false;
   try {
+    // A full worker answers 406: wait and retry (with backoff) until the turn's time limit.
     const start = await withDeadline(
-      async (startSignal) => {
-        // A full worker answers 406: wait and retry (with backoff) until the turn's time limit.
-        for (let attempt = 0; ; attempt++) {
-          const starting = deps.client.startSample(spec.task, spec.index);
-          // A session that starts after we gave up on it is cancelled as soon as it exists.
-          starting.then(
-            (late) =>
-              (startAbandoned || startSignal.aborted) && cancelQuietly(deps.client, late.sessionId),
-            () => {},
-          );
-          try {
-            return await starting;
-          } catch (error) {
-            if (!isWorkerFull(error) || startSignal.aborted) throw error;
-            await sleep(Math.min(1000, 20 * 2 ** attempt), startSignal);
-          }
-        }
-      },
+      (startSignal) =>
+        startSampleWaiting(deps.client, spec.task, spec.index, startSignal, () => startAbandoned),
       settings.turnTimeoutMs,
       episodeSignal,
     );
@@ -285,7 +330,7 @@ interface TurnInput {
 /** Generates one assistant turn (appending its tokens) and sends it to the environment. */
 async function playTurn(
   deps: EpisodeDependencies,
-  settings: typeof DEFAULTS & EpisodeOptions,
+  settings: typeof EPISODE_DEFAULTS & EpisodeOptions,
   input: TurnInput,
 ) {
   const { builder, policy } = input;
@@ -561,13 +606,16 @@ class TrajectoryBuilder {
   }
 
   build(
-    settings: Pick<typeof DEFAULTS, "incompletePenalty" | "infrastructureFaults"> &
+    settings: Pick<typeof EPISODE_DEFAULTS, "incompletePenalty" | "infrastructureFaults"> &
       Pick<EpisodeOptions, "unreadAnswerReward">,
     durationMs: number,
   ): Trajectory {
     const status: SampleStatus = this.status === "running" ? "unknown" : this.status;
-    const endCause = endCauseOf(status);
-    const masked = endCause === "infrastructure" && settings.infrastructureFaults === "mask";
+    const { endCause, masked, reward } = episodeOutcome(
+      status,
+      this.verdictReward(settings.unreadAnswerReward),
+      settings,
+    );
     const currentVersions = this.versions.filter(
       (version, i) => this.policyIds[i] === POLICY_CODES.current && version >= 0,
     );
@@ -582,12 +630,7 @@ class TrajectoryBuilder {
       logprobs: Float32Array.from(this.logprobs),
       versions: Int32Array.from(this.versions),
       policyIds: Int8Array.from(this.policyIds),
-      reward:
-        endCause === "verdict"
-          ? this.verdictReward(settings.unreadAnswerReward)
-          : masked
-            ? 0
-            : settings.incompletePenalty,
+      reward,
       environmentReward: this.environmentReward,
       status,
       endCause,

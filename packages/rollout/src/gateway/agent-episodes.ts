@@ -29,7 +29,12 @@ import type {
   ToolSpec,
 } from "@agentrl/envs";
 import {
+  EPISODE_DEFAULTS,
+  EpisodeTimeoutError,
+  episodeOutcome,
   raceSignal,
+  retryInfrastructureFaults,
+  startSampleWaiting,
   type EpisodeDependencies,
   type EpisodeOptions,
   type EpisodeSpec,
@@ -82,16 +87,7 @@ export interface AgentEpisodesOptions<Task> {
   gateway?: Omit<RecordingGatewayOptions, "engine" | "tokenizer">;
 }
 
-const DEFAULTS = {
-  episodeTimeoutMs: 1_800_000,
-  incompletePenalty: -0.2,
-  infrastructureRetries: 2,
-  infrastructureFaults: "mask" as "mask" | "penalize",
-  maxTokens: 8192,
-  maxNewTokensPerTurn: 1024,
-};
-
-class EpisodeTimeout extends GatewayError {}
+type Settings = typeof EPISODE_DEFAULTS & EpisodeOptions;
 
 export class AgentEpisodes<Task> {
   private gatewayInstance: RecordingGateway | undefined;
@@ -112,21 +108,15 @@ export class AgentEpisodes<Task> {
     episodeOptions: EpisodeOptions = {},
     signal?: AbortSignal,
   ): Promise<Trajectory> => {
-    const settings = { ...DEFAULTS, ...episodeOptions };
+    const settings = { ...EPISODE_DEFAULTS, ...episodeOptions };
     // The engine behind the gateway is always the scheduler's latest pool's current member.
     this.deps = deps;
     const gateway = await this.start(deps, settings);
-    for (let retries = 0; ; retries++) {
-      const trajectory = await this.playOnce(gateway, deps, spec, settings, signal);
-      if (
-        trajectory.endCause !== "infrastructure" ||
-        retries >= settings.infrastructureRetries ||
-        signal?.aborted
-      ) {
-        trajectory.metrics.infrastructureRetries = retries;
-        return trajectory;
-      }
-    }
+    return retryInfrastructureFaults(
+      () => this.playOnce(gateway, deps, spec, settings, signal),
+      settings.infrastructureRetries,
+      signal,
+    );
   };
 
   /** Stops the gateway. */
@@ -134,10 +124,7 @@ export class AgentEpisodes<Task> {
     await (await this.starting?.catch(() => undefined))?.close();
   }
 
-  private start(
-    deps: EpisodeDependencies,
-    settings: typeof DEFAULTS & EpisodeOptions,
-  ): Promise<RecordingGateway> {
+  private start(deps: EpisodeDependencies, settings: Settings): Promise<RecordingGateway> {
     this.starting ??= (async () => {
       const tokenizer = deps.tokenizer as Partial<ServeTokenizer>;
       if (!Array.isArray(tokenizer.stopTokenIds))
@@ -174,7 +161,7 @@ export class AgentEpisodes<Task> {
     gateway: RecordingGateway,
     deps: EpisodeDependencies,
     spec: EpisodeSpec,
-    settings: typeof DEFAULTS & EpisodeOptions,
+    settings: Settings,
     outer?: AbortSignal,
   ): Promise<Trajectory> {
     const began = performance.now();
@@ -182,7 +169,9 @@ export class AgentEpisodes<Task> {
     const controller = new AbortController();
     const timer = setTimeout(
       () =>
-        controller.abort(new EpisodeTimeout(`episode exceeded ${settings.episodeTimeoutMs} ms`)),
+        controller.abort(
+          new EpisodeTimeoutError(`episode exceeded ${settings.episodeTimeoutMs} ms`),
+        ),
       settings.episodeTimeoutMs,
     );
     const signal = outer ? AbortSignal.any([outer, controller.signal]) : controller.signal;
@@ -194,7 +183,8 @@ export class AgentEpisodes<Task> {
     try {
       let agentSession: AgentSession | undefined;
       if (this.options.environmentTasks?.includes(spec.task)) {
-        const started = await deps.client.startSample(spec.task, spec.index);
+        // A full worker is waited for, until the episode's time is up.
+        const started = await startSampleWaiting(deps.client, spec.task, spec.index, signal);
         const opened: { id: string; last?: InteractResult } = { id: started.sessionId };
         session = opened;
         agentSession = {
@@ -237,7 +227,7 @@ export class AgentEpisodes<Task> {
         error = `the agent's reward is not a finite number: ${reward}`;
       }
     } catch (thrown) {
-      const timedOut = thrown instanceof EpisodeTimeout;
+      const timedOut = thrown instanceof EpisodeTimeoutError;
       status =
         outer?.aborted && thrown === outer.reason
           ? "cancelled"
@@ -249,9 +239,7 @@ export class AgentEpisodes<Task> {
       clearTimeout(timer);
       if (session && !session.last?.finish) deps.client.cancel(session.id).catch(() => {});
     }
-    const cause = endCauseOf(status);
-    const masked = cause === "infrastructure" && settings.infrastructureFaults === "mask";
-    const finalReward = cause === "verdict" ? reward : masked ? 0 : settings.incompletePenalty;
+    const { masked, reward: finalReward } = episodeOutcome(status, reward, settings);
     const samples = gateway.finishEpisode(episode.apiKey, finalReward, {
       status,
       masked,

@@ -17,7 +17,7 @@
  * end the candidate continued last (or the first choice of the last request) closes the
  * episode's last sample.
  */
-import type { Message, SampleStatus, ToolSpec } from "@agentrl/envs";
+import type { SampleStatus } from "@agentrl/envs";
 import { AgentRLError } from "@agentrl/spec";
 import {
   endCauseOf,
@@ -27,16 +27,10 @@ import {
   type Trajectory,
   type TurnRecord,
 } from "../types.js";
+import type { ChatTokenizer } from "../episode.js";
 
-/** What the recorder needs from a tokenizer (`@agentrl/policy`'s `Tokenizer` fits). */
-export interface RecorderTokenizer {
-  encode(text: string): number[];
-  decode(ids: readonly number[], options?: { skipSpecialTokens?: boolean }): string;
-  applyChatTemplate(
-    messages: readonly Message[],
-    options?: { tools?: readonly ToolSpec[]; addGenerationPrompt?: boolean },
-  ): string;
-}
+/** What the recorder needs from a tokenizer: the episode runner's (`@agentrl/policy`'s `Tokenizer` fits). */
+export type RecorderTokenizer = ChatTokenizer;
 
 /** One generation as the engine returned it. */
 export interface RecordedGeneration {
