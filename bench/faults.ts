@@ -21,6 +21,7 @@
  *   npm run bench -- faults                     1,000 sessions, 10 % faults
  *   AGENTRL_SOAK_SESSIONS=200 AGENTRL_SOAK_FAULT_RATE=0.1 AGENTRL_SOAK_CONCURRENCY=8 npm run bench -- faults
  */
+import { cpus, loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import Docker from "dockerode";
 import {
@@ -30,13 +31,13 @@ import {
   EnvironmentApiError,
   HttpEnvironmentClient,
   IMAGES,
-  RUN_LABEL,
   TaskWorker,
-  imageHash,
   isDockerAvailable,
   type AssistantMessage,
   type InteractResult,
 } from "@agentrl/envs";
+import { RUN_LABEL, imageHash } from "@agentrl/envs/internal";
+import { findQuotaEngine, quotaRuntime } from "../packages/envs/src/docker/quota-engine.js";
 import {
   createTaskFamily as createOsFamily,
   type OsSample,
@@ -84,6 +85,8 @@ export interface SoakReport {
   startTimeouts: number;
   hung: number;
   wrongStatus: Array<{ fault: Fault | "none"; status: string }>;
+  /** Faults the engine did not apply (e.g. `docker pause` refused): the session is not judged, the reason is kept. */
+  notApplied: Array<{ fault: Fault; reason: string }>;
   leakedContainers: number;
   seconds: number;
 }
@@ -195,6 +198,7 @@ export async function soak(options: SoakOptions = {}): Promise<SoakReport> {
     startTimeouts: 0,
     hung: 0,
     wrongStatus: [],
+    notApplied: [],
     leakedContainers: 0,
     seconds: 0,
   };
@@ -218,17 +222,53 @@ export async function soak(options: SoakOptions = {}): Promise<SoakReport> {
         abandoned.push(sessionId); // the controller's idle timeout must end it: checked after the soak
         return;
       }
-      // The container's hostname is its short id: the fault knows whom to hit.
+      // The container's hostname is its short id: the fault knows whom to hit. A fault the
+      // engine refuses (or an id that is not one) is kept apart with its reason, not swallowed:
+      // a session whose fault never landed would otherwise end well and count as a wrong status.
       const first = await within(client.interact(sessionId, bash("hostname")), hungSeconds);
-      const container = docker.getContainer(String(first.messages[0]?.content ?? "").trim());
-      if (fault === "container-kill") await container.kill().catch(() => {});
-      if (fault === "rm") await container.remove({ force: true }).catch(() => {});
-      if (fault === "pause") await container.pause().catch(() => {});
+      const hostname = String(first.messages[0]?.content ?? "").trim();
+      const container = docker.getContainer(hostname);
+      const apply = async (action: () => Promise<unknown>): Promise<boolean> => {
+        if (fault === "none" || fault === "slow-turn") return true;
+        try {
+          if (!/^[0-9a-f]{12}$/.test(hostname))
+            throw new Error(
+              `the first command printed ${JSON.stringify(hostname.slice(0, 80))}, not a container id`,
+            );
+          await action();
+          return true;
+        } catch (error) {
+          report.notApplied.push({ fault, reason: (error as Error).message.slice(0, 160) });
+          return false;
+        }
+      };
+      let applied = true;
+      if (fault === "container-kill") applied = await apply(() => container.kill());
+      if (fault === "rm") applied = await apply(() => container.remove({ force: true }));
+      if (fault === "pause")
+        applied = await apply(async () => {
+          await container.pause();
+          const state = (await container.inspect()).State;
+          if (!state.Paused)
+            throw new Error(`docker pause returned but the container is ${state.Status}`);
+        });
+      if (fault === "kill-mid-command") applied = await apply(() => container.inspect());
+      if (!applied) {
+        await client.cancel(sessionId).catch(() => {});
+        return;
+      }
       if (fault === "kill-mid-command") {
         const running = client.interact(sessionId, bash("sleep 20; echo late"));
         await delay(700);
-        await container.kill().catch(() => {});
+        const killed = await container.kill().then(
+          () => true,
+          (error: Error) => {
+            report.notApplied.push({ fault, reason: error.message.slice(0, 160) });
+            return false;
+          },
+        );
         result = await within(running, hungSeconds);
+        if (!killed) return;
       } else if (fault === "slow-turn") {
         result = await within(
           client.interact(sessionId, bash(`sleep ${interactionSeconds + 20}`)),
@@ -417,6 +457,46 @@ export async function probes(): Promise<ProbeResult[]> {
   } finally {
     await os.close();
   }
+  // The writable root's one budget per container, on the engine that caps writable layers.
+  const quota = await findQuotaEngine();
+  if ("missing" in quota) {
+    results.push({
+      probe: "OS disk filler, writable root (all paths, one budget)",
+      contained: false,
+      detail: `not run: ${quota.missing}`,
+    });
+  } else {
+    const runtime = quotaRuntime(quota);
+    const budgetFamily = await createOsFamily({
+      runtime,
+      samples: [SAMPLE],
+      diskBytes: disk,
+      memoryBytes: 512 * 1024 ** 2,
+      commandSeconds: 30,
+    });
+    try {
+      const session = await budgetFamily.startSession(0);
+      const paths = ["/fill", "/usr/fill", "/tmp/fill", "/root/fill", "/home/fill", "/etc/fill"];
+      const reply = await session.interact(
+        bash(
+          `for f in ${paths.join(" ")}; do (head -c 1G /dev/zero > $f 2>/dev/null &); done; sleep 1; wait; sleep 4; sync; du -scb ${paths.join(" ")} 2>/dev/null | tail -1`,
+        ),
+      );
+      await session.cancel();
+      const written = Number(
+        /(\d+)\s+total/.exec(String(reply.messages[0]?.content ?? ""))?.[1] ?? NaN,
+      );
+      results.push({
+        probe:
+          "OS disk filler, writable root (6 writers at once, 1 GiB each; one budget of 64 MiB + 16 MiB margin)",
+        contained: written <= disk + 16 * 1024 ** 2,
+        detail: `${(written / 1024 ** 2).toFixed(0)} MiB written in total, on ${quota.host ?? "the first engine"}`,
+      });
+    } finally {
+      await budgetFamily.close();
+      await runtime.close();
+    }
+  }
   const table: DbSample = {
     index: 0,
     split: "test",
@@ -456,6 +536,24 @@ export async function probes(): Promise<ProbeResult[]> {
       contained: /^(1227|1045) /.test(shutdown) && intact === "[(2,)]",
       detail: shutdown.slice(0, 70),
     });
+    // One session fills its space (16 MiB by default) by doubling inserts; the other writes on.
+    await attacker.execute("CREATE TABLE big (x LONGTEXT)");
+    await attacker.execute("INSERT INTO big VALUES (REPEAT('a', 500000))");
+    let fillError = "";
+    for (let doubling = 0; doubling < 12 && !fillError; doubling += 1) {
+      const result = await attacker.execute("INSERT INTO big SELECT * FROM big");
+      if (result !== "[]") fillError = result;
+    }
+    const held = await victim.execute(
+      `SELECT COALESCE(SUM(DATA_LENGTH), 0) FROM information_schema.TABLES WHERE TABLE_SCHEMA = '${attacker.database}'`,
+    );
+    const victimWrite = await victim.execute("INSERT INTO secrets VALUES (REPEAT('c', 50000))");
+    const victimCount = await victim.execute("SELECT COUNT(*) FROM secrets");
+    results.push({
+      probe: "DB space filler (one session's space, 16 MiB)",
+      contained: fillError !== "" && victimWrite === "[]" && victimCount === "[(3,)]",
+      detail: `filler stopped by: ${fillError.slice(0, 60) || "nothing"}, holding ${held.replace(/[^0-9]/g, "")} bytes of data; the other session's insert ${victimWrite === "[]" ? "succeeded" : victimWrite.slice(0, 40)}`,
+    });
   } finally {
     await db.close();
   }
@@ -478,15 +576,19 @@ export async function run(): Promise<BenchResult> {
     faultRate: Number(process.env.AGENTRL_SOAK_FAULT_RATE ?? 0.1),
     concurrency: Number(process.env.AGENTRL_SOAK_CONCURRENCY ?? 8),
   };
+  const loadBefore = loadavg();
   const report = await soak(options);
-  const found = await probes();
+  const loadAfter = loadavg();
+  const found = await probes().catch((error: Error): ProbeResult[] => [
+    { probe: "probes", contained: false, detail: `the probes failed: ${error.message}` },
+  ]);
   const faulted = Object.values(report.faulted).reduce((a, b) => a + b, 0);
   const lines = [
-    `\`npm run bench -- faults\` (AGENTRL_SOAK_SESSIONS=${report.sessions}, fault rate ${options.faultRate}, ${options.concurrency} at once): OS sessions through the real controller (HTTP, token), a local worker and the OS family on Docker (read-only root, 512 MiB disk, one container per session).`,
+    `\`npm run bench -- faults\` (AGENTRL_SOAK_SESSIONS=${report.sessions}, fault rate ${options.faultRate}, ${options.concurrency} at once): OS sessions through the real controller (HTTP, token), a local worker and the OS family on Docker (read-only root, 512 MiB disk, one container per session). Load average (1/5/15 min) at the start ${loadBefore.map((value) => value.toFixed(1)).join(" / ")}, at the end ${loadAfter.map((value) => value.toFixed(1)).join(" / ")} (${cpus().length} cores, shared with other work).`,
     "",
-    "| sessions | faulted | completed (reward 1) | start timed out (504) | hung | wrong status | leaked containers | time | sessions/s |",
-    "|---|---|---|---|---|---|---|---|---|",
-    `| ${report.sessions} | ${faulted} (${FAULTS.map((fault) => `${fault} ${report.faulted[fault]}`).join(", ")}) | ${report.completed} | ${report.startTimeouts} | ${report.hung} | ${report.wrongStatus.length} | ${report.leakedContainers} | ${report.seconds.toFixed(0)} s | ${(report.sessions / report.seconds).toFixed(2)} |`,
+    "| sessions | faulted | completed (reward 1) | start timed out (504) | hung | wrong status | fault not applied | leaked containers | time | sessions/s |",
+    "|---|---|---|---|---|---|---|---|---|---|",
+    `| ${report.sessions} | ${faulted} (${FAULTS.map((fault) => `${fault} ${report.faulted[fault]}`).join(", ")}) | ${report.completed} | ${report.startTimeouts} | ${report.hung} | ${report.wrongStatus.length} | ${report.notApplied.length} | ${report.leakedContainers} | ${report.seconds.toFixed(0)} s | ${(report.sessions / report.seconds).toFixed(2)} |`,
     "",
     ...(report.wrongStatus.length
       ? [
@@ -494,6 +596,16 @@ export async function run(): Promise<BenchResult> {
             report.wrongStatus
               .slice(0, 10)
               .map((entry) => `${entry.fault} → ${entry.status}`)
+              .join("; "),
+          "",
+        ]
+      : []),
+    ...(report.notApplied.length
+      ? [
+          "Faults the engine did not apply (sessions not judged): " +
+            report.notApplied
+              .slice(0, 10)
+              .map((entry) => `${entry.fault}: ${entry.reason}`)
               .join("; "),
           "",
         ]
