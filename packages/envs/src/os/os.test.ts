@@ -20,6 +20,7 @@ import {
   type OsSession,
   type OsTaskFamily,
 } from "./index.js";
+import { UNSOLVABLE_OS_SAMPLES } from "./data.js";
 
 const docker = new Docker();
 const data = hasAgentBenchData("os_interaction");
@@ -204,6 +205,32 @@ describe("OS family on Docker", { skip: dockerSkip }, () => {
     await session.cancel();
     assert.equal(brokenFamily.activeSessions, 0);
     await brokenFamily.close();
+  });
+
+  test("dev sample #1008 is unsolvable in AgentBench's own data: its check rejects its own example's output", async () => {
+    const sample = family.sample(1008);
+    assert.match(sample.description, /disk space is being used by \/home/);
+    const session = (await family.startSession(1008)) as OsSession;
+    try {
+      const example = (
+        await family.runtime.exec(session.containerId, ["bash", "-c", sample.example!.code])
+      ).output.trim();
+      assert.match(example, /^\d\.\d[KMG]$/, "du -h prints one decimal under 10 units");
+      const check = sample.check![1]!;
+      assert.equal(check.language, "python");
+      const judged = await family.runtime.exec(session.containerId, [
+        "python3",
+        "-c",
+        check.code,
+        example,
+        example,
+      ]);
+      assert.notEqual(judged.exitCode, 0, "the example's own answer fails its check");
+      assert.match(judged.output, /ValueError: invalid literal for int\(\) with base 10: '\d\.\d'/);
+      assert.ok(UNSOLVABLE_OS_SAMPLES[1008]);
+    } finally {
+      await session.cancel();
+    }
   });
 
   test("50 sessions at once finish and leave no container behind", async () => {
