@@ -276,13 +276,13 @@ export function loadOsSamples(dataDir?: string, holdOut = true): OsSample[] {
 
 /**
  * AgentBench OS samples no answer can solve, in the original as here: their check script
- * rejects their own example's output (so the expert, and every agent, scores 0). Gold replays
- * report them apart; `os.test.ts` shows #1008's on a real container.
+ * cannot parse their own example's output (so the expert, and every agent, scores 0). Gold
+ * replays report them apart; `os.test.ts` shows #1008's on a real container. (#540 and #683
+ * fail the expert's replay only: their example changes the files it counts, so the check's
+ * re-run of it counts otherwise; an agent that leaves the files alone can pass.)
  */
 export const UNSOLVABLE_OS_SAMPLES: Readonly<Record<number, string>> = {
   252: "the example prints two counts (files, then folders: `0\n1`), which integer-match.py cannot read as one integer (int() raises ValueError)",
-  540: "the example gunzips the logs it counts, so the check's re-run of the example finds none and counts 0",
-  683: "the example deletes the duplicate lines it counts, so the check's re-run counts fewer",
   1008: "`du -sh /home` prints a size under 10 units with a decimal (`8.0K` on the original's overlay root, `4.0K` on a tmpfs), and size-match.py parses it with int('8.0'), which raises ValueError, for any answer",
 };
 
