@@ -6,30 +6,47 @@
  * process is the load: it opens SESSIONS sessions over HTTP, then, with all of them open,
  * runs `interact` with IN_FLIGHT calls in flight at a time (each call loop owns its own
  * sessions, so no session is ever called twice at once) for PHASE_MS, and finally sends one
- * turn to every session at once (a burst of 10,000). Figures:
+ * turn to every session at once (a burst of 10,000). Two load models per in-flight level:
+ *   - closed loop, no think time: each of the N callers sends its next call the moment the last
+ *     one answers (the most calls/s the pair of processes can carry; by Little's law the round
+ *     trip is then N / calls per second, whatever the controller does);
+ *   - agent sessions: N sessions each alternate one call with an agent turn (decoding) whose
+ *     duration is drawn from an exponential distribution with mean THINK_MS (seeded) — what
+ *     N agents in flight send. Figures:
  *   - round-trip latency of one interact seen by the client (p50/p99), per in-flight level;
  *   - the controller's own time per interact (inside the child, `Controller.interact`, the
  *     in-process worker's instant task included);
  *   - memory per session: the child's heap after a full GC with every session open, minus
  *     before, divided by SESSIONS (controller entry + worker entry + the task's session);
- *   - errors: failed requests and unexpected statuses.
+ *   - errors: failed requests and unexpected statuses;
+ *   - CPU shares: cores used by the controller process and by this load process in each phase.
  *   npm run bench -- scale
+ *   AGENTRL_SCALE_ENVS=/path/to/envs/src/index.ts   (controller and client from another copy of @agentrl/envs: A B runs)
  *   AGENTRL_SCALE_PROFILE=/tmp/prof node --conditions=source --import tsx bench/scale-controller.ts   (CPU profile of the controller process)
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { cpus, loadavg } from "node:os";
 import { performance, monitorEventLoopDelay } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { Controller, HttpEnvironmentClient, TaskWorker } from "@agentrl/envs";
+import * as defaultEnvs from "@agentrl/envs";
 import { TURN, instantFamily, percentile } from "./envs.js";
+import { seededUniform } from "./latency.js";
 import type { BenchResult } from "./types.js";
 
 /** Sessions open at once. */
 const SESSIONS = Number(process.env.AGENTRL_SCALE_SESSIONS ?? 10_000);
 /** In-process workers behind the controller (sessions are spread over them by free slots). */
 const WORKERS = 4;
+/** The controller and client under test: this checkout's, or another copy's (A B runs). */
+const { Controller, HttpEnvironmentClient, TaskWorker } = (
+  process.env.AGENTRL_SCALE_ENVS ? await import(process.env.AGENTRL_SCALE_ENVS) : defaultEnvs
+) as typeof defaultEnvs;
 /** Calls in flight at a time in each measured phase. */
 const IN_FLIGHT = [1, 16, 128];
+/** Sessions of the agent-session phases. */
+const AGENT_SESSIONS = [128];
+/** Mean agent turn (decoding) between two calls of one session in the agent-session phases, ms. */
+const THINK_MS = Number(process.env.AGENTRL_SCALE_THINK_MS ?? 100);
 /** How long each in-flight level runs, in ms. */
 const PHASE_MS = 4_000;
 /** Sessions started at once while opening them. */
@@ -114,6 +131,8 @@ async function child(): Promise<void> {
 
 // ── the load ─────────────────────────────────────────────────────────────────
 
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
 function ask(worker: ChildProcess, type: string): Promise<ChildStats> {
   return new Promise((resolve) => {
     const listener = (message: ChildMessage) => {
@@ -128,6 +147,8 @@ function ask(worker: ChildProcess, type: string): Promise<ChildStats> {
 
 interface Phase {
   inFlight: number | "all";
+  /** Load model: back-to-back calls, or agent sessions with think time. */
+  model: "closed" | "agent";
   calls: number;
   errors: number;
   callsPerSecond: number;
@@ -138,19 +159,26 @@ interface Phase {
   eventLoopP99Ms: number;
   /** CPU time of the controller process per call (HTTP, JSON, controller, worker, task), in ms. */
   cpuMsPerCall: number;
+  /** Cores the controller process used on average. */
+  controllerCores: number;
+  /** Cores this load process used on average. */
+  loadCores: number;
 }
 
 function summarize(
   inFlight: Phase["inFlight"],
+  model: Phase["model"],
   latencies: number[],
   errors: number,
   elapsedMs: number,
   stats: ChildStats,
+  loadCpuMs: number,
 ): Phase {
   latencies.sort((a, b) => a - b);
   const inside = stats.interactMs.sort((a, b) => a - b);
   return {
     inFlight,
+    model,
     calls: latencies.length,
     errors,
     callsPerSecond: (latencies.length / elapsedMs) * 1000,
@@ -160,6 +188,8 @@ function summarize(
     controllerP99Ms: percentile(inside, 0.99),
     eventLoopP99Ms: stats.eventLoopP99Ms,
     cpuMsPerCall: stats.cpuMs / Math.max(1, latencies.length),
+    controllerCores: stats.cpuMs / elapsedMs,
+    loadCores: loadCpuMs / elapsedMs,
   };
 }
 
@@ -233,9 +263,14 @@ export async function run(): Promise<BenchResult> {
 
     // Interact with bounded calls in flight, every session open.
     const phases: Phase[] = [];
+    const cpuMsSince = (from: NodeJS.CpuUsage) => {
+      const used = process.cpuUsage(from);
+      return (used.user + used.system) / 1000;
+    };
     for (const inFlight of IN_FLIGHT) {
       const latencies: number[] = [];
       const before = errors;
+      const cpuFrom = process.cpuUsage();
       const began = performance.now();
       const deadline = began + PHASE_MS;
       await Promise.all(
@@ -245,9 +280,36 @@ export async function run(): Promise<BenchResult> {
         }),
       );
       const elapsed = performance.now() - began;
+      const loadCpu = cpuMsSince(cpuFrom);
       const stats = await ask(server, "stats");
-      const phase = summarize(inFlight, latencies, errors - before, elapsed, stats);
-      phases.push(phase);
+      phases.push(
+        summarize(inFlight, "closed", latencies, errors - before, elapsed, stats, loadCpu),
+      );
+    }
+    // Agent sessions: each calls, then decodes its next turn for an exponential think time.
+    for (const sessions of AGENT_SESSIONS) {
+      const latencies: number[] = [];
+      const before = errors;
+      const random = seededUniform(40);
+      const think = () => -THINK_MS * Math.log(1 - random());
+      const cpuFrom = process.cpuUsage();
+      const began = performance.now();
+      const deadline = began + PHASE_MS;
+      await Promise.all(
+        Array.from({ length: sessions }, async (_, loop) => {
+          await sleep(think()); // sessions are not in step at the start
+          for (let k = loop; performance.now() < deadline; k += sessions) {
+            await timedTurn(ids[k % ids.length], latencies);
+            await sleep(think());
+          }
+        }),
+      );
+      const elapsed = performance.now() - began;
+      const loadCpu = cpuMsSince(cpuFrom);
+      const stats = await ask(server, "stats");
+      phases.push(
+        summarize(sessions, "agent", latencies, errors - before, elapsed, stats, loadCpu),
+      );
     }
 
     // One turn to every session at once.
@@ -258,10 +320,12 @@ export async function run(): Promise<BenchResult> {
     phases.push(
       summarize(
         "all",
+        "closed",
         burst,
         errors - beforeBurst,
         performance.now() - burstBegan,
         await ask(server, "stats"),
+        Number.NaN,
       ),
     );
 
@@ -282,17 +346,23 @@ export async function run(): Promise<BenchResult> {
       `- Memory per open session (controller + worker + the task's session, heap after a full GC): **${f(perSession / 1024, 2)} KiB**; child RSS with all open: ${f(memory.rssAfterBytes / 1024 ** 2, 0)} MiB.`,
       `- Errors over the whole run (open, ${phases.reduce((n, p) => n + p.calls, 0).toLocaleString("en")} interacts, cancel): **${errors}**${errorSamples.size ? ` (e.g. ${[...errorSamples].join("; ")})` : ""}.`,
       "",
-      "| calls in flight | calls | calls/s | client round trip p50 (ms) | p99 (ms) | controller's own time p50 (ms) | p99 (ms) | controller process CPU per call (ms) | event-loop delay p99 (ms) | errors |",
-      "|---|---|---|---|---|---|---|---|---|---|",
+      "| load | calls | calls/s | client round trip p50 (ms) | p99 (ms) | controller's own time p50 (ms) | p99 (ms) | controller process CPU per call (ms) | controller cores | load generator cores | event-loop delay p99 (ms) | errors |",
+      "|---|---|---|---|---|---|---|---|---|---|---|---|",
       ...phases.map(
         (p) =>
-          `| ${p.inFlight === "all" ? `all ${ids.length.toLocaleString("en")} at once` : p.inFlight} | ${p.calls} | ${f(p.callsPerSecond, 0)} | ${f(p.p50Ms)} | ${f(p.p99Ms)} | ${f(p.controllerP50Ms, 3)} | ${f(p.controllerP99Ms, 3)} | ${f(p.cpuMsPerCall, 3)} | ${f(p.eventLoopP99Ms, 1)} | ${p.errors} |`,
+          `| ${p.inFlight === "all" ? `all ${ids.length.toLocaleString("en")} at once` : p.model === "closed" ? `${p.inFlight} in flight, back to back` : `${p.inFlight} agent sessions, ${THINK_MS} ms mean turn`} | ${p.calls} | ${f(p.callsPerSecond, 0)} | ${f(p.p50Ms)} | ${f(p.p99Ms)} | ${f(p.controllerP50Ms, 3)} | ${f(p.controllerP99Ms, 3)} | ${f(p.cpuMsPerCall, 3)} | ${f(p.controllerCores)} | ${Number.isNaN(p.loadCores) ? "–" : f(p.loadCores)} | ${f(p.eventLoopP99Ms, 1)} | ${p.errors} |`,
       ),
       "",
       "The controller's own time is `Controller.interact` measured inside the child (session lookup, relay to the in-process worker, the instant task, bookkeeping); the",
       "round trip adds HTTP and JSON on both sides and the wait for the child's event loop; the CPU per call (the controller process's CPU time / calls) is the figure",
       "that does not grow with other load on the machine. With every open session calling at once the round trip",
       "is queueing (calls/s is the figure there), not per-call overhead. Goal of issue 17: p99 overhead ≤ 5 ms with 0 errors.",
+      "",
+      `Two load models. *Back to back*: each of N callers sends its next call the moment the last one answers, so the pair of processes runs flat out and, by Little's law,`,
+      "the round trip is N / calls per second whatever the controller does (128 in flight at 10 ms needs ≥ 12,800 calls/s). *Agent sessions* (issue 40's",
+      `“128 sessions in flight”): each session alternates one call with an agent turn — decoding the next action — drawn from an exponential distribution with mean ${THINK_MS} ms`,
+      "(seeded; a real turn of a model decoding tens to hundreds of tokens takes longer, so this is the heavier side of what 128 agents send). Load generator cores:",
+      "this process's CPU time over the phase (the HTTP client), beside the controller process's; both share the machine's 2 cores with other work.",
     ].join("\n");
     return { name: "scale", markdown };
   } finally {
