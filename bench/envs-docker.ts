@@ -10,11 +10,11 @@
 import { performance } from "node:perf_hooks";
 import {
   createTaskFamily,
-  hasAgentBenchData,
   isDockerAvailable,
   type AssistantMessage,
   type TaskSession,
 } from "@agentrl/envs";
+import { hasAgentBenchData } from "@agentrl/envs/internal";
 import type { BenchResult } from "./types.js";
 
 const RUNS = 20;

@@ -15,7 +15,6 @@ import * as tf from "@tensorflow/tfjs-core";
 import {
   AdamW,
   Transformer,
-  availableBackends,
   nextTokenLoss,
   presetConfig,
   setBackend,
@@ -23,6 +22,7 @@ import {
   trainStep,
   type BackendName,
 } from "@agentrl/policy";
+import { availableBackends } from "@agentrl/policy/internal";
 import type { BenchResult } from "./types.js";
 
 interface BackendFigures {

@@ -19,7 +19,8 @@ import { readdirSync, readFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import Docker from "dockerode";
-import { DockerRuntime, IMAGES, imageHash, isDockerAvailable } from "@agentrl/envs";
+import { DockerRuntime, IMAGES, isDockerAvailable } from "@agentrl/envs";
+import { imageHash } from "@agentrl/envs/internal";
 import type { BenchResult } from "./types.js";
 
 export interface ModelParameters {

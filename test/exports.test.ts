@@ -1,6 +1,6 @@
 /**
- * The trainer's export lists, as a snapshot: the public API of `@agentrl/trainer` (what its
- * README documents) and the plumbing of `@agentrl/trainer/internal` (for benches and tests).
+ * Every package's export lists, as a snapshot: the public API of each entry (what its README
+ * documents) and the plumbing of its `internal` subpath (for benches and tests).
  * An export added or removed fails here until the snapshot is updated on purpose:
  *   UPDATE_EXPORTS_SNAPSHOT=1 node scripts/test.mjs test/exports
  * (value exports: the names a JavaScript import sees; types are not in the module at run time.)
@@ -11,9 +11,15 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 const SNAPSHOT = fileURLToPath(new URL("./exports.snapshot.json", import.meta.url));
-const ENTRIES = ["@agentrl/trainer", "@agentrl/trainer/internal"];
+const PACKAGES = ["spec", "policy", "envs", "rollout", "dashboard", "trainer"];
+/** The packages with an `internal` subpath. */
+const WITH_INTERNAL = ["policy", "envs", "rollout", "dashboard", "trainer"];
+const ENTRIES = PACKAGES.flatMap((name) => [
+  `@agentrl/${name}`,
+  ...(WITH_INTERNAL.includes(name) ? [`@agentrl/${name}/internal`] : []),
+]);
 
-test("the trainer's entry points export exactly the snapshot's names (public API and internal plumbing apart)", async () => {
+test("every package's entry points export exactly the snapshot's names (public API and internal plumbing apart)", async () => {
   const found: Record<string, string[]> = {};
   for (const entry of ENTRIES) found[entry] = Object.keys(await import(entry)).sort();
   if (process.env.UPDATE_EXPORTS_SNAPSHOT)
@@ -28,10 +34,12 @@ test("the trainer's entry points export exactly the snapshot's names (public API
       `${entry}: exports changed; if on purpose, UPDATE_EXPORTS_SNAPSHOT=1 node scripts/test.mjs test/exports`,
     );
   }
-  const overlap = found["@agentrl/trainer"].filter((name) =>
-    found["@agentrl/trainer/internal"].includes(name),
-  );
-  assert.deepEqual(overlap, [], "a name is either public or internal");
+  for (const name of WITH_INTERNAL) {
+    const overlap = found[`@agentrl/${name}`].filter((exported) =>
+      found[`@agentrl/${name}/internal`].includes(exported),
+    );
+    assert.deepEqual(overlap, [], `@agentrl/${name}: a name is either public or internal`);
+  }
   assert.ok(
     found["@agentrl/trainer"].includes("runExperiment") &&
       found["@agentrl/trainer/internal"].includes("crc32c"),

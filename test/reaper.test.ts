@@ -11,13 +11,8 @@ import assert from "node:assert/strict";
 import { spawn, type ChildProcess } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
-import {
-  HttpEnvironmentClient,
-  IMAGES,
-  imageHash,
-  isDockerAvailable,
-  PID_LABEL,
-} from "@agentrl/envs";
+import { HttpEnvironmentClient, IMAGES, isDockerAvailable } from "@agentrl/envs";
+import { imageHash, PID_LABEL } from "@agentrl/envs/internal";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
 const MAIN = fileURLToPath(new URL("../packages/cli/src/main.ts", import.meta.url));

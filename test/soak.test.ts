@@ -9,7 +9,8 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import Docker from "dockerode";
-import { IMAGES, imageHash, isDockerAvailable } from "@agentrl/envs";
+import { IMAGES, isDockerAvailable } from "@agentrl/envs";
+import { imageHash } from "@agentrl/envs/internal";
 import { FAULTS, soak } from "../bench/faults.js";
 
 const docker = new Docker();

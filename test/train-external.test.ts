@@ -34,7 +34,8 @@ import {
   setBackend,
   trainByteLevelBpe,
 } from "@agentrl/policy";
-import { POLICY_CODES, NO_VERSION, type TrajectoryGroup } from "@agentrl/rollout";
+import { POLICY_CODES, type TrajectoryGroup } from "@agentrl/rollout";
+import { NO_VERSION } from "@agentrl/rollout/internal";
 import {
   TrainingOptionsError,
   prepareBatch,

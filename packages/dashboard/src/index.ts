@@ -8,10 +8,6 @@ export {
 export {
   findRuns,
   summarizeRun,
-  readMetrics,
-  readTrajectorySteps,
-  readEvaluations,
-  FileFollower,
   type RunSummary,
   type MetricsLine,
   type TrajectoryStep,

@@ -5,12 +5,9 @@
 export {
   type BackendName,
   type InitBackendOptions,
-  BACKEND_NAMES,
   BackendUnavailableError,
   initBackend,
   setBackend,
-  availableBackends,
-  installGradientFixes,
 } from "./backend.js";
 export {
   type Architecture,
@@ -23,16 +20,12 @@ export {
   type ModelShapeName,
   parseHfConfig,
   toHfConfig,
-  validateConfig,
   presetConfig,
   parameterCount,
 } from "./config.js";
 export {
   attentionKernel,
   setAttentionKernel,
-  simdAttentionAvailable,
-  kernelHeap,
-  KernelHeap,
   type AttentionKernelName,
   type HeapBlock,
 } from "./kernels/attention.js";
@@ -40,7 +33,6 @@ export {
   Transformer,
   KVSequence,
   WeightsError,
-  expectedWeightNames,
   PREFILL_CHUNK_TOKENS,
   LORA_TARGETS,
   type LoraTarget,
@@ -54,33 +46,18 @@ export {
   type SerializeOptions,
   type WriteDirectoryOptions,
   SafetensorsError,
-  SAFETENSORS_FILE,
-  SAFETENSORS_INDEX_FILE,
   parseSafetensors,
   serializeSafetensors,
   readSafetensorsDirectory,
   SafetensorsReader,
-  writeSafetensorsDirectory,
-  floatToBfloat16,
-  floatToHalf,
 } from "./safetensors.js";
 export { Rng, type RngState } from "./rng.js";
-export {
-  type RandomWeightsOptions,
-  hfWeightShapes,
-  writeRandomSafetensors,
-} from "./random-weights.js";
+export { type RandomWeightsOptions, writeRandomSafetensors } from "./random-weights.js";
 export {
   type MemoryUse,
   type MemoryEstimate,
   ModelTooLargeError,
-  WASM_HEAP_LIMIT_BYTES,
-  TRAINING_TOKENS,
-  estimateModelMemory,
   checkModelFits,
-  backendMemoryLimit,
-  inferenceCachePlan,
-  formatBytes,
 } from "./memory.js";
 export {
   type SamplingOptions,
@@ -101,9 +78,6 @@ export {
   type TrainStepOptions,
   type TrainStepResult,
   type MicroBatchOptions,
-  trainingBytesPerToken,
-  maxMicroBatchRows,
-  splitIntoMicroBatches,
   AdamW,
   tokenLogProbs,
   nextTokenLoss,
@@ -121,7 +95,6 @@ export {
   Policy,
   PolicySnapshot,
   ADAPTER_CONFIG_FILE,
-  ADAPTER_WEIGHTS_FILE,
 } from "./policy.js";
-export { snapshotFromFlat, snapshotToFlat } from "./flat-weights.js";
+export { snapshotFromFlat } from "./flat-weights.js";
 export * from "./tokenizer/index.js";

@@ -5,10 +5,7 @@
  */
 export {
   isInformative,
-  NO_POLICY,
-  NO_VERSION,
   POLICY_CODES,
-  POLICY_IDS,
   type PolicyId,
   type Trajectory,
   type TrajectoryGroup,
@@ -19,12 +16,9 @@ export {
 } from "./types.js";
 export {
   formatToolCalls,
-  jsonLikePython,
   type ParsedTurn,
   parseToolCalls,
   type ParseToolCallsOptions,
-  TOOL_CALL_CLOSE,
-  TOOL_CALL_OPEN,
 } from "./toolcall.js";
 export {
   ContextLimitError,
@@ -37,7 +31,6 @@ export {
   type GenerationResult,
   InferenceEngine,
   type InferenceEngineOptions,
-  policyEngineModel,
   type PolicyWeights,
   type WeightUpdateMode,
   type GenerationEngine,
@@ -58,7 +51,6 @@ export {
 export { PolicyPool, type PolicyPoolOptions } from "./pool.js";
 export {
   InferenceServerError,
-  POLICY_VERSION_HEADER,
   RemoteEngine,
   type RemoteEngineOptions,
   type RemoteServerState,
@@ -67,6 +59,7 @@ export {
 } from "./remote.js";
 export {
   type ChatTokenizer,
+  EPISODE_DEFAULTS,
   type EpisodeDependencies,
   type EpisodeOptions,
   type EpisodeSpec,
@@ -84,7 +77,7 @@ export {
   TrajectoryBuffer,
   type TrajectoryBufferOptions,
 } from "./buffer.js";
-export { type MetricsSnapshot, RolloutMetrics, type TaskMetrics } from "./metrics.js";
+export { type MetricsSnapshot, type TaskMetrics } from "./metrics.js";
 export {
   RolloutScheduler,
   type RolloutSchedulerOptions,
@@ -100,14 +93,12 @@ export {
 } from "./state.js";
 export {
   ApiError,
-  ChatCompletionRequestSchema,
   type ChatCompletionRequest,
   ChatServer,
   type ChatServerOptions,
   isLoopbackHost,
   type ListeningAddress,
   type ModelServerOptions,
-  parseChatCompletionRequest,
   type RunningModelServer,
   ServeConfigError,
   type ServeEngine,
@@ -123,7 +114,6 @@ export {
   checkTemplate,
   type EpisodeHandle,
   type EpisodeIdentity,
-  EpisodeRecorder,
   type FinishOptions,
   type GatewayEngine,
   GatewayError,

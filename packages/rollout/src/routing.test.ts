@@ -6,8 +6,6 @@ import {
   InProcessEnvironmentClient,
   TaskWorker,
   createTaskFamily,
-  hasAgentBenchData,
-  imagesUpToDate,
   isDockerAvailable,
   serveWorker,
   type CurriculumTaskFamily,
@@ -16,6 +14,7 @@ import {
   type InteractResult,
   type Message,
 } from "@agentrl/envs";
+import { hasAgentBenchData, imagesUpToDate } from "@agentrl/envs/internal";
 import { RoutingEnvironmentClient, RoutingError } from "./routing.js";
 
 /** Plays one episode with `expert` through `client`; every answer, in order. */

@@ -4,7 +4,7 @@ import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse as parseYaml } from "yaml";
-import { PolicyPool } from "@agentrl/rollout";
+import { EPISODE_DEFAULTS, PolicyPool } from "@agentrl/rollout";
 import { ppoClipTokenLoss, registerPolicyLoss } from "../rl/algorithms.js";
 import { CROSS_POLICY_DEFAULTS, RL_DEFAULTS, WARM_START_DEFAULTS } from "../rl/defaults.js";
 import { DEFAULT_GRPO, grpoOptionsOf } from "../rl/grpo.js";
@@ -133,6 +133,36 @@ describe("configuration", () => {
         `recipe ${name}: what it leaves out is the library's default`,
       );
     }
+  });
+
+  test("the rollout's defaults: the schema reads the library's (EPISODE_DEFAULTS, PolicyPool), and sets only the default run's episode limits and task mix apart", () => {
+    const { rollout, crossPolicy } = defaultConfig();
+    for (const key of [
+      "incompletePenalty",
+      "infrastructureRetries",
+      "infrastructureFaults",
+    ] as const)
+      assert.equal(rollout[key], EPISODE_DEFAULTS[key], `rollout.${key} = EPISODE_DEFAULTS.${key}`);
+    const engine = { updateWeights: async () => {} };
+    const pool = new PolicyPool({
+      current: engine as unknown as ConstructorParameters<typeof PolicyPool>[0]["current"],
+    });
+    assert.equal(pool.refreshEvery, crossPolicy.refreshEvery, "the stale copy's refresh");
+    // The episode limits of the default run are its own (a tiny model on 2 cores: short
+    // episodes, short turns), tighter than the library's, which are sized for real models: every
+    // one is tighter, none merely restates the library's value.
+    const limits = {
+      maxTurns: [rollout.maxTurns, EPISODE_DEFAULTS.maxTurns],
+      maxTokens: [rollout.maxTokens, EPISODE_DEFAULTS.maxTokens],
+      maxNewTokensPerTurn: [rollout.maxNewTokensPerTurn, EPISODE_DEFAULTS.maxNewTokensPerTurn],
+      turnTimeout: [rollout.turnTimeoutSeconds * 1000, EPISODE_DEFAULTS.turnTimeoutMs],
+      episodeTimeout: [rollout.episodeTimeoutSeconds * 1000, EPISODE_DEFAULTS.episodeTimeoutMs],
+    };
+    for (const [key, [run, library]] of Object.entries(limits))
+      assert.ok(
+        run < library,
+        `rollout.${key}: the run's ${run} is tighter than the library's ${library}`,
+      );
   });
 
   test("a policy loss registered with the RL core is selectable by name from YAML; an unknown name is refused with the registered ones", async () => {

@@ -11,6 +11,7 @@ import { AgentRLError } from "@agentrl/spec";
 import { readFile } from "node:fs/promises";
 import { parse as parseYaml, stringify as stringifyYaml } from "yaml";
 import { z } from "zod";
+import { EPISODE_DEFAULTS } from "@agentrl/rollout";
 import { advantageEstimatorNames, policyLossNames } from "../rl/algorithms.js";
 import { CROSS_POLICY_DEFAULTS, RL_DEFAULTS, WARM_START_DEFAULTS } from "../rl/defaults.js";
 
@@ -454,7 +455,7 @@ const RolloutSchema = z
       .describe("Time limit of a whole episode."),
     incompletePenalty: z
       .number()
-      .default(-0.2)
+      .default(EPISODE_DEFAULTS.incompletePenalty)
       .describe(
         "Reward of an episode the agent ended without the environment's verdict (turn or context limit, invalid actions, its own timeout).",
       ),
@@ -465,13 +466,13 @@ const RolloutSchema = z
         "Training reward of a right answer that was not a line a command printed (OS reports it: a right guess, such as the constant `3` that alone scores 22 % of OS's test split), when lower than the environment's. Unset pays the environment's reward. Evaluation always uses the environment's reward.",
       ),
     infrastructureRetries: nonNegativeInteger()
-      .default(2)
+      .default(EPISODE_DEFAULTS.infrastructureRetries)
       .describe(
         "Times an episode ended by an infrastructure fault (environment or task error, dead container or worker, engine error, unreachable controller) is played again.",
       ),
     infrastructureFaults: z
       .enum(["mask", "penalize"])
-      .default("mask")
+      .default(EPISODE_DEFAULTS.infrastructureFaults)
       .describe(
         "An episode still ended by an infrastructure fault after its retries: `mask` drops its group from the loss (counted in `train/droppedInfrastructureGroups`); `penalize` gives it the incomplete penalty, as the original did.",
       ),

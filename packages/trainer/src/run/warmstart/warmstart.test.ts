@@ -5,7 +5,8 @@ import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
-import { createTaskFamily, hasAgentBenchData } from "@agentrl/envs";
+import { createTaskFamily } from "@agentrl/envs";
+import { hasAgentBenchData } from "@agentrl/envs/internal";
 import { agentBenchProblemTexts, gatherTaskText } from "../corpus.js";
 import {
   DOCKER_FAMILIES,
