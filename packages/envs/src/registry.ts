@@ -20,33 +20,24 @@ export interface TaskFamilyDescriptor {
   create(options: TaskFamilyOptions): Promise<CurriculumTaskFamily>;
 }
 
+/** A descriptor whose factory loads the family's folder on first use. */
+function descriptor(
+  name: TaskName,
+  needsDocker: boolean,
+  load: () => Promise<{
+    createTaskFamily(options: TaskFamilyOptions): Promise<CurriculumTaskFamily>;
+  }>,
+): TaskFamilyDescriptor {
+  return { name, needsDocker, create: async (options) => (await load()).createTaskFamily(options) };
+}
+
 /** Every shipped family, in the order of TASK_NAMES. */
 export const TASK_FAMILIES: readonly TaskFamilyDescriptor[] = [
-  {
-    name: "os",
-    needsDocker: true,
-    create: async (options) => (await import("./os/index.js")).createTaskFamily(options),
-  },
-  {
-    name: "db",
-    needsDocker: true,
-    create: async (options) => (await import("./db/index.js")).createTaskFamily(options),
-  },
-  {
-    name: "kg",
-    needsDocker: false,
-    create: async (options) => (await import("./kg/index.js")).createTaskFamily(options),
-  },
-  {
-    name: "webshop",
-    needsDocker: false,
-    create: async (options) => (await import("./webshop/index.js")).createTaskFamily(options),
-  },
-  {
-    name: "alfworld",
-    needsDocker: false,
-    create: async (options) => (await import("./alfworld/index.js")).createTaskFamily(options),
-  },
+  descriptor("os", true, () => import("./os/index.js")),
+  descriptor("db", true, () => import("./db/index.js")),
+  descriptor("kg", false, () => import("./kg/index.js")),
+  descriptor("webshop", false, () => import("./webshop/index.js")),
+  descriptor("alfworld", false, () => import("./alfworld/index.js")),
 ];
 
 /** Thrown for a task family name this package does not ship. */
