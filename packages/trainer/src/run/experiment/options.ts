@@ -1,5 +1,5 @@
 /** What `runExperiment` takes and returns, and the two callbacks every phase shares (where lines go, how a family is made). */
-import type { CurriculumTaskFamily, TaskFamilyOptions } from "@agentrl/envs";
+import type { TaskFamilyFactory } from "@agentrl/envs";
 import type { TaskEvaluation } from "../evaluate.js";
 import type { TrainConfig } from "../config.js";
 import type { ProgressFactory } from "../progress.js";
@@ -7,11 +7,8 @@ import type { ProgressFactory } from "../progress.js";
 /** Where the run prints its lines. */
 export type Printer = (line: string) => void;
 
-/** Creates a task family by name (the registry's unless a test swaps it). */
-export type FamilyFactory = (
-  name: string,
-  options: TaskFamilyOptions,
-) => Promise<CurriculumTaskFamily>;
+/** Creates a task family by name (the registry's unless a test swaps it): @agentrl/envs' TaskFamilyFactory. */
+export type FamilyFactory = TaskFamilyFactory;
 
 /** A shipped, already warm-started model (relative to the working directory): used as the warm checkpoint when present. */
 export const SHIPPED_WARM_START = "models/warmstart";
