@@ -489,6 +489,11 @@ const RolloutSchema = z
       .describe(
         "Share of its weight a task keeps in the rollout mix while its last 16 groups all had equal rewards (every episode failed, or every one succeeded): such groups give GRPO zero advantages, so their episodes only cost time. The task comes back to full weight as its groups turn informative. 1 keeps the plain weighted mix.",
       ),
+    decodeThreads: nonNegativeInteger()
+      .default(0)
+      .describe(
+        "Engine threads decoding the rollout besides the main thread's engine, on copies of the current policy, each new version pushed to them; every token keeps the version that decoded it. 0 (default): the async learner already computes gradients on the other cores. A model whose copies would pass a quarter of the machine's memory gets fewer, with a log line. Ignored with `servers`.",
+      ),
     servers: z
       .array(z.url())
       .default([])

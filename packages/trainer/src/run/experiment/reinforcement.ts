@@ -69,6 +69,7 @@ export async function reinforcementLearning(
         },
         maxStaleness: config.rl.maxStaleness === "infinite" ? Infinity : config.rl.maxStaleness,
         uninformativeWeight: config.rollout.uninformativeWeight,
+        decodeThreads: config.rollout.decodeThreads,
         ...(config.rollout.servers.length > 0
           ? {
               servers: {
