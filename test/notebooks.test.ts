@@ -248,4 +248,33 @@ describe("notebooks (tslab, headless)", { timeout: 25 * 60_000 }, () => {
     assert.match(ownTask.text, /\[tool\] Correct\./);
     assert.match(ownTask.text, /RL step 1: reward -?[\d.]+/);
   });
+
+  test("train-your-agent runs to the end: an AI SDK agent trained unmodified through the gateway", (t) => {
+    const run = runNotebooks(["notebooks/train-your-agent.ipynb"]);
+    if (skippedForMissingPrerequisite(t, run)) return;
+    assert.equal(run.code, 0, run.log);
+    const executed = readExecuted(join(run.outputDirectory, "train-your-agent.ipynb"));
+    assert.equal(executed.notebook.metadata.kernelspec?.name, "tslab");
+    assert.deepEqual(
+      executed.outputs.filter((output) => output.output_type === "error"),
+      [],
+    );
+    assert.match(
+      executed.text,
+      /an episode: \d+ model calls, tools [\w, ]*; answer .*; reward -?[\d.]+/,
+    );
+    assert.match(executed.text, /step 1: reward -?[\d.]+, success [\d.]+/);
+    assert.match(executed.text, /policy version \d+ after 2 steps/);
+    // Every step that trained: the trainer's scoring equals the sampler's log-probs.
+    const ratios = [...executed.text.matchAll(/importance ratios \[([\d.]+), ([\d.]+)\]/g)];
+    assert.equal(ratios.length, 2, executed.text);
+    for (const [, low, high] of ratios)
+      if (Number(high) > 0)
+        assert.ok(
+          Math.abs(Number(low) - 1) < 0.01 && Math.abs(Number(high) - 1) < 0.01,
+          `ratios [${low}, ${high}]`,
+        );
+    const svgs = executed.outputs.filter((output) => output.data?.["image/svg+xml"]);
+    assert.equal(svgs.length, 1, "the reward chart");
+  });
 });
