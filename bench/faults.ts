@@ -180,6 +180,10 @@ export async function soak(options: SoakOptions = {}): Promise<SoakReport> {
     token: TOKEN,
     idleTimeoutMs: idleSeconds * 1000,
     interactionTimeoutMs: interactionSeconds * 1000,
+    // Abandoned sessions' statuses are read after the whole soak (30 min and more at its
+    // defaults): the controller must remember them that long (its default, 10 min, had
+    // dropped 14 of 18 by then: 404 unknown session).
+    finishedRetentionMs: 24 * 3600 * 1000,
   });
   const worker = new TaskWorker(family, {
     concurrency: concurrency * 2,
