@@ -113,8 +113,16 @@ export class Transformer {
 
   /** x [n, in] · W [in, out] (+ b) (+ LoRA), see `project`. */
   private project(x: tf.Tensor2D, linear: Linear): tf.Tensor2D {
-    return project(x, linear, this.unpackedWeights);
+    return project(x, linear, this.unpackedWeights, this.recomputing);
   }
+
+  /**
+   * True while a checkpointed block runs again in the backward pass: its ops are recorded on
+   * the outer tape (`nestedGradients`), which keeps what they save until the whole backward
+   * pass ends, so its products must not make transient weight copies (24 layers of a 0.5B
+   * model: ~1.2 GB of copies plus XNNPACK's packed copy of each, past the 4 GiB heap).
+   */
+  private recomputing = false;
 
   // ---------------------------------------------------------------- vocabulary padding
 
@@ -310,14 +318,23 @@ export class Transformer {
       const input = args[0] as tf.Tensor2D;
       save([input]);
       return {
-        value: block(input),
-        gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) =>
-          nestedGradients(() =>
-            tf.grads((...xs: tf.Tensor[]) => block(xs[0] as tf.Tensor2D))(
-              [saved[0], ...trainable],
-              dy,
-            ),
-          ),
+        // this runs outside the tape: without a tidy every block's intermediates (for a large
+        // model also each product's transient weight copy, and XNNPACK's packed copy of it)
+        // would stay alive until the whole forward pass ends
+        value: tf.tidy(() => block(input)),
+        gradFunc: (dy: tf.Tensor, saved: tf.Tensor[]) => {
+          this.recomputing = true;
+          try {
+            return nestedGradients(() =>
+              tf.grads((...xs: tf.Tensor[]) => block(xs[0] as tf.Tensor2D))(
+                [saved[0], ...trainable],
+                dy,
+              ),
+            );
+          } finally {
+            this.recomputing = false;
+          }
+        },
       };
     }) as unknown as Parameters<typeof tf.customGrad>[0]) as (...inputs: tf.Tensor[]) => tf.Tensor;
     return run(x, ...trainable) as tf.Tensor2D;
@@ -630,9 +647,9 @@ export class Transformer {
 
 // -------------------------------------------------------------------- building blocks
 
-/** x [n, in] · W [in, out] (+ b). */
-function project(x: tf.Tensor2D, linear: Linear, unpacked: boolean): tf.Tensor2D {
-  let y: tf.Tensor2D = weightProduct(x, linear.weight as tf.Tensor2D, unpacked);
+/** x [n, in] · W [in, out] (+ b); `direct`: see `weightProduct`. */
+function project(x: tf.Tensor2D, linear: Linear, unpacked: boolean, direct = false): tf.Tensor2D {
+  let y: tf.Tensor2D = weightProduct(x, linear.weight as tf.Tensor2D, unpacked, direct);
   if (linear.bias) y = tf.add<tf.Tensor2D>(y, linear.bias as tf.Tensor);
   if (linear.lora)
     y = tf.add<tf.Tensor2D>(
@@ -647,17 +664,21 @@ function project(x: tf.Tensor2D, linear: Linear, unpacked: boolean): tf.Tensor2D
 
 /**
  * Runs a gradient computation inside another one's backward pass. tfjs 4.22's engine starts a
- * fresh tape, and drops it when done, whenever its gradient depth is 0, which it is during a
- * backward pass: the outer computation then fails on the dropped tape. Raising the depth for
- * the inner one makes it record onto the outer tape instead (whose end frees its saved tensors).
+ * fresh tape whenever its gradient depth is 0, which it is during a backward pass, and at its
+ * end frees that tape's saved tensors and drops the engine's reference to the active tape: the
+ * outer computation, which frees its own tape the same way when it ends, then finds none. So
+ * the inner computation runs on a tape of its own (freed as soon as it ends: one block's
+ * tensors at a time) and the outer tape is put back afterwards. (Recording the inner one onto
+ * the outer tape instead kept every recomputed block's tensors until the whole backward pass
+ * ended: ~0.5 GB a block for a 0.5B model's 280-token row, past the 4 GiB heap in 3 blocks.)
  */
 function nestedGradients<T>(compute: () => T): T {
-  const state = (tf.engine() as unknown as { state: { gradientDepth: number } }).state;
-  state.gradientDepth += 1;
+  const state = (tf.engine() as unknown as { state: { activeTape: unknown } }).state;
+  const outerTape = state.activeTape;
   try {
     return compute();
   } finally {
-    state.gradientDepth -= 1;
+    state.activeTape = outerTape;
   }
 }
 
@@ -683,12 +704,19 @@ const UNPACKED_DIRECT_ROWS = 32;
  * but for which it keeps a packed copy of W for as long as W lives (keyed by the tensor).
  * Unpacked (large models): few rows (decoding) go through the transposed-operand kernel
  * (Wᵀ·xᵀ)ᵀ, which packs nothing; many rows (prefill, training) multiply a transient copy of W,
- * whose packed copy goes when the copy is freed. Same values either way.
+ * whose packed copy goes when the copy is freed; `direct` (a checkpointed block's recompute,
+ * whose saved tensors live until the backward pass ends) takes the transposed-operand kernel
+ * for any number of rows. Same values either way.
  */
-export function weightProduct(x: tf.Tensor2D, weight: tf.Tensor2D, unpacked: boolean): tf.Tensor2D {
+export function weightProduct(
+  x: tf.Tensor2D,
+  weight: tf.Tensor2D,
+  unpacked: boolean,
+  direct = false,
+): tf.Tensor2D {
   if (!unpacked) return tf.matMul(x, weight);
   return tf.tidy(() => {
-    if (x.shape[0] <= UNPACKED_DIRECT_ROWS)
+    if (direct || x.shape[0] <= UNPACKED_DIRECT_ROWS)
       return tf.transpose(tf.matMul(weight, x, true, true)) as tf.Tensor2D;
     return tf.matMul(x, tf.mul(weight, tf.scalar(1)) as tf.Tensor2D);
   });
