@@ -6,6 +6,7 @@
  * test/exports.test.ts holds a snapshot of both lists.
  */
 export {
+  AlgorithmError,
   type AdvantageEstimator,
   advantageStatisticsByTask,
   DEFAULT_POLICY_LOSS,

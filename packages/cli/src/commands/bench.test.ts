@@ -4,7 +4,12 @@ import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { BenchmarksNotFoundError, findBenchmarkRoot, runBenchmarks } from "./bench.js";
+import {
+  BenchmarksNotFoundError,
+  findBenchmarkRoot,
+  runBenchmarks,
+  UnknownBenchmarkError,
+} from "./bench.js";
 import { buildProgram } from "../main.js";
 
 test("bench: finds the checkout's bench/run.ts, refuses unknown names, and says where benchmarks live outside a checkout", async () => {
@@ -13,7 +18,9 @@ test("bench: finds the checkout's bench/run.ts, refuses unknown names, and says 
   assert.ok(existsSync(join(root, "bench", "run.ts")));
   await assert.rejects(
     runBenchmarks(["policy", "speed"], root),
-    /unknown benchmark "speed"; known: policy, rollout, pipeline, envs/,
+    (error: Error) =>
+      error instanceof UnknownBenchmarkError &&
+      /unknown benchmark "speed"; known: policy, rollout, pipeline, envs/.test(error.message),
   );
   const outside = await mkdtemp(join(tmpdir(), "agentrl-bench-"));
   try {

@@ -14,6 +14,8 @@ import type { Command } from "commander";
 export const BENCHMARK_NAMES = ["policy", "rollout", "pipeline", "envs"] as const;
 
 export class BenchmarksNotFoundError extends AgentRLError {}
+/** `agentrl bench NAME` with a name no benchmark has. */
+export class UnknownBenchmarkError extends AgentRLError {}
 
 /** The source checkout holding `bench/run.ts`, searched upwards from `start`; undefined when there is none. */
 export function findBenchmarkRoot(
@@ -36,7 +38,7 @@ export async function runBenchmarks(
 ): Promise<number> {
   const unknown = names.filter((name) => !(BENCHMARK_NAMES as readonly string[]).includes(name));
   if (unknown.length)
-    throw new Error(
+    throw new UnknownBenchmarkError(
       `unknown benchmark ${unknown.map((name) => `"${name}"`).join(", ")}; known: ${BENCHMARK_NAMES.join(", ")}`,
     );
   if (!root) {

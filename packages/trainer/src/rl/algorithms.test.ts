@@ -4,6 +4,7 @@ import * as tf from "@tensorflow/tfjs-core";
 
 import { setBackend } from "@agentrl/policy";
 import {
+  AlgorithmError,
   grpoAdvantage,
   grpoMeanOnlyAdvantage,
   getAdvantageEstimator,
@@ -55,6 +56,7 @@ describe("GRPO advantages (hand-computed)", () => {
   test("registry", () => {
     assert.equal(getAdvantageEstimator("grpo"), grpoAdvantage);
     assert.throws(() => getAdvantageEstimator("nope"), /unknown advantage estimator "nope"/);
+    assert.throws(() => getAdvantageEstimator("nope"), AlgorithmError);
   });
 });
 

@@ -7,7 +7,11 @@
  * when to call what.
  */
 import * as tf from "@tensorflow/tfjs-core";
+import { AgentRLError } from "@agentrl/spec";
 import { RL_DEFAULTS } from "./defaults.js";
+
+/** An estimator or loss named that no one registered, or a loss term missing its input. */
+export class AlgorithmError extends AgentRLError {}
 
 export const EPSILON = 1e-6;
 
@@ -36,7 +40,7 @@ export function advantageEstimatorNames(): string[] {
 export function getAdvantageEstimator(name: string): AdvantageEstimator {
   const estimator = advantageEstimators.get(name);
   if (!estimator) {
-    throw new Error(
+    throw new AlgorithmError(
       `unknown advantage estimator "${name}"; known: ${[...advantageEstimators.keys()].join(", ")}`,
     );
   }
@@ -190,7 +194,9 @@ export function registerPolicyLoss(name: string, loss: PolicyLoss): void {
 export function getPolicyLoss(name: string): PolicyLoss {
   const loss = policyLosses.get(name);
   if (!loss)
-    throw new Error(`unknown policy loss "${name}"; known: ${[...policyLosses.keys()].join(", ")}`);
+    throw new AlgorithmError(
+      `unknown policy loss "${name}"; known: ${[...policyLosses.keys()].join(", ")}`,
+    );
   return loss;
 }
 
@@ -485,7 +491,8 @@ export function policyObjective(
     let loss: tf.Scalar = policyLoss;
     let kl: tf.Scalar = tf.scalar(0);
     if (options.klCoefficient > 0) {
-      if (!batch.referenceLogProbs) throw new Error("klCoefficient > 0 needs referenceLogProbs");
+      if (!batch.referenceLogProbs)
+        throw new AlgorithmError("klCoefficient > 0 needs referenceLogProbs");
       const tokenKl = klK3(batch.logProbs, batch.referenceLogProbs);
       kl = maskedMean(tokenKl, batch.mask);
       loss = tf.add(
@@ -496,7 +503,7 @@ export function policyObjective(
     // The entropy is a diagnostic whenever it is given; it enters the loss only with a coefficient.
     const entropy: tf.Scalar = batch.entropy ? maskedMean(batch.entropy, batch.mask) : tf.scalar(0);
     if (options.entropyCoefficient > 0) {
-      if (!batch.entropy) throw new Error("entropyCoefficient > 0 needs entropy");
+      if (!batch.entropy) throw new AlgorithmError("entropyCoefficient > 0 needs entropy");
       loss = tf.sub(
         loss,
         tf.mul(

@@ -17,6 +17,7 @@ import {
 } from "@agentrl/policy";
 import { isInformative, isMasked, type TrajectoryGroup } from "@agentrl/rollout";
 import {
+  AlgorithmError,
   advantageStatisticsByTask,
   getAdvantageEstimator,
   mismatchStatistics,
@@ -397,7 +398,7 @@ export class GrpoShard {
     private readonly counts: BatchCounts,
   ) {
     if (options.klCoefficient > 0 && !reference)
-      throw new Error("klCoefficient > 0 needs a reference model");
+      throw new AlgorithmError("klCoefficient > 0 needs a reference model");
   }
 
   /** Summed gradients of the micro-batches `claim` hands out (plan indices; undefined when none is left). */

@@ -6,7 +6,7 @@
 import { join } from "node:path";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
-import { Policy } from "@agentrl/policy";
+import { Policy, TokenizerFileError } from "@agentrl/policy";
 import {
   RemoteEngine,
   RolloutScheduler,
@@ -125,7 +125,7 @@ export async function openRun(options: TrainingRunOptions): Promise<Run> {
   });
   const current = await Policy.load(options.modelDirectory, { trainable: false });
   const tokenizer: ChatTokenizer | undefined = current.tokenizer;
-  if (!tokenizer) throw new Error(`no tokenizer.json in ${options.modelDirectory}`);
+  if (!tokenizer) throw new TokenizerFileError(`no tokenizer.json in ${options.modelDirectory}`);
   let stale: Policy | undefined;
   if (resumeFrom) {
     await learner.restore(resumeFrom.folder);

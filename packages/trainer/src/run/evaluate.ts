@@ -3,7 +3,7 @@
  * with the same episode runner as training.
  */
 import PQueue from "p-queue";
-import type { Policy } from "@agentrl/policy";
+import { TokenizerFileError, type Policy } from "@agentrl/policy";
 import {
   PolicyPool,
   createPolicyEnginePool,
@@ -106,7 +106,8 @@ export async function evaluate(
   options: EvaluationOptions,
 ): Promise<Record<string, TaskEvaluation>> {
   const tokenizer: ChatTokenizer | undefined = options.policy.tokenizer;
-  if (!tokenizer) throw new Error("the policy has no tokenizer");
+  if (!tokenizer)
+    throw new TokenizerFileError("the policy has no tokenizer (its folder needs a tokenizer.json)");
   const samples = Math.max(1, options.samples ?? 1);
   const engine = await createPolicyEnginePool(
     options.policy,

@@ -5,7 +5,7 @@ import { controllerOf, type OpenedTasks } from "./tasks.js";
 import { hasModel } from "./models.js";
 import { isCompleteModelFolder, writeModelFolder } from "../../rl/checkpoint.js";
 import { type ExperimentOptions, type Printer, SHIPPED_WARM_START } from "./options.js";
-import { runWarmStart } from "../warmstart/index.js";
+import { runWarmStart, WarmStartError } from "../warmstart/index.js";
 import { formatSeconds, type ProgressFactory } from "../progress.js";
 
 export interface WarmStartPhaseOptions {
@@ -135,7 +135,7 @@ export async function warmModel(
       signal: options.signal,
     }),
   );
-  if (!hasModel(own)) throw new Error(`the warm start wrote no model into ${own}`);
+  if (!hasModel(own)) throw new WarmStartError(`the warm start wrote no model into ${own}`);
   print(`warm start: done in ${formatSeconds((performance.now() - began) / 1000)} → ${own}`);
   return own;
 }
