@@ -24,7 +24,7 @@ import {
 import { parseSafetensors, serializeSafetensors } from "./safetensors.js";
 import { checkModelFits } from "./memory.js";
 import { initBackend } from "./backend.js";
-import { Tokenizer } from "./tokenizer/index.js";
+import { Tokenizer, TokenizerFileError } from "./tokenizer/index.js";
 // Types only: policy.ts imports this file, and passes its Policy class in (no import circle).
 import type { Policy, LoadOptions } from "./policy.js";
 
@@ -83,7 +83,9 @@ export async function loadLoraFolder(
   else if (await exists(join(directory, "tokenizer.json")))
     tokenizer = await Tokenizer.fromDirectory(directory);
   else if (options.tokenizer === true && !tokenizer)
-    throw new Error(`no tokenizer.json in ${directory} nor in its base ${baseDirectory}`);
+    throw new TokenizerFileError(
+      `no tokenizer.json in ${directory} nor in its base ${baseDirectory}`,
+    );
   const policy = new PolicyClass(model, {
     tokenizer,
     generationConfig: { ...basePolicy.generationConfig },

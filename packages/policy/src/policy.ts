@@ -28,7 +28,7 @@ import {
   type TrainStepResult,
 } from "./train.js";
 import { initBackend } from "./backend.js";
-import { Tokenizer } from "./tokenizer/index.js";
+import { Tokenizer, TokenizerFileError } from "./tokenizer/index.js";
 import {
   isLoraFolder,
   loadAdapters,
@@ -174,7 +174,7 @@ export class Policy {
     if (options.tokenizer !== false && (await exists(join(directory, "tokenizer.json")))) {
       tokenizer = await loadTokenizer(directory);
     } else if (options.tokenizer === true) {
-      throw new Error(`no tokenizer.json in ${directory}`);
+      throw new TokenizerFileError(`no tokenizer.json in ${directory}`);
     }
     // one tensor widened at a time: the backend never holds a second copy of the model
     const reader = await SafetensorsReader.open(directory);

@@ -4,6 +4,7 @@
  */
 import * as tf from "@tensorflow/tfjs-core";
 import type { Transformer } from "./model.js";
+import { WeightsError } from "./weights.js";
 import type { ModelConfig } from "./config.js";
 
 export interface TokenLogProbOptions {
@@ -208,7 +209,8 @@ export class AdamW {
   /** Clips (global norm) and applies gradients keyed by variable name. Does not dispose them. */
   applyGradients(gradients: Map<string, tf.Tensor>): ApplyResult {
     for (const name of gradients.keys())
-      if (!this.variables.has(name)) throw new Error(`gradient for unknown variable ${name}`);
+      if (!this.variables.has(name))
+        throw new WeightsError(`gradient for unknown variable ${name}`);
     const normTensor = tf.tidy(() =>
       tf.sqrt(tf.addN([...gradients.values()].map((g) => tf.sum(tf.square(g))))),
     );
@@ -253,9 +255,9 @@ export class AdamW {
   importState(state: OptimizerState): void {
     for (const { name, shape, m, v } of state.moments) {
       const first = this.first.get(name);
-      if (!first) throw new Error(`optimizer state has unknown variable ${name}`);
+      if (!first) throw new WeightsError(`optimizer state has unknown variable ${name}`);
       if (first.shape.join() !== shape.join())
-        throw new Error(
+        throw new WeightsError(
           `optimizer state ${name}: shape [${shape}] but variable is [${first.shape}]`,
         );
       tf.tidy(() => {

@@ -245,7 +245,7 @@ export class ModelWeights {
    * A ~ N(0, 1/in), B = 0, so outputs do not change until the adapters train.
    */
   enableLora(options: LoraOptions = {}): void {
-    if (this.lora) throw new Error("LoRA is already enabled");
+    if (this.lora) throw new WeightsError("LoRA is already enabled");
     const rank = options.rank ?? 8;
     this.loraSettings = {
       rank,

@@ -19,6 +19,7 @@
  * the same, float offsets into `heap.f32`. Query head h uses kv head ⌊h / group⌋ (HF repeat_kv).
  */
 import { ATTENTION_WASM_BASE64 } from "./attention-wasm.js";
+import { BackendUnavailableError } from "../backend.js";
 
 // ---------------------------------------------------------------- WebAssembly (typed locally: no DOM lib)
 
@@ -281,11 +282,15 @@ export function attentionKernel(): AttentionKernelName {
     const forced =
       typeof process === "undefined" ? undefined : process.env.AGENTRL_ATTENTION_KERNEL;
     if (forced && forced !== "js" && forced !== "wasm")
-      throw new Error(`AGENTRL_ATTENTION_KERNEL must be "js" or "wasm", not "${forced}"`);
+      throw new BackendUnavailableError(
+        `AGENTRL_ATTENTION_KERNEL must be "js" or "wasm", not "${forced}"`,
+      );
     chosen =
       (forced as AttentionKernelName | undefined) ?? (simdAttentionAvailable() ? "wasm" : "js");
     if (chosen === "wasm" && !simdAttentionAvailable())
-      throw new Error("AGENTRL_ATTENTION_KERNEL=wasm but WebAssembly SIMD is not available");
+      throw new BackendUnavailableError(
+        "AGENTRL_ATTENTION_KERNEL=wasm but WebAssembly SIMD is not available",
+      );
   }
   return chosen;
 }
@@ -294,7 +299,7 @@ export function attentionKernel(): AttentionKernelName {
 export function setAttentionKernel(name: AttentionKernelName): AttentionKernelName {
   const previous = attentionKernel();
   if (name === "wasm" && !simdAttentionAvailable())
-    throw new Error("WebAssembly SIMD is not available");
+    throw new BackendUnavailableError("WebAssembly SIMD is not available");
   chosen = name;
   return previous;
 }
