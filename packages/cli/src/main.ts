@@ -3,6 +3,7 @@
  * registers itself on the program; this file only wires them together.
  */
 import { Command } from "commander";
+import { AgentRLError } from "@agentrl/spec";
 import { registerModelCommands } from "./commands/model.js";
 import { registerGenerateCommand } from "./commands/generate.js";
 import { registerEnvCommands } from "./commands/env.js";
@@ -47,7 +48,9 @@ export async function main(argv: string[]): Promise<void> {
   } catch (error) {
     const err = error as Error;
     console.error(`agentrl: ${err.name === "Error" ? "" : err.name + ": "}${err.message}`);
-    if (process.env.AGENTRL_DEBUG) console.error(err.stack);
+    // An AgentRLError says what went wrong and what to do; anything else (a RangeError, a
+    // TypeError) is a fault of agentrl itself: its stack is what a bug report needs.
+    if (process.env.AGENTRL_DEBUG || !(error instanceof AgentRLError)) console.error(err.stack);
     process.exitCode = 1;
   }
 }
