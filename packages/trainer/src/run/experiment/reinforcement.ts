@@ -138,6 +138,10 @@ export async function reinforcementLearning(
     });
   } finally {
     progress?.stop();
+    // A LoRA run's frozen base stays loaded for the folders that share it (lora-folder.ts);
+    // its policies are disposed now, and the final evaluation loads the merged checkpoint, a
+    // model of the same size: keeping both can pass the wasm backend's 4 GiB heap.
+    await Policy.releaseSharedBases();
   }
   await writePlots(runDirectory);
   const last = await latestCheckpoint(checkpoints);
