@@ -102,6 +102,9 @@ export {
   type OpenLearnerOptions,
 } from "./rl/threads/learner-thread.js";
 export {
+  type AnswerSource,
+  answerSource,
+  answerSources,
   evaluate,
   type EvaluationOptions,
   faultedTasks,

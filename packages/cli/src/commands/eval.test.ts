@@ -30,12 +30,19 @@ test("formatEvaluation: a faults column and a note only when an episode ended by
 
 test("formatEvaluation: a family that says where its answers came from (OS) gets a line: read successes and how to measure a guess's floor", () => {
   const lines = formatEvaluation(
-    { kg: result("kg", 0.7, 0), os: { ...result("os", 0.25), successesFromOutput: 14 } },
+    {
+      kg: result("kg", 0.7, 0),
+      os: {
+        ...result("os", 0.25),
+        successesFromOutput: 14,
+        answerSources: { read: 14, guessed: 34, other: 2 },
+      },
+    },
     1,
   );
   assert.match(
     lines.at(-1)!,
-    /^os: 14 of 50 successes answered a line a command printed; the others guessed .*agentrl env check --task os --constant-answer/,
+    /^os: of 50 successes 14 read, 34 guessed, 2 other \(28 % read\): read = .*guessed = in no output .*agentrl env check --task os --constant-answer.*other = graded on the system's state$/,
   );
   assert.equal(lines.filter((line) => line.startsWith("kg:")).length, 0);
 });

@@ -10,6 +10,7 @@ import { Policy, initBackend } from "@agentrl/policy";
 import { TASK_NAMES, createTaskFamily } from "@agentrl/envs";
 import {
   TrainConfigSchema,
+  answerSource,
   evaluate,
   fromOutputNote,
   openTasks,
@@ -117,6 +118,7 @@ export async function runEvalCommand(
               turns: t.turns.length,
               error: t.error,
               answerFromOutput: t.metrics.answerFromOutput,
+              answerSource: answerSource(t),
               text: policy.tokenizer!.decode(Array.from(t.tokens)),
             };
             transcripts.write(`${JSON.stringify(record)}\n`);
@@ -158,7 +160,7 @@ export function formatEvaluation(
     const text = fromOutputNote(r);
     return text
       ? [
-          `${r.task}: ${text}; the others guessed or composed their answer (a guess's floor: agentrl env check --task ${r.task} --constant-answer <text>)`,
+          `${r.task}: ${text}: read = the answer is a line or field an own command printed, guessed = in no output (a constant's floor: agentrl env check --task ${r.task} --constant-answer <text>), other = graded on the system's state`,
         ]
       : [];
   });
@@ -243,7 +245,7 @@ export function registerEvalCommand(program: Command): void {
     .option("--json", "print the results as JSON on stdout")
     .option(
       "--transcripts <file>",
-      "write every episode (status, reward, answerFromOutput where the family says, decoded text) to this JSONL file",
+      "write every episode (status, reward, answerFromOutput and answerSource (read, guessed, other) where the family says, decoded text) to this JSONL file",
     )
     .addHelpText(
       "after",

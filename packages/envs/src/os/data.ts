@@ -291,6 +291,11 @@ export function answersExample(sample: OsSample): boolean {
   return sample.check?.includes(null) ?? false;
 }
 
+/** Whether the sample is graded on the agent's answer (a match, or checks against the example's output), not on the container's state. */
+export function isAnswerGraded(sample: OsSample): boolean {
+  return sample.match !== undefined || answersExample(sample);
+}
+
 /**
  * Difficulty levels, from the sample alone:
  * - 0: the answer is the output of a one-line example (one bash call, then answer);

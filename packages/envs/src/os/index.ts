@@ -40,16 +40,25 @@ import {
 } from "../docker/runtime.js";
 import { Slots } from "../docker/slots.js";
 import { FailedSession } from "../docker/failed-session.js";
-import { answersExample, loadOsSamples, osDifficulty, type OsSample } from "./data.js";
+import {
+  answersExample,
+  isAnswerGraded,
+  loadOsSamples,
+  osDifficulty,
+  type OsSample,
+} from "./data.js";
 import { gradeOs, runScript } from "./reward.js";
+import { answerSourceMetrics, SeenOutputs } from "./reading.js";
 
 export { gradeOs } from "./reward.js";
+export { answerSourceMetrics, SeenOutputs } from "./reading.js";
 
 export {
   loadOsSamples,
   isHeldOut,
   osDifficulty,
   answersExample,
+  isAnswerGraded,
   type OsSample,
   type Script,
 } from "./data.js";
@@ -465,8 +474,8 @@ async function prepareContainer(
 }
 
 export class OsSession extends FunctionCallSession {
-  /** The trimmed lines of every command output the agent saw (after truncation). */
-  private readonly seenLines = new Set<string>();
+  /** The lines and fields of every command output the agent saw (after truncation). */
+  private readonly seen = new SeenOutputs();
   /** Set when the container ended on its own (the agent's commands ended it): the next call ends the episode as a failure. */
   sandboxEnded: string | undefined;
 
@@ -511,12 +520,13 @@ export class OsSession extends FunctionCallSession {
       answer,
       this.workingFolder,
     );
-    // answerFromOutput: 1 when the answer is a whole line some command printed (what the
-    // agent saw), 0 when it is not (a guess, or a value composed from the outputs). It
-    // tells a read answer from a guess that happens to be right (a constant `3` scores 22 %).
-    const metrics: Record<string, number> = { score: correct ? 1 : 0 };
-    if (answer !== null)
-      metrics.answerFromOutput = answer.trim() !== "" && this.seenLines.has(answer.trim()) ? 1 : 0;
+    // Where the answer came from (reading.ts): answerGraded 0 for a task graded on the
+    // container's state; answerFromOutput 1 when the answer is a line or a field some command
+    // printed (what the agent saw), 0 when it is not (a guess: a constant `3` scores 22 %).
+    const metrics: Record<string, number> = {
+      score: correct ? 1 : 0,
+      ...answerSourceMetrics(isAnswerGraded(this.sample), answer, this.seen),
+    };
     return {
       content:
         name === "answer_action"
@@ -535,8 +545,7 @@ export class OsSession extends FunctionCallSession {
     if (result.timedOut)
       output += `\n[the command was stopped after ${this.commandSeconds} seconds]`;
     output = output.length > 0 ? output : "The output of the OS is empty.";
-    for (const line of truncateOutput(output, this.limits.maxOutputChars).split("\n"))
-      this.seenLines.add(line.trim());
+    this.seen.add(truncateOutput(output, this.limits.maxOutputChars));
     return output;
   }
 

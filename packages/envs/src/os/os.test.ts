@@ -132,24 +132,27 @@ describe("OS family on Docker", { skip: dockerSkip }, () => {
     assert.equal(reply.metrics.answerFromOutput, 1, "the answer is what the command printed");
   });
 
-  test("answerFromOutput: 1 for an answer that is a whole line the agent saw, 0 for a guess or a line cut by the truncation", async () => {
+  test("answerFromOutput: 1 for an answer that is a line or a field the agent saw, 0 for a guess, a line cut by the truncation or a finish; answerGraded 1", async () => {
     const index = family.indicesAt("train", 0)[0];
-    const cases: [string, number][] = [
-      [" 5 ", 1],
-      ["1999", 0],
-      ["4242", 0],
-      ["", 0],
+    const cases: [string, string, number][] = [
+      ["seq 1 2000", " 5 ", 1],
+      ["seq 1 2000", "1999", 0],
+      ["seq 1 2000", "4242", 0],
+      ["seq 1 2000", "", 0],
+      ["printf '  12 /root/app.log\\n'", "12", 1],
+      ["printf '  12 /root/app.log\\n'", "1", 0],
     ];
-    for (const [answer, expected] of cases) {
+    for (const [script, answer, expected] of cases) {
       const session = await family.startSession(index);
-      await session.interact(call("bash_action", { script: "seq 1 2000" }));
+      await session.interact(call("bash_action", { script }));
       const reply = await session.interact(call("answer_action", { answer }));
       assert.equal(reply.finish, true);
+      assert.equal(reply.metrics.answerGraded, 1);
       assert.equal(reply.metrics.answerFromOutput, expected, `answer ${JSON.stringify(answer)}`);
     }
     const finished = await family.startSession(index);
     const reply = await finished.interact(call("finish_action", { thought: "done" }));
-    assert.equal(reply.metrics.answerFromOutput, undefined, "finish_action gives no answer");
+    assert.equal(reply.metrics.answerFromOutput, 0, "finish_action gives no answer: not read");
   });
 
   test("the turn limit is 8", async () => {

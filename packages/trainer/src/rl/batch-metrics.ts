@@ -4,7 +4,7 @@
  */
 import { isInformative, type EngineStats, type TrajectoryGroup } from "@agentrl/rollout";
 import type { Metrics } from "./logging.js";
-import { isSuccess } from "./success.js";
+import { answerSources, isSuccess } from "./success.js";
 
 /** Staleness buckets of `staleness_tokens/*`: trained tokens generated 0, 1, 2, or 3 and more versions before the weights they are trained at. */
 const STALENESS_BUCKETS = ["0", "1", "2", "3_or_more"] as const;
@@ -89,6 +89,21 @@ export function batchMetrics(groups: readonly TrajectoryGroup[], version: number
     reward += s.reward;
     success += s.success;
     n += s.n;
+  }
+  // Families that say where an answer came from (OS): the batch's successes that read it from
+  // an own command's output, guessed it, or were graded on the system's state (`answerSource`).
+  for (const task of byTask.keys()) {
+    const sources = answerSources(
+      groups
+        .filter((group) => group.task === task)
+        .flatMap((group) => group.trajectories.filter((t) => !t.masked)),
+    );
+    if (!sources) continue;
+    out[`successes_read/${task}`] = sources.read;
+    out[`successes_guessed/${task}`] = sources.guessed;
+    out[`successes_other/${task}`] = sources.other;
+    const successes = sources.read + sources.guessed + sources.other;
+    if (successes > 0) out[`read_share/${task}`] = sources.read / successes;
   }
   out.reward = n ? reward / n : 0;
   out.success = n ? success / n : 0;

@@ -4,35 +4,51 @@ import type { Trajectory } from "@agentrl/rollout";
 import { rm } from "node:fs/promises";
 import { InProcessEnvironmentClient, type EnvironmentClient, type TaskFamily } from "@agentrl/envs";
 import { Policy, setBackend } from "@agentrl/policy";
-import { evaluate, fromOutputNote, successesFromOutput } from "./evaluate.js";
+import {
+  answerSource,
+  answerSources,
+  evaluate,
+  fromOutputNote,
+  successesFromOutput,
+} from "./evaluate.js";
 import { makeSayModel, sayFamily } from "../rl/fixtures/say-run.js";
 
-/** The fields successesFromOutput reads. */
-const episode = (reward: number, metrics: Record<string, number>) =>
-  ({ status: "completed", environmentReward: reward, metrics }) as unknown as Trajectory;
+/** The fields answerSources reads. */
+const episode = (reward: number, metrics: Record<string, number>, status = "completed") =>
+  ({ status, environmentReward: reward, metrics }) as unknown as Trajectory;
 
-test("successesFromOutput: successes whose answer a command printed; undefined when the family does not say", () => {
+test("answerSources: successes read from an output, guessed, or graded on the state; failures count in none; undefined when the family does not say", () => {
   const episodes = [
-    episode(1, { answerFromOutput: 1 }),
-    episode(1, { answerFromOutput: 0 }), // a right guess
-    episode(0, { answerFromOutput: 1 }), // read, but wrong
-    episode(1, {}), // finished without an answer
+    episode(1, { answerGraded: 1, answerFromOutput: 1 }), // read
+    episode(1, { answerGraded: 1, answerFromOutput: 1 }), // read
+    episode(1, { answerGraded: 1, answerFromOutput: 0 }), // a right guess
+    episode(0, { answerGraded: 1, answerFromOutput: 1 }), // read, but wrong
+    episode(1, { answerGraded: 1, answerFromOutput: 1 }, "task limit reached"), // not a success
+    episode(1, { answerGraded: 0 }), // a task graded on the system's state
+    episode(1, { answerFromOutput: 0 }), // stored before answerGraded: a guess
+    episode(1, {}), // says nothing: none
   ];
-  assert.equal(successesFromOutput(episodes), 1);
-  assert.equal(successesFromOutput([episode(1, {}), episode(0, { score: 0 })]), undefined);
+  assert.deepEqual(answerSources(episodes), { read: 2, guessed: 2, other: 1 });
+  assert.equal(successesFromOutput(episodes), 2);
+  assert.equal(answerSource(episodes[2]), "guessed");
+  assert.equal(answerSource(episodes[3]), undefined);
+  assert.equal(answerSources([episode(1, {}), episode(0, { score: 0 })]), undefined);
+  const os = {
+    task: "os",
+    instances: 200,
+    episodes: 200,
+    success: 0.255,
+    passAtK: 0.255,
+    meanReward: 0.255,
+    meanTurns: 3,
+    successesFromOutput: 14,
+  };
   assert.equal(
-    fromOutputNote({
-      task: "os",
-      instances: 200,
-      episodes: 200,
-      success: 0.255,
-      passAtK: 0.255,
-      meanReward: 0.255,
-      meanTurns: 3,
-      successesFromOutput: 14,
-    }),
-    "14 of 51 successes answered a line a command printed",
+    fromOutputNote({ ...os, answerSources: { read: 14, guessed: 35, other: 2 } }),
+    "of 51 successes 14 read, 35 guessed, 2 other (27 % read)",
   );
+  // A result stored before the three-way split.
+  assert.equal(fromOutputNote(os), "14 of 51 successes read");
   assert.equal(
     fromOutputNote({
       task: "kg",

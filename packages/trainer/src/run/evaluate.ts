@@ -14,7 +14,7 @@ import {
   type Trajectory,
 } from "@agentrl/rollout";
 import type { EnvironmentClient, Split } from "@agentrl/envs";
-import { isSuccess } from "../rl/success.js";
+import { answerSource, answerSources, isSuccess, type AnswerSource } from "../rl/success.js";
 
 export interface EvaluationOptions {
   client: EnvironmentClient;
@@ -66,11 +66,17 @@ export interface TaskEvaluation {
   /** The first such episode's error (say, a container the engine did not start); only when there are faults. */
   infrastructureFaultError?: string;
   /**
-   * Successful episodes whose answer is a whole line a command printed earlier in the episode
-   * (the environment's `answerFromOutput` metric: OS). The others guessed, or composed the
-   * answer from the output. Only for families that report the metric.
+   * Successful episodes whose answer is a line or a field a command printed earlier in the
+   * episode (the environment's `answerFromOutput` metric: OS): `answerSources.read`. Only for
+   * families that report the metric.
    */
   successesFromOutput?: number;
+  /**
+   * The successes by where their answer came from (`answerSource`): read from an own
+   * command's output, guessed (in no output), or other (a task graded on the system's state).
+   * Only for families that say (OS).
+   */
+  answerSources?: Record<AnswerSource, number>;
 }
 
 /** The number of successful episodes of a result. */
@@ -78,19 +84,27 @@ export function successCount(result: Pick<TaskEvaluation, "success" | "episodes"
   return Math.round(result.success * result.episodes);
 }
 
-/** "14 of 51 successes answered a line a command printed", when the family reports it. */
+/**
+ * "of 51 successes 14 read, 35 guessed, 2 other (27 % read)", when the family reports where
+ * its answers came from (results stored before `answerSources`: "14 of 51 successes read").
+ */
 export function fromOutputNote(result: TaskEvaluation): string | undefined {
+  const successes = successCount(result);
+  if (result.answerSources) {
+    const { read, guessed, other } = result.answerSources;
+    const share = successes > 0 ? ` (${Math.round((100 * read) / successes)} % read)` : "";
+    return `of ${successes} successes ${read} read, ${guessed} guessed, ${other} other${share}`;
+  }
   if (result.successesFromOutput === undefined) return undefined;
-  return `${result.successesFromOutput} of ${successCount(result)} successes answered a line a command printed`;
+  return `${result.successesFromOutput} of ${successes} successes read`;
 }
 
 /** Successful episodes that read their answer from a command's output, when the family says (`answerFromOutput`). */
 export function successesFromOutput(trajectories: readonly Trajectory[]): number | undefined {
-  if (!trajectories.some((t) => t.metrics.answerFromOutput !== undefined)) return undefined;
-  return trajectories.filter((t) => isSuccess(t) && t.metrics.answerFromOutput === 1).length;
+  return answerSources(trajectories)?.read;
 }
 
-export { isSuccess };
+export { answerSource, answerSources, isSuccess, type AnswerSource };
 
 /** The tasks of `results` with episodes ended by an infrastructure fault, as `os: 46 of 200 (e.g. "…")`. */
 export function faultedTasks(results: Record<string, TaskEvaluation>): string[] {
@@ -186,8 +200,11 @@ export async function evaluate(
         .find((t) => t.endCause === "infrastructure" && t.error)
         ?.error?.slice(0, 300),
     };
-    const fromOutput = successesFromOutput(all);
-    if (fromOutput !== undefined) out[task].successesFromOutput = fromOutput;
+    const sources = answerSources(all);
+    if (sources !== undefined) {
+      out[task].successesFromOutput = sources.read;
+      out[task].answerSources = sources;
+    }
   }
   return out;
 }

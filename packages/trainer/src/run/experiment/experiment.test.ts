@@ -236,7 +236,7 @@ test("successTable: a family that says where answers came from (OS) gets a line 
   ]);
   assert.match(
     table,
-    /\n\nos: successes that answered a line a command printed \(the others guessed or composed their answer\): warm 3 of 3, RL 3 of 11\.$/,
+    /\n\nos: successes that read their answer from a line or field a command printed \(the others guessed it, or were graded on the system's state: other\): warm 3 of 3, RL 3 of 11\.$/,
   );
   assert.doesNotMatch(table, /kg: successes/);
 });

@@ -146,12 +146,13 @@ export function successTable(columns: readonly SuccessColumn[]): string {
       if (measured.length === 0) return [];
       const fromOutput = measured.reduce((sum, r) => sum + r.successesFromOutput!, 0);
       const successes = measured.reduce((sum, r) => sum + successCount(r), 0);
-      return [`${name} ${fromOutput} of ${successes}`];
+      const other = measured.reduce((sum, r) => sum + (r.answerSources?.other ?? 0), 0);
+      return [`${name} ${fromOutput} of ${successes}${other > 0 ? ` (${other} other)` : ""}`];
     });
     if (read.length > 0)
       lines.push(
         "",
-        `${task}: successes that answered a line a command printed (the others guessed or composed their answer): ${read.join(", ")}.`,
+        `${task}: successes that read their answer from a line or field a command printed (the others guessed it, or were graded on the system's state: other): ${read.join(", ")}.`,
       );
   }
   return lines.join("\n");
