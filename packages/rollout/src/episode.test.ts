@@ -26,6 +26,8 @@ describe("runEpisode (scripted model, exact token bookkeeping)", () => {
       echoFamily({ name: "dies" }),
       echoFamily({ name: "guess", maxTurnsNeeded: 1, metrics: { answerFromOutput: 0 } }),
       echoFamily({ name: "read", maxTurnsNeeded: 1, metrics: { answerFromOutput: 1 } }),
+      // A task graded on the system's state (OS's `answerGraded` 0): no answer to read.
+      echoFamily({ name: "state", maxTurnsNeeded: 1, metrics: { answerGraded: 0 } }),
     ]);
   });
   after(() => client.close());
@@ -124,6 +126,7 @@ describe("runEpisode (scripted model, exact token bookkeeping)", () => {
     assert.equal((await play("guess")).reward, 1, "unset: the environment's reward");
     assert.equal((await play("read", 0)).reward, 1);
     assert.equal((await play("echo", 0)).reward, 1, "a family that does not report the metric");
+    assert.equal((await play("state", 0)).reward, 1, "a task graded on the system's state");
     assert.equal((await play("guess", 2)).reward, 1, "never above the environment's reward");
   });
 

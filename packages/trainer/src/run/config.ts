@@ -463,7 +463,7 @@ const RolloutSchema = z
       .number()
       .optional()
       .describe(
-        "Training reward of a right answer that was not a line a command printed (OS reports it: a right guess, such as the constant `3` that alone scores 22 % of OS's test split), when lower than the environment's. Unset pays the environment's reward. Evaluation always uses the environment's reward.",
+        "Training reward of a right answer that was not read: not a line or field a command printed (OS reports it: a right guess, such as the constant `3` that alone scores 22 % of OS's test split), when lower than the environment's; 0 pays answer tasks only when read. Tasks graded on the system's state are always paid. Unset pays the environment's reward (the default: with the shipped warm start, which seldom reads, 0 took OS's training signal away, docs/tasks/os.md). Evaluation always uses the environment's reward.",
       ),
     infrastructureRetries: nonNegativeInteger()
       .default(EPISODE_DEFAULTS.infrastructureRetries)
