@@ -17,6 +17,7 @@ import {
   type Server,
   type Socket,
 } from "node:net";
+import { spawn } from "node:child_process";
 import { AgentRLError } from "@agentrl/spec";
 import { InferenceServerError, RemoteEngine } from "./remote.js";
 
@@ -203,5 +204,98 @@ test("of two servers, a hung one is marked down at the push deadline and the oth
     engine.close();
     await hung.close();
     await good.close();
+  }
+});
+
+/** A server in its own process (its event loop runs while this one is blocked): answers health, turns and cache releases 100 ms after each request; `requests()` lists what it received. */
+async function serverProcess(): Promise<{
+  url: string;
+  requests: () => Promise<string[]>;
+  close: () => void;
+}> {
+  const script = `
+    const received = [];
+    const server = require("node:http").createServer((request, response) => {
+      request.resume();
+      request.on("end", () => {
+        received.push(request.method + " " + request.url);
+        const send = (body) => response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(body));
+        if (request.url === "/requests") return send(received);
+        setTimeout(() => {
+        if (request.url === "/health") return send({ status: "ok", model: "m", engine: { version: 0 } });
+        if (request.url === "/v1/cache/release") return send({ released: 1 });
+        send({ choices: [{ index: 0, finish_reason: "stop", token_ids: [7], token_logprobs: [-0.5], token_versions: [0] }] });
+        }, 100);
+      });
+    });
+    server.listen(0, "127.0.0.1", () => console.log(server.address().port));`;
+  const child = spawn(process.execPath, ["-e", script], { stdio: ["ignore", "pipe", "inherit"] });
+  const port = await new Promise<string>((resolve, reject) => {
+    child.stdout!.once("data", (data: Buffer) => resolve(data.toString().trim()));
+    child.once("exit", (code) => reject(new Error(`the server process exited with ${code}`)));
+  });
+  const url = `http://127.0.0.1:${port}`;
+  return {
+    url,
+    requests: async () => (await (await fetch(`${url}/requests`)).json()) as string[],
+    close: () => void child.kill("SIGKILL"),
+  };
+}
+
+/** Blocks this process's event loop for `milliseconds` (as a learner step on the main thread does). */
+function blockEventLoop(milliseconds: number): void {
+  const end = performance.now() + milliseconds;
+  while (performance.now() < end);
+}
+
+test("deadlines count live time: a server that answers in 100 ms is not failed (nor marked down) because this process's event loop was blocked past the deadline meanwhile", async () => {
+  const server = await serverProcess();
+  try {
+    // A probe in flight when this process blocks for 4 deadlines; its answer arrives during the block.
+    const connecting = RemoteEngine.connect({
+      servers: [server.url],
+      healthTimeoutMs: 300,
+      log: () => {},
+    });
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    blockEventLoop(1_200);
+    const engine = await connecting;
+    const lines: string[] = [];
+    const watched = await RemoteEngine.connect({
+      servers: [server.url],
+      healthTimeoutMs: 300,
+      requestTimeoutMs: 300,
+      retryAfterMs: 60_000,
+      log: (line) => lines.push(line),
+    });
+    try {
+      // A turn and a cache release in flight when this process blocks (the fleet test's failure:
+      // "/cache/release: no answer within 5000 ms" after a 17 s learner step on the main thread).
+      const turn = watched.generate({ promptTokens: [1, 2], maxNewTokens: 1, cacheKey: "a" });
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      watched.releaseCache("a");
+      await new Promise((resolve) => setImmediate(resolve));
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      blockEventLoop(1_200);
+      const result = await turn;
+      assert.deepEqual(result.tokens, [7]);
+      const turn2 = watched.generate({ promptTokens: [1, 2, 7, 3], maxNewTokens: 1 });
+      blockEventLoop(1_200); // before the request is even written
+      assert.deepEqual((await turn2).tokens, [7]);
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      assert.deepEqual(
+        watched.serverStates().map((state) => state.up),
+        [true],
+        `the server stays up (${lines.join("; ")})`,
+      );
+      assert.deepEqual(lines, [], "no server was reported down");
+      const received = await server.requests();
+      assert.ok(received.includes("POST /v1/cache/release"), received.join(", "));
+    } finally {
+      engine.close();
+      watched.close();
+    }
+  } finally {
+    server.close();
   }
 });

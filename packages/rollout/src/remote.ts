@@ -18,7 +18,9 @@
  *
  * Every call has a deadline (`healthTimeoutMs`, `requestTimeoutMs`, `pushTimeoutMs`): a server
  * that accepts a connection and never answers fails the call with an `InferenceServerError`
- * naming the server, the route and the deadline, and is marked down. A weight push that no
+ * naming the server, the route and the deadline, and is marked down. Deadlines count this
+ * process's live time (live-deadline.ts): the seconds its own event loop is blocked (a learner
+ * step on the main thread) are not blamed on a server whose answer waits to be read. A weight push that no
  * live server took rejects.
  *
  * Wire types are exported here (the server in @agentrl/cli imports them; rollout does not
@@ -36,6 +38,7 @@ import {
   type GenerationResult,
 } from "./engine/index.js";
 import { serveKeyFromEnvironment } from "./serve/key.js";
+import { liveDeadline } from "./live-deadline.js";
 
 /** The agentrl fields of a token-in chat-completions request (beside OpenAI's `model`, `max_tokens`, `temperature`, `n`). */
 export interface TokenCompletionRequest {
@@ -399,7 +402,9 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
 
   /** GET /health (and the newest weights when it missed them); resolves with why it failed, if it did. */
   private async probe(server: Server): Promise<string | undefined> {
-    const timeout = AbortSignal.timeout(this.options.healthTimeoutMs);
+    // Counted in live time: a probe sent just before this process blocked is not failed by the block.
+    const deadline = liveDeadline(this.options.healthTimeoutMs);
+    const timeout = deadline.signal;
     try {
       let health: { model?: string; engine?: { version?: number } };
       try {
@@ -417,6 +422,8 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
             this.options.healthTimeoutMs,
           );
         throw error;
+      } finally {
+        deadline.clear();
       }
       server.model = this.options.model ?? health.model;
       server.version = health.engine?.version ?? -1;
@@ -496,11 +503,35 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
     init: RequestInit,
     [deadlineName, deadlineMs]: Deadline,
   ): Promise<unknown> {
+    // Live time (see live-deadline.ts): the seconds this process's own event loop was blocked
+    // (a learner step on the main thread) do not count against the server.
+    const deadline = liveDeadline(deadlineMs);
+    try {
+      return await this.requestWithin(
+        server,
+        path,
+        init,
+        deadlineName,
+        deadlineMs,
+        deadline.signal,
+      );
+    } finally {
+      deadline.clear();
+    }
+  }
+
+  private async requestWithin(
+    server: Server,
+    path: string,
+    init: RequestInit,
+    deadlineName: string,
+    deadlineMs: number,
+    timeout: AbortSignal,
+  ): Promise<unknown> {
     const headers = {
       ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
       ...(init.headers as Record<string, string>),
     };
-    const timeout = AbortSignal.timeout(deadlineMs);
     const given = init.signal as AbortSignal | undefined;
     const signal = given ? AbortSignal.any([given, timeout]) : timeout;
     const late = () =>
