@@ -6,15 +6,19 @@
  * - turns went to both servers, and every generated token's recorded log-prob equals the
  *   trainer's own scoring (tokenLogProbs at the sampling temperature) with the weights of
  *   the version the token records (the initial model, or the checkpoint of that step);
- * - one server is killed (SIGKILL) mid-run: the episodes it held end `task error` (an
- *   infrastructure fault; here not retried and penalised rather than masked, to see them) and
- *   the run finishes its steps on the other server.
+ * - one server is killed (SIGKILL) mid-run while a turn of it is in flight: the episodes it
+ *   held end `task error` (an infrastructure fault; here not retried and penalised rather than
+ *   masked, to see them) and the run finishes its steps on the other server. The trainer reaches
+ *   that server through a relay (`turnRelay`) that holds back the answer of the turn it is killed
+ *   during: killed between two turns, it would only be marked down, no episode cut (the flaky
+ *   failure 'some episode ended by the killed server (statuses: completed)').
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer, connect, type AddressInfo, type Socket } from "node:net";
 import * as tf from "@tensorflow/tfjs-core";
 import { InProcessEnvironmentClient } from "@agentrl/envs";
 import { Policy, setBackend, tokenLogProbs } from "@agentrl/policy";
@@ -31,6 +35,69 @@ const TEMPERATURE = 0.8;
 const PENALTY = -0.2;
 const STEPS = 5;
 const KILL_AFTER_STEP = 2;
+
+/**
+ * A TCP relay in front of the server at `url` (its `url`: the same routes on another port).
+ * After `killDuringNextTurn(kill)`, the next chat-completions request it relays is in flight
+ * when `kill` runs: its answer is held back, and `kill` is called once the server's engine has
+ * the request (GET /health shows it waiting or active) or, at the latest, 2 s after it was
+ * relayed; later connections to the dead server fail as they would without the relay.
+ */
+async function turnRelay(url: string) {
+  const target = new URL(url);
+  let onTurn: (() => void) | undefined;
+  const sockets = new Set<Socket>();
+  const relay = createServer((client) => {
+    const upstream = connect(Number(target.port), target.hostname);
+    let holding = false;
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on("error", () => {});
+      socket.on("close", () => {
+        sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.on("data", (chunk: Buffer) => {
+      upstream.write(chunk);
+      if (onTurn && chunk.toString("latin1").startsWith("POST /v1/chat/completions ")) {
+        holding = true;
+        const turn = onTurn;
+        onTurn = undefined;
+        turn();
+      }
+    });
+    upstream.on("data", (chunk: Buffer) => {
+      if (!holding) client.write(chunk);
+    });
+  });
+  await new Promise<void>((resolve) => relay.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${(relay.address() as AddressInfo).port}/v1`,
+    killDuringNextTurn(kill: () => void): Promise<void> {
+      return new Promise((resolve) => {
+        onTurn = () =>
+          void (async () => {
+            const end = Date.now() + 2_000;
+            while (Date.now() < end) {
+              const health = (await (await fetch(`${target.origin}/health`)).json()) as {
+                engine: { active: number; waiting: number };
+              };
+              if (health.engine.active + health.engine.waiting > 0) break;
+              await new Promise((wait) => setTimeout(wait, 5));
+            }
+            kill();
+            resolve();
+          })();
+      });
+    },
+    close() {
+      for (const socket of sockets) socket.destroy();
+      relay.close();
+    },
+  };
+}
 
 async function servedVersion(url: string): Promise<number> {
   // The weight routes take the weights key both servers share (the key file the first one generated), not the API key.
@@ -63,7 +130,9 @@ test(
         backend: "cpu",
       }),
     ]);
-    const urls = servers.map((server) => server.url);
+    const relay = await turnRelay(servers[1].url);
+    const urls = [servers[0].url, relay.url];
+    let killedDuringTurn = false;
     const trajectories: Trajectory[] = [];
     /** Per step before the kill: the step's version, and each server's version and completed requests right after the push. */
     const checks: Promise<{ version: number; served: number[]; completed: number[] }>[] = [];
@@ -146,8 +215,11 @@ test(
             );
           if (record.step === KILL_AFTER_STEP) {
             killedAtVersion = record.version;
-            // Once the earlier steps' checks have read both servers: one still in flight would hit the dead server.
-            void Promise.allSettled(checks).then(() => servers[1].child.kill("SIGKILL"));
+            // Once the earlier steps' checks have read both servers (one still in flight would hit
+            // the dead server), during its next turn.
+            void Promise.allSettled(checks)
+              .then(() => relay.killDuringNextTurn(() => servers[1].child.kill("SIGKILL")))
+              .then(() => (killedDuringTurn = true));
           }
         },
         evaluation: undefined,
@@ -159,6 +231,7 @@ test(
         "the surviving server serves the last version",
       );
       assert.ok(killedAtVersion >= 1, "versions advanced before the kill");
+      assert.ok(killedDuringTurn, "the server was killed during one of its turns");
 
       const seen = await Promise.all(checks);
       assert.equal(seen.length, KILL_AFTER_STEP - 1);
@@ -254,6 +327,7 @@ test(
       assert.ok(worst < 2e-3, `max |recorded − rescored| = ${worst}`);
     } finally {
       for (const server of servers) server.child.kill("SIGKILL");
+      relay.close();
       rmSync(root, { recursive: true, force: true });
     }
   },
