@@ -54,6 +54,8 @@ export interface OsSample {
   extraFolders: string[];
   /** Files the sample writes directly in a read-only image folder (e.g. `/usr/stock.log`): each is bound to a file of its own. */
   extraFiles: string[];
+  /** The answer the example prints, when known without running it (generated tasks, generate.ts). */
+  expectedAnswer?: string;
 }
 
 const scriptObject = z.union([

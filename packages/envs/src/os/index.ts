@@ -49,9 +49,16 @@ import {
 } from "./data.js";
 import { gradeOs, runScript } from "./reward.js";
 import { answerSourceMetrics, SeenOutputs } from "./reading.js";
+import { generateOsSamples } from "./generate.js";
 
 export { gradeOs } from "./reward.js";
 export { answerSourceMetrics, SeenOutputs } from "./reading.js";
+export {
+  generateOsSample,
+  generateOsSamples,
+  OS_GENERATED_OFFSET,
+  OS_GENERATED_TEST_OFFSET,
+} from "./generate.js";
 
 export {
   loadOsSamples,
@@ -179,8 +186,16 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
    * dev.json. Default true; false gives AgentBench's split (test = dev.json's 26 samples).
    */
   holdOut?: boolean;
-  /** Samples to load instead of reading the data folder (tests). */
+  /** Samples to load instead of reading the data folder and generating (tests). */
   samples?: OsSample[];
+  /**
+   * Generated training instances (generate.ts: files with random content, answers a constant
+   * cannot win, read rows for the expert) added to AgentBench's, on world `seed`. Default 0:
+   * the shipped warm start and the default run were trained and measured without them.
+   */
+  generatedSize?: number;
+  /** Generated test instances added after AgentBench's test split (indices from `OS_GENERATED_TEST_OFFSET`). Default 0. */
+  generatedTestSize?: number;
   /** Seconds between two reconciliations of sessions with containers (`reconcile`); 0: never. Default 30. */
   reconcileSeconds?: number;
 }
@@ -203,7 +218,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
   constructor(runtime: DockerRuntime, options: OsFamilyOptions = {}, ownsRuntime = false) {
     this.runtime = runtime;
     this.ownsRuntime = ownsRuntime;
-    this.samples = options.samples ?? loadOsSamples(options.dataDir, options.holdOut ?? true);
+    this.samples = options.samples ?? osSamples(options);
     this.commandSeconds = options.commandSeconds ?? OS_COMMAND_SECONDS;
     const diskBytes = options.diskBytes ?? OS_DISK_BYTES;
     const spec: ContainerSpec = {
@@ -630,9 +645,23 @@ export class OsWrongExpert implements Expert {
   }
 }
 
+/** The family's samples: AgentBench's (held out or not, `holdOut`), then the generated ones of world `seed`. */
+export function osSamples(
+  options: Pick<
+    OsFamilyOptions,
+    "dataDir" | "holdOut" | "generatedSize" | "generatedTestSize" | "seed"
+  > = {},
+): OsSample[] {
+  return [
+    ...loadOsSamples(options.dataDir, options.holdOut ?? true),
+    ...generateOsSamples(options.generatedSize ?? 0, options.seed ?? 0, "train"),
+    ...generateOsSamples(options.generatedTestSize ?? 0, options.seed ?? 0, "test"),
+  ];
+}
+
 /** The OS task family on the local Docker engine. */
 export async function createTaskFamily(options: OsFamilyOptions = {}): Promise<OsTaskFamily> {
-  const samples = options.samples ?? loadOsSamples(options.dataDir);
+  const samples = options.samples ?? osSamples(options);
   const runtime = options.runtime ?? (await DockerRuntime.connect());
   return new OsTaskFamily(runtime, { ...options, samples }, options.runtime === undefined);
 }

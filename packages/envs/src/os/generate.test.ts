@@ -1,0 +1,116 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { generateOsSample, generateOsSamples, OS_GENERATED_OFFSET } from "./generate.js";
+import { answersExample, isAnswerGraded, osDifficulty } from "./data.js";
+import { osSamples } from "./index.js";
+
+/** AgentBench's data, where the project's setup puts it. */
+const AGENTBENCH = join(import.meta.dirname, "../../../../../shared/data/agentbench");
+
+test("generated OS tasks: a constant cannot win (the most frequent of 2,000 answers is under 5 %; AgentBench's held-out `3` is 22 %)", () => {
+  const samples = generateOsSamples(2000, 0);
+  const counts = new Map<string, number>();
+  for (const sample of samples)
+    counts.set(sample.expectedAnswer!, (counts.get(sample.expectedAnswer!) ?? 0) + 1);
+  const [top, topCount] = [...counts].sort((a, b) => b[1] - a[1])[0];
+  assert.ok(topCount / samples.length < 0.05, `answer ${top} is ${topCount} of 2000`);
+  assert.ok((counts.get("3") ?? 0) / samples.length < 0.05);
+  assert.ok(counts.size > 300, `${counts.size} distinct answers`);
+  // Every kind is drawn, none dominates.
+  const kinds = new Map<string, number>();
+  for (const sample of samples) kinds.set(sample.labels[1], (kinds.get(sample.labels[1]) ?? 0) + 1);
+  assert.equal(kinds.size, 11);
+  for (const [kind, count] of kinds) assert.ok(count > 100, `${kind}: ${count}`);
+  // Names, not only numbers, are answers.
+  assert.ok(samples.filter((s) => !/^\d+$/.test(s.expectedAnswer!)).length > 300);
+});
+
+test("generated OS tasks: difficulty 0 answer tasks graded against the example's output, deterministic per (seed, instance), other worlds differ", () => {
+  const samples = generateOsSamples(200, 0);
+  assert.deepEqual(
+    samples.map((s) => s.index),
+    samples.map((_, k) => OS_GENERATED_OFFSET + k),
+  );
+  for (const sample of samples) {
+    assert.equal(sample.split, "train");
+    assert.equal(osDifficulty(sample), 0, sample.example!.code);
+    assert.equal(answersExample(sample), true);
+    assert.equal(isAnswerGraded(sample), true);
+    assert.ok(sample.description.length > 20);
+  }
+  assert.deepEqual(generateOsSample(17, 0), samples[17]);
+  assert.notDeepEqual(generateOsSample(17, 1), samples[17]);
+  const test = generateOsSamples(50, 0, "test");
+  assert.equal(test[0].split, "test");
+  assert.notDeepEqual(test[0].init, samples[0].init);
+});
+
+/** Runs a sample's init then its example in local bash, every absolute task folder moved under `root`: what the example prints. */
+function replayLocally(code: { init: string; example: string }, root: string): string {
+  const relocate = (script: string) =>
+    script.replace(/(^|[\s>'"])\/(root|home|opt|srv|var|etc)(?=[/\s'"]|$)/gm, `$1${root}/$2`);
+  const result = spawnSync(
+    "bash",
+    [
+      "--norc",
+      "--noprofile",
+      "-c",
+      `set -e\n${relocate(code.init)}\nset +e\n${relocate(code.example)}`,
+    ],
+    { encoding: "utf8", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C" } },
+  );
+  assert.equal(result.status, 0, result.stderr);
+  return result.stdout.trim();
+}
+
+test("generated OS tasks: the example prints the expected answer (init and example replayed in local bash under a temporary folder, 110 instances)", (t) => {
+  if (
+    spawnSync("bash", ["-c", "touch -d '2023-11-01 12:00' /dev/null 2>/dev/null; find --version"])
+      .status !== 0
+  ) {
+    t.skip("needs GNU bash, find and touch -d");
+    return;
+  }
+  const root = mkdtempSync(join(tmpdir(), "agentrl-os-generated-"));
+  try {
+    for (const sample of generateOsSamples(110, 3)) {
+      const folder = join(root, String(sample.index));
+      const printed = replayLocally(
+        { init: sample.init[0].code, example: sample.example!.code },
+        folder,
+      );
+      assert.equal(printed, sample.expectedAnswer, `${sample.labels[1]}: ${sample.description}`);
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
+test("osSamples: AgentBench's samples, then generatedSize training and generatedTestSize test instances of world `seed`", (t) => {
+  if (!existsSync(join(AGENTBENCH, "os_interaction"))) {
+    t.skip(`needs AgentBench's data in ${AGENTBENCH}`);
+    return;
+  }
+  const agentBench = osSamples({ dataDir: AGENTBENCH });
+  assert.equal(agentBench.filter((s) => s.labels.includes("generated")).length, 0, "default 0");
+  const samples = osSamples({
+    dataDir: AGENTBENCH,
+    generatedSize: 40,
+    generatedTestSize: 5,
+    seed: 2,
+  });
+  assert.equal(samples.length, agentBench.length + 45);
+  const generated = samples.filter((s) => s.labels.includes("generated"));
+  assert.deepEqual(generated.slice(0, 40), generateOsSamples(40, 2));
+  assert.deepEqual(generated.slice(40), generateOsSamples(5, 2, "test"));
+  // AgentBench's own split when not held out: every training.json sample trains.
+  const own = osSamples({ dataDir: AGENTBENCH, holdOut: false });
+  assert.ok(
+    own.filter((s) => s.split === "train").length >
+      agentBench.filter((s) => s.split === "train").length,
+  );
+});
