@@ -66,6 +66,12 @@ export const TaskConfigSchema = z
       .describe(
         "Controller (`agentrl env serve`, with workers of this task) that plays its episodes over HTTP (start_sample / interact / cancel, the AgentBench FC protocol) instead of the trainer's own process, e.g. `http://10.0.0.5:5020`. Default: `environments.controller`, else in-process.",
       ),
+    familyOptions: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe(
+        "Options of the task family in the trainer's process (beside the world seed), e.g. `{ generatedSize: 1200 }` for os: generated training tasks whose answers a constant cannot win (docs/tasks/os.md). Default none.",
+      ),
   })
   .strict();
 

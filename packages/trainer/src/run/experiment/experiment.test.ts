@@ -111,6 +111,33 @@ test("openTasks: the worlds come from run.worldSeed, not run.seed (seeds of an a
   assert.deepEqual(seeds, [0, 2]);
 });
 
+test("openTasks: tasks[].familyOptions reach the family (os: generatedSize), the world seed beside them", async () => {
+  const given: Record<string, unknown>[] = [];
+  const factory = async (name: string, options?: Record<string, unknown>) => (
+    given.push({ name, ...options }),
+    fakeFamily(name)
+  );
+  const opened = await openTasks(
+    validateConfig(
+      {
+        tasks: [
+          { name: "kg", familyOptions: { generatedSize: 1200, seed: 9 } },
+          { name: "webshop" },
+        ],
+        run: { worldSeed: 4 },
+      },
+      "test",
+    ),
+    () => {},
+    factory,
+  );
+  await opened.close();
+  assert.deepEqual(given, [
+    { name: "kg", generatedSize: 1200, seed: 4 },
+    { name: "webshop", seed: 4 },
+  ]);
+});
+
 test("trainingSettings: the RL loop trains with run.seed (greedy evaluation or not) and every rl.* loss, schedule and optimizer setting as configured", () => {
   for (const temperature of [0, 0.8]) {
     const config = validateConfig(

@@ -137,7 +137,10 @@ export async function openTasks(
     }
     let family: CurriculumTaskFamily;
     try {
-      family = await createFamily(task.name, { seed: config.run.worldSeed });
+      family = await createFamily(task.name, {
+        ...task.familyOptions,
+        seed: config.run.worldSeed,
+      });
     } catch (error) {
       await closeAll();
       throw new ConfigError(`task "${task.name}" failed to start: ${(error as Error).message}`);
