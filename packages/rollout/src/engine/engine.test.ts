@@ -8,7 +8,7 @@ import {
   createPolicyEngine,
   type GenerationResult,
 } from "./index.js";
-import { ScriptedModel, testPolicy } from "../testing/fixtures.js";
+import { ScriptedModel, ScriptedSequence, testPolicy } from "../testing/fixtures.js";
 
 /** Log-probs the training side gives each of `generated` after `prompt` ([generated.length]). */
 function scoredLogprobs(
@@ -239,6 +239,71 @@ describe("InferenceEngine (scripted model)", () => {
     });
     assert.equal(clamped.tokens.length, 10);
     assert.equal(clamped.finishReason, "length");
+  });
+});
+
+/** A scripted model whose prefill busy-waits `msPerToken` per prompt token (a model computing on the event loop); each iteration's prefill is one recorded call. */
+class SlowPrefillModel extends ScriptedModel {
+  /** Prompt tokens of each prefill call (one per engine iteration: batched or alone). */
+  calls: number[] = [];
+  constructor(
+    next: (fed: readonly number[]) => number,
+    private readonly msPerToken: number,
+  ) {
+    super(64, next);
+  }
+  private busy(tokens: number): void {
+    this.calls.push(tokens);
+    const end = performance.now() + tokens * this.msPerToken;
+    while (performance.now() < end);
+  }
+  override prefill(sequence: ScriptedSequence, tokenIds: number[]): Float32Array {
+    this.busy(tokenIds.length);
+    return super.prefill(sequence, tokenIds);
+  }
+  prefillBatch(sequences: ScriptedSequence[], tokenLists: number[][]): Float32Array[] {
+    this.busy(tokenLists.reduce((sum, tokens) => sum + tokens.length, 0));
+    return sequences.map((sequence, i) => super.prefill(sequence, tokenLists[i]));
+  }
+}
+
+describe("InferenceEngine: prefillStepMs bounds how long prefill holds the event loop", () => {
+  const script = (fed: readonly number[]) => (fed[fed.length - 1] + 1) % 50;
+  const long = Array.from({ length: 4 }, (_, i) =>
+    Array.from({ length: 300 }, (_, j) => (i + j) % 50),
+  );
+  const run = async (model: SlowPrefillModel, prefillStepMs?: number) => {
+    const engine = new InferenceEngine(model, {
+      temperature: 0,
+      stopTokenIds: [],
+      prefixCacheEntries: 0,
+      ...(prefillStepMs === undefined ? {} : { prefillStepMs }),
+    });
+    const results = await Promise.all(
+      long.map((promptTokens) => engine.generate({ promptTokens, maxNewTokens: 3 })),
+    );
+    return results.map((result) => result.tokens);
+  };
+
+  test("at 1 ms per token: 512-token calls (512 ms) without it; with 40 ms, calls of at most 64 tokens, the same tokens", async () => {
+    const plain = new SlowPrefillModel(script, 1);
+    const expected = await run(plain);
+    assert.equal(plain.calls[0], 512, "the token budget alone: one 512-token call");
+    const bounded = new SlowPrefillModel(script, 1);
+    assert.deepEqual(await run(bounded, 40), expected);
+    assert.ok(Math.max(...bounded.calls) <= 64, `calls of ${bounded.calls.join(", ")} tokens`);
+    assert.ok(bounded.calls.at(-2)! <= 32, `the budget halved: ${bounded.calls.join(", ")}`);
+    assert.equal(
+      bounded.calls.reduce((a, b) => a + b, 0),
+      4 * 300,
+    );
+  });
+
+  test("a fast model's budget grows back to maxPrefillTokensPerStep", async () => {
+    const fast = new SlowPrefillModel(script, 0);
+    await run(fast, 40);
+    assert.equal(fast.calls[0], 64);
+    assert.equal(Math.max(...fast.calls), 512, `calls of ${fast.calls.join(", ")} tokens`);
   });
 });
 

@@ -8,6 +8,8 @@
  *      has fewer than `maxBatchSize` sequences and the reserved KV cache (prompt +
  *      max new tokens of every active request, plus caches kept between turns) fits in
  *      `maxCacheTokens` — otherwise requests wait in a FIFO queue (back-pressure);
+ *      (prefill: at most `maxPrefillTokensPerStep` prompt tokens per iteration, fewer when
+ *      `prefillStepMs` bounds the time the event loop is held);
  *   3. runs ONE batched decode step over every active sequence and samples the next token
  *      of each;
  *   4. delivers the requests that stopped (end-of-turn token, length, abort): they leave
@@ -64,6 +66,10 @@ interface ActiveRequest<Sequence> {
   reject: (error: unknown) => void;
 }
 
+/** Prefill token budget of an engine's first call under `prefillStepMs`, and the least it shrinks to. */
+const STARTING_PREFILL_TOKENS = 64;
+const MIN_PREFILL_TOKENS = 16;
+
 interface WaitingRequest {
   request: GenerationRequest;
   resolve: (result: GenerationResult) => void;
@@ -86,6 +92,7 @@ export class InferenceEngine<
   readonly maxSequenceLength: number;
   readonly maxPrefillsPerStep: number;
   readonly maxPrefillTokensPerStep: number;
+  readonly prefillStepMs: number;
   readonly joinFraction: number;
   readonly joinIntervalSteps: number;
   readonly prefixCacheEntries: number;
@@ -108,6 +115,8 @@ export class InferenceEngine<
   private pendingUpdates: PendingUpdate<Weights>[] = [];
   private running = false;
   private stepsSinceJoin = 0;
+  /** Prompt tokens the next prefill call may take (see `prefillStepMs`). */
+  private prefillTokenBudget: number;
   private closed = false;
   private counters = {
     decodeSteps: 0,
@@ -131,6 +140,10 @@ export class InferenceEngine<
     this.maxSequenceLength = options.maxSequenceLength ?? 4096;
     this.maxPrefillsPerStep = options.maxPrefillsPerStep ?? 4;
     this.maxPrefillTokensPerStep = options.maxPrefillTokensPerStep ?? 512;
+    this.prefillStepMs = options.prefillStepMs ?? Infinity;
+    this.prefillTokenBudget = Number.isFinite(this.prefillStepMs)
+      ? Math.min(this.maxPrefillTokensPerStep, STARTING_PREFILL_TOKENS)
+      : this.maxPrefillTokensPerStep;
     this.joinFraction = options.joinFraction ?? 0.25;
     this.joinIntervalSteps = options.joinIntervalSteps ?? 8;
     this.prefixCacheEntries = model.fork ? (options.prefixCacheEntries ?? 32) : 0;
@@ -373,9 +386,10 @@ export class InferenceEngine<
     });
   }
 
-  /** Feeds up to `maxPrefillTokensPerStep` pending prompt tokens, oldest request first; a request whose prompt is done samples its first token. */
+  /** Feeds up to `maxPrefillTokensPerStep` pending prompt tokens (fewer under `prefillStepMs`), oldest request first; a request whose prompt is done samples its first token. */
   private prefill(): void {
-    let budget = this.maxPrefillTokensPerStep;
+    const allowed = this.prefillTokenBudget;
+    let budget = allowed;
     const work: { active: ActiveRequest<Sequence>; chunk: number[] }[] = [];
     for (const active of this.active) {
       if (budget <= 0) break;
@@ -420,7 +434,25 @@ export class InferenceEngine<
         this.prefixCache.remember(active.fed, active.sequence);
       if (active.pending.length === 0) this.accept(active, logits);
     }
-    this.counters.prefillMs += performance.now() - began;
+    const milliseconds = performance.now() - began;
+    this.counters.prefillMs += milliseconds;
+    this.adaptPrefillBudget(milliseconds, allowed - budget, allowed);
+  }
+
+  /**
+   * Under `prefillStepMs`: after an iteration's prefill that took longer, the budget becomes what
+   * would have taken half of it (prompt tokens cost more as the context grows); after one that
+   * used its whole budget in under half of it, the budget doubles.
+   */
+  private adaptPrefillBudget(milliseconds: number, tokens: number, allowed: number): void {
+    if (!Number.isFinite(this.prefillStepMs)) return;
+    if (milliseconds > this.prefillStepMs)
+      this.prefillTokenBudget = Math.max(
+        MIN_PREFILL_TOKENS,
+        Math.floor((allowed * this.prefillStepMs) / (2 * milliseconds)),
+      );
+    else if (tokens >= allowed && milliseconds < this.prefillStepMs / 2)
+      this.prefillTokenBudget = Math.min(this.maxPrefillTokensPerStep, allowed * 2);
   }
 
   /** A kept cache whose tokens prefix the prompt (prefill only the rest), or a new sequence. */

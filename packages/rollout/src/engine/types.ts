@@ -56,6 +56,19 @@ export interface InferenceEngineOptions {
    */
   maxPrefillTokensPerStep?: number;
   /**
+   * Milliseconds one iteration's prefill should take at most: prefill runs synchronously on
+   * the event loop, and a server answers nothing else meanwhile (/health, cache releases,
+   * weight pushes). The token budget of an iteration then adapts: it starts at 64; after an
+   * iteration's prefill took longer than this, it shrinks (down to 16) to what would have
+   * taken half of it; after one that used its whole budget in under half of it, it doubles (up
+   * to `maxPrefillTokensPerStep`). Default Infinity (the token budget alone). `agentrl serve`
+   * uses 2,000: one 512-token call of the 2-layer test model took up to 2.2 s at load 9 (nice
+   * 19), and a larger model's may outlast RemoteEngine's 5 s health deadline (not measured).
+   * Smaller chunks cost more in all (each call attends over the whole context so far): at
+   * 500 ms the test model's 8 x 900-token prefill took 2.5x longer.
+   */
+  prefillStepMs?: number;
+  /**
    * Requests whose prefill is done join the decode batch together: when they number at
    * least `joinFraction` × the sequences decoding, or have waited `joinIntervalSteps` decode
    * steps, or nothing is decoding. Joining makes the model regroup the batch's caches

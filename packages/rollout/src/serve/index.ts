@@ -54,6 +54,12 @@ export interface ModelServerOptions {
   streamChunkTokens?: number;
   /** KV-cache budget of the engine, tokens. Default 65,536. */
   maxCacheTokens?: number;
+  /**
+   * Milliseconds one engine iteration's prefill may hold the event loop (the prompt tokens per
+   * iteration adapt; see the engine's `prefillStepMs`), so /health, cache releases and weight
+   * pushes are answered while long prompts are prefilled. Default 2,000.
+   */
+  prefillStepMs?: number;
   /** Kept KV caches survive a weight update (`POST /v1/weights`); see the engine's `keepCachesOnUpdate`. Default false. */
   keepCachesOnUpdate?: boolean;
   /** Request log lines; null = silent. Default `console.error`. */
@@ -86,6 +92,7 @@ export async function startModelServer(options: ModelServerOptions): Promise<Run
   const engine = createPolicyEngine(policy, {
     maxBatchSize: options.maxBatch ?? 32,
     maxCacheTokens: options.maxCacheTokens ?? 65_536,
+    prefillStepMs: options.prefillStepMs ?? 2_000,
     topP,
     seed,
     keepCachesOnUpdate: options.keepCachesOnUpdate ?? false,
