@@ -560,7 +560,7 @@ export class OsSession extends FunctionCallSession {
     if (result.timedOut)
       output += `\n[the command was stopped after ${this.commandSeconds} seconds]`;
     output = output.length > 0 ? output : "The output of the OS is empty.";
-    this.seen.add(truncateOutput(output, this.limits.maxOutputChars));
+    this.seen.add(truncateOutput(output, this.limits.maxOutputChars), script);
     return output;
   }
 

@@ -132,15 +132,16 @@ describe("OS family on Docker", { skip: dockerSkip }, () => {
     assert.equal(reply.metrics.answerFromOutput, 1, "the answer is what the command printed");
   });
 
-  test("answerFromOutput: 1 for an answer that is a line or a field the agent saw, 0 for a guess, a line cut by the truncation or a finish; answerGraded 1", async () => {
+  test("answerFromOutput: 1 for an answer that is a line or a field the agent saw, 0 for a guess, a line cut by the truncation, a value typed into the command (echo) or a finish; answerGraded 1", async () => {
     const index = family.indicesAt("train", 0)[0];
     const cases: [string, string, number][] = [
       ["seq 1 2000", " 5 ", 1],
       ["seq 1 2000", "1999", 0],
       ["seq 1 2000", "4242", 0],
       ["seq 1 2000", "", 0],
-      ["printf '  12 /root/app.log\\n'", "12", 1],
-      ["printf '  12 /root/app.log\\n'", "1", 0],
+      ["printf '  %s /root/app.log\\n' $((6 * 2))", "12", 1],
+      ["printf '  %s /root/app.log\\n' $((6 * 2))", "1", 0],
+      ["echo 4242", "4242", 0],
     ];
     for (const [script, answer, expected] of cases) {
       const session = await family.startSession(index);

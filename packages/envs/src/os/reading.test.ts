@@ -41,6 +41,32 @@ test("SeenOutputs: a constant, a part of a field, a composed value or an empty a
   assert.equal(new SeenOutputs().hasRead("5"), false); // no command run at all
 });
 
+test("SeenOutputs: fields split at = : and , too (key=value, grep -c's file:count, passwd and CSV rows)", () => {
+  const seen = new SeenOutputs();
+  seen.add("port=8080\nworkers=4", "cat /etc/app/app.conf");
+  seen.add("/root/logs/a.log:17", "grep -c ERROR /root/logs/*.log");
+  seen.add("alice:x:1000:1000::/home/alice:/bin/zsh", "head -n 1 /root/accounts.txt");
+  seen.add("1,amber,312", "sed -n 2p /root/sales.csv");
+  for (const answer of ["8080", "4", "17", "1000", "/bin/zsh", "amber", "312", "port=8080"])
+    assert.equal(seen.hasRead(answer), true, answer);
+  assert.equal(seen.hasRead("80"), false);
+});
+
+test("SeenOutputs: a value typed into the command that printed it is not read from its output (echo 3); printed by another command it is", () => {
+  const seen = new SeenOutputs();
+  seen.add("3", "echo 3");
+  seen.add("3 apples", "printf '3 apples\\n'");
+  seen.add("7", "echo $((3 + 4))");
+  seen.add("1", "find /root/x -maxdepth 1 -type f | wc -l");
+  assert.equal(seen.hasRead("3"), false);
+  assert.equal(seen.hasRead("3 apples"), false);
+  assert.equal(seen.hasRead("apples"), false);
+  assert.equal(seen.hasRead("7"), true, "computed by the shell, not typed");
+  assert.equal(seen.hasRead("1"), false, "equal to a number of the command: counted as not read");
+  seen.add("3", "grep -c ERROR /root/logs/app.log");
+  assert.equal(seen.hasRead("3"), true);
+});
+
 test("answerSourceMetrics: answer tasks report whether the answer was read; a state-graded task reports only answerGraded 0", () => {
   const seen = episodeOutputs();
   assert.deepEqual(answerSourceMetrics(true, "15", seen), { answerGraded: 1, answerFromOutput: 1 });

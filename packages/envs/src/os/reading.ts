@@ -5,30 +5,39 @@
  *
  * The rule: an answer is read when each of its non-empty lines (trimmed) is a whole line of
  * an output the agent saw (after the 800-character cut), or a whole field of such a line —
- * split at whitespace, with the quotes and punctuation around a field dropped (`wc -l f`
- * prints `3 f`, `du -sh /home` prints `4.0K\t/home`, `ls -l` the owner and the size). A
- * value the agent computed in its head from an output (a sum of two printed numbers) is
- * not read by this rule; a command that prints it is.
+ * split at whitespace and at `=`, `:` and `,` (key=value, grep -c's file:count, passwd and CSV
+ * rows), with the quotes and punctuation around a field dropped (`wc -l f` prints `3 f`,
+ * `du -sh /home` prints `4.0K\t/home`, `ls -l` the owner and the size). A value the agent
+ * typed into the command that printed it (`echo 3`, `printf '3\n'`) is not read from that
+ * output: a line the command's text contains, or a field that is one of its words, does not
+ * count (so the rare count equal to a number in the command, `find -maxdepth 1 … | wc -l`
+ * printing 1, counts as not read). A value the agent computed in its head from an output (a
+ * sum of two printed numbers) is not read by this rule; a command that prints it is.
  */
 
 /** Characters dropped around a field: quotes, brackets and trailing punctuation (`"name",` → `name`). */
 const FIELD_WRAPPING = /^["'`([{<]+|["'`)\]}>,;:.]+$/g;
+
+/** Where a line is split into fields: whitespace, and the separators of key=value, file:count, passwd and CSV. */
+const FIELD_SEPARATORS = /[\s=:,]+/;
+/** The words of a command: what it could print without reading anything. */
+const COMMAND_WORDS = /[^A-Za-z0-9_.\-/]+/;
 
 /** The trimmed lines and fields of every command output the agent saw in an episode. */
 export class SeenOutputs {
   private readonly lines = new Set<string>();
   private readonly fields = new Set<string>();
 
-  /** Records one output as the agent saw it. */
-  add(output: string): void {
+  /** Records one output as the agent saw it, printed by `command` (its typed values do not count as read). */
+  add(output: string, command = ""): void {
+    const typed = new Set(command.split(COMMAND_WORDS));
     for (const raw of output.split("\n")) {
       const line = raw.trim();
       if (line === "") continue;
-      this.lines.add(line);
-      for (const field of line.split(/\s+/)) {
-        this.fields.add(field);
-        const unwrapped = field.replace(FIELD_WRAPPING, "");
-        if (unwrapped !== "") this.fields.add(unwrapped);
+      if (!command.includes(line)) this.lines.add(line);
+      for (const field of [...line.split(/\s+/), ...line.split(FIELD_SEPARATORS)]) {
+        for (const candidate of [field, field.replace(FIELD_WRAPPING, "")])
+          if (candidate !== "" && !typed.has(candidate)) this.fields.add(candidate);
       }
     }
   }
