@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { answerSourceMetrics, SeenOutputs } from "./reading.js";
-import { isAnswerGraded, type OsSample } from "./data.js";
+import { isAnswerGraded, type OsSample, type Script } from "./data.js";
 
 /** What the agent saw in a hand-made episode: three command outputs. */
 function episodeOutputs(): SeenOutputs {
@@ -80,7 +80,7 @@ test("answerSourceMetrics: answer tasks report whether the answer was read; a st
 
 test("isAnswerGraded: match and checks against the example's output grade the answer; other checks grade the state", () => {
   const base = { index: 0, split: "train", description: "", init: [], image: "default" };
-  const script = { language: "bash", code: "true" };
+  const script: Script = { language: "bash", code: "true" };
   const sample = (fields: Partial<OsSample>) => ({ ...base, ...fields }) as unknown as OsSample;
   assert.equal(isAnswerGraded(sample({ match: { answer: "3", strip: true } })), true);
   assert.equal(isAnswerGraded(sample({ example: script, check: [null, script] })), true);
