@@ -295,7 +295,33 @@ export class InferenceEngine<
     this.counters.weightUpdates += 1;
     if (!this.keepCachesOnUpdate) for (const key of [...this.kept.keys()]) this.releaseCache(key);
     this.prefixCache.clear();
+    // keepCachesOnUpdate: contexts computed by older weights are kept on purpose.
+    if (!this.keepCachesOnUpdate) this.restartUnsampledPrefills();
     for (const update of updates) update.resolve();
+  }
+
+  /**
+   * After a weight update (`continue`): a request that has sampled nothing yet but whose context
+   * is partly in its cache (a chunked prefill under way, or a kept or forked cache) starts its
+   * prefill again on the new weights. Its tokens then all come from one version, as their
+   * `versions` say; otherwise the context's older part stays computed by the old weights while
+   * every token records the new version (a turn no single version rescores: |Δ log-prob|
+   * 7e-3 in test/serve-fleet once, likely such a turn).
+   */
+  private restartUnsampledPrefills(): void {
+    for (const active of this.active) {
+      if (active.result.tokens.length > 0 || active.fed.length === 0) continue;
+      active.sequence.dispose();
+      active.sequence = this.model.createSequence();
+      active.fed = [];
+      active.pending = [...active.request.promptTokens];
+      active.result.prefilledTokens = active.pending.length;
+      active.joined = false;
+      active.feeding = false;
+      active.feedByDecode = false;
+      active.nextToken = -1;
+      active.cacheAt = -1;
+    }
   }
 
   private dropAborted(): void {
