@@ -6,10 +6,18 @@
  *   node --conditions=source --import tsx examples/agents/evaluate-kg-agent.ts \
  *     --model models/warmstart --difficulty 0 --world 0 --split test --limit 100
  *
+ * `--exclude-topics people.person,film.film --test-size 600` plays only the questions whose
+ * topic entity is of none of those types (among 600 test questions of the difficulty).
+ *
  * Prints one JSON line: { model, difficulty, world, split, instances, success, standardError }.
  */
 import { parseArgs } from "node:util";
-import { InProcessEnvironmentClient, createTaskFamily, type InteractResult } from "@agentrl/envs";
+import {
+  InProcessEnvironmentClient,
+  createTaskFamily,
+  kg,
+  type InteractResult,
+} from "@agentrl/envs";
 import { Policy, initBackend } from "@agentrl/policy";
 import { RecordingGateway, createPolicyEngine, type AgentSession } from "@agentrl/rollout";
 import agent from "./kg-ai-sdk.js";
@@ -37,17 +45,23 @@ export async function evaluateKgAgent(options: {
   concurrency?: number;
   /** Sampling temperature; default 0 (greedy). */
   temperature?: number;
-  /** KG family options beyond the world seed (e.g. `oneShot`). */
+  /** KG family options beyond the world seed (e.g. `oneShot`, `testSize`). */
   kg?: Record<string, unknown>;
+  /** Play only questions whose topic entity has none of these types (`kg.indicesByTopicType`). */
+  excludeTopics?: string[];
 }): Promise<KgAgentEvaluation> {
   const world = options.world ?? 0;
   const split = options.split ?? "test";
   await initBackend({ log: null });
   const policy = await Policy.load(options.model, { trainable: false });
-  const family = await createTaskFamily("kg", { ...options.kg, seed: world });
-  const indices = family
-    .indicesAt(split, options.difficulty)
-    .slice(options.offset ?? 0, (options.offset ?? 0) + (options.limit ?? 100));
+  const family = (await createTaskFamily("kg", { ...options.kg, seed: world })) as kg.KgTaskFamily;
+  const selected = options.excludeTopics
+    ? kg.indicesByTopicType(family, split, options.difficulty, { exclude: options.excludeTopics })
+    : family.indicesAt(split, options.difficulty);
+  const indices = selected.slice(
+    options.offset ?? 0,
+    (options.offset ?? 0) + (options.limit ?? 100),
+  );
   const client = new InProcessEnvironmentClient([family]);
   const engine = createPolicyEngine(policy, {
     temperature: options.temperature ?? 0,
@@ -129,6 +143,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       concurrency: { type: "string", default: "8" },
       temperature: { type: "string", default: "0" },
       "one-shot": { type: "boolean", default: false },
+      "test-size": { type: "string" },
+      "exclude-topics": { type: "string" },
     },
   });
   const result = await evaluateKgAgent({
@@ -140,7 +156,11 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     offset: Number(values.offset),
     concurrency: Number(values.concurrency),
     temperature: Number(values.temperature),
-    kg: { oneShot: values["one-shot"] },
+    kg: {
+      oneShot: values["one-shot"],
+      ...(values["test-size"] ? { testSize: Number(values["test-size"]) } : {}),
+    },
+    ...(values["exclude-topics"] ? { excludeTopics: values["exclude-topics"].split(",") } : {}),
   });
   console.log(JSON.stringify({ ...result, rewards: undefined }));
 }

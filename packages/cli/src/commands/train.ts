@@ -111,9 +111,29 @@ export function registerTrainCommand(program: Command): void {
       "with --agent: episodes per task (default 4)",
       numberOption("--group-size", { integer: true, minimum: 2 }),
     )
+    .option(
+      "--batch-groups <n>",
+      "with --agent: groups per step (default 4)",
+      numberOption("--batch-groups", { integer: true, minimum: 1 }),
+    )
+    .option(
+      "--learning-rate <x>",
+      "with --agent: learning rate, constant (default 1e-4)",
+      numberOption("--learning-rate", { minimum: 0 }),
+    )
+    .option(
+      "--seed <n>",
+      "with --agent: the run's seed (default 0)",
+      numberOption("--seed", { integer: true }),
+    )
+    .option(
+      "--difficulty <n>",
+      "with --agent: environment tasks draw their train split at this difficulty (unless the module exports environmentIndices)",
+      numberOption("--difficulty", { integer: true, minimum: 0 }),
+    )
     .addHelpText(
       "after",
-      "\nExamples:\n  agentrl train                                   # the embedded default run\n  agentrl train --agent examples/agents/kg-ai-sdk.ts --steps 10 --run-dir runs/agent\n  agentrl train --dashboard                       # with the live dashboard at http://127.0.0.1:8265/\n  agentrl train --config examples/single-task.yaml --set rl.steps=50\n  agentrl train --config examples/sync-baseline.yaml --run-dir runs/sync\n  agentrl train --run-dir runs/default --resume",
+      "\nExamples:\n  agentrl train                                   # the embedded default run\n  agentrl train --agent examples/agents/kg-ai-sdk.ts --steps 10 --run-dir runs/agent\n  agentrl train --agent examples/agents/kg-ai-sdk.ts --difficulty 0 --learning-rate 1e-4 --seed 1\n  agentrl train --dashboard                       # with the live dashboard at http://127.0.0.1:8265/\n  agentrl train --config examples/single-task.yaml --set rl.steps=50\n  agentrl train --config examples/sync-baseline.yaml --run-dir runs/sync\n  agentrl train --run-dir runs/default --resume",
     )
     .action(
       async (flags: {
@@ -126,6 +146,10 @@ export function registerTrainCommand(program: Command): void {
         model?: string;
         steps?: number;
         groupSize?: number;
+        batchGroups?: number;
+        learningRate?: number;
+        seed?: number;
+        difficulty?: number;
       }) => {
         const print: Printer = (line) => console.log(line);
         const controller = stopOnSignals(print);
@@ -136,6 +160,11 @@ export function registerTrainCommand(program: Command): void {
             runDirectory: flags.runDir,
             steps: flags.steps,
             groupSize: flags.groupSize,
+            batchGroups: flags.batchGroups,
+            learningRate: flags.learningRate,
+            seed: flags.seed,
+            difficulty: flags.difficulty,
+            resume: flags.resume,
             print,
             signal: controller.signal,
           });

@@ -56,6 +56,7 @@ export {
 } from "./logical-form.js";
 export { KG_TOOLS, instructions, questionMessage } from "./prompt.js";
 export { planExpert, wrongPlanExpert } from "./expert.js";
+export { indicesByTopicType, topicTypeOf, type KgInstanceSource } from "./topics.js";
 
 const optionsSchema = z.looseObject({
   /** Seed of the world and the instances. Default 0. */
