@@ -19,12 +19,19 @@ export function defaultServeKeyFile(): string {
   return process.env.AGENTRL_SERVE_KEY_FILE || join(homedir(), ".agentrl", "serve-key");
 }
 
-/** The key in `path` (trimmed), or undefined when there is no such file. Throws on an empty file. */
+/**
+ * The key in `path` (trimmed), or undefined when there is no such file. Throws on a file that
+ * stays empty for ~1 s: a server creating the file writes it a moment later (two servers
+ * starting at once: the second read it empty and refused to start, test/serve-fleet).
+ */
 export function readServeKeyFile(path: string = defaultServeKeyFile()): string | undefined {
   if (!existsSync(path)) return undefined;
-  const key = readFileSync(path, "utf8").trim();
-  if (!key) throw new ServeConfigError(`the weights key file ${path} is empty`);
-  return key;
+  for (let attempt = 0; attempt < 100; attempt++) {
+    const key = readFileSync(path, "utf8").trim();
+    if (key) return key;
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
+  }
+  throw new ServeConfigError(`the weights key file ${path} is empty`);
 }
 
 /** The weights key a client sends when none is given: `AGENTRL_SERVE_KEY`, else the key file, else none. */
@@ -52,13 +59,8 @@ export function serverWeightsKey(
     writeFileSync(path, `${key}\n`, { mode: 0o600, flag: "wx" });
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
-    // Another server created it a moment ago: wait for its write (at most ~1 s).
-    for (let attempt = 0; attempt < 100; attempt++) {
-      const written = readFileSync(path, "utf8").trim();
-      if (written) return { key: written, source: path, created: false };
-      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 10);
-    }
-    throw new ServeConfigError(`the weights key file ${path} stayed empty`);
+    // Another server created it a moment ago: its key (read once written, at most ~1 s).
+    return { key: readServeKeyFile(path)!, source: path, created: false };
   }
   return { key, source: path, created: true };
 }

@@ -25,6 +25,7 @@ import { buildPrompt, cutAtStop, interpretGeneration } from "./chat.js";
 import { parseChatCompletionRequest } from "./schema.js";
 import { ServeConfigError, serveKeyFromEnvironment, serverWeightsKey } from "./key.js";
 import { createServer } from "node:http";
+import { spawn } from "node:child_process";
 import type { AddressInfo } from "node:net";
 import {
   existsSync,
@@ -956,6 +957,38 @@ test("serverWeightsKey: given, else env, else the key file, else generated into 
     process.env.AGENTRL_SERVE_KEY = "from-env";
     assert.equal(serverWeightsKey(undefined, file).key, "from-env");
     assert.equal(serveKeyFromEnvironment(file), "from-env");
+  } finally {
+    if (saved === undefined) delete process.env.AGENTRL_SERVE_KEY;
+    else process.env.AGENTRL_SERVE_KEY = saved;
+    rmSync(folder, { recursive: true, force: true });
+  }
+});
+
+test("serverWeightsKey: a key file another server has created but not yet written is read once written (it refused to start: 'the weights key file … is empty')", async () => {
+  const folder = mkdtempSync(join(tmpdir(), "agentrl-serve-key-"));
+  const file = join(folder, "serve-key");
+  const saved = process.env.AGENTRL_SERVE_KEY;
+  delete process.env.AGENTRL_SERVE_KEY;
+  try {
+    // The other server, in its own process: the file exists empty; its key arrives 150 ms later.
+    writeFileSync(file, "", { mode: 0o600 });
+    const writer = spawn(
+      process.execPath,
+      [
+        "-e",
+        `setTimeout(() => require("node:fs").writeFileSync(process.argv[1], "written-later\\n"), 150); console.log("started")`,
+        file,
+      ],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    await new Promise((resolve) => writer.stdout!.once("data", resolve));
+    assert.deepEqual(serverWeightsKey(undefined, file), {
+      key: "written-later",
+      source: file,
+      created: false,
+    });
+    writeFileSync(file, "");
+    assert.throws(() => serverWeightsKey(undefined, file), ServeConfigError);
   } finally {
     if (saved === undefined) delete process.env.AGENTRL_SERVE_KEY;
     else process.env.AGENTRL_SERVE_KEY = saved;
