@@ -3,6 +3,7 @@
  * read-only root with tmpfs folders filled with the image's content.
  */
 import { posix } from "node:path";
+import { gzipSync } from "node:zlib";
 import type Docker from "dockerode";
 import { ContainerError } from "./errors.js";
 
@@ -141,7 +142,11 @@ async function supportsLayerLimit(
   }
 }
 
-/** Tar streams of image folders that share a parent folder (concatenated archives: extract with `tar -i` in `parent`). */
+/**
+ * Tar streams of image folders that share a parent folder, concatenated and gzip-compressed
+ * (extract with `tar -x -z -i` in `parent`): every container of the image gets them through its
+ * command stream, so they are made once and sent small (OS image: 7.6 MB of tar, 1.9 MB gzipped).
+ */
 export interface FolderArchive {
   parent: string;
   archive: Buffer;
@@ -173,7 +178,10 @@ async function imageFolders(
       const parent = posix.dirname(folder);
       parts.set(parent, [...(parts.get(parent) ?? []), Buffer.concat(chunks)]);
     }
-    return [...parts].map(([parent, archives]) => ({ parent, archive: Buffer.concat(archives) }));
+    return [...parts].map(([parent, archives]) => ({
+      parent,
+      archive: gzipSync(Buffer.concat(archives), { level: 1 }),
+    }));
   } finally {
     await container.remove({ force: true, v: true }).catch(() => {});
   }

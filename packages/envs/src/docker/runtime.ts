@@ -296,6 +296,7 @@ export class DockerRuntime {
       const command = [
         "tar",
         "-x",
+        "-z",
         "-i",
         "-p",
         "-C",
