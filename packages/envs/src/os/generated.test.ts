@@ -1,0 +1,76 @@
+/**
+ * The generated OS tasks (generate.ts) on a real Docker engine: the expert reads its answer
+ * (the example's output, which is the expected answer), a wrong answer and a constant fail.
+ * Skips with the reason when the engine or the image is missing.
+ */
+import { describe, test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import Docker from "dockerode";
+import { playEpisodes } from "../play.js";
+import { isDockerAvailable } from "../docker/runtime.js";
+import { IMAGES, imageHash } from "../docker/images.js";
+import type { AssistantMessage, Expert } from "../types.js";
+import { createTaskFamily, generateOsSamples, type OsTaskFamily } from "./index.js";
+
+const docker = new Docker();
+const engine = await isDockerAvailable(docker);
+const image = engine ? await imageHash(docker, IMAGES.os.tag) : undefined;
+const dockerSkip = !engine
+  ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
+  : image === undefined
+    ? "image agentrl/os missing (agentrl env build)"
+    : false;
+
+/** Runs nothing and answers `answer` at once (a learnt constant). */
+const constant = (answer: string): Expert => ({
+  act: (): AssistantMessage => ({
+    role: "assistant",
+    content: null,
+    tool_calls: [
+      {
+        id: "c_0",
+        type: "function",
+        function: { name: "answer_action", arguments: JSON.stringify({ answer }) },
+      },
+    ],
+  }),
+});
+
+describe("generated OS tasks on Docker", { skip: dockerSkip }, () => {
+  const samples = generateOsSamples(33, 11);
+  let family: OsTaskFamily;
+  before(async () => {
+    family = await createTaskFamily({ samples, warmPool: 2 });
+  });
+  after(async () => {
+    await family.close();
+  });
+
+  test("the expert answers what the example printed (the expected answer) and scores 1, read; a wrong answer and the constant 3 score 0, guessed", async () => {
+    const indices = samples.map((sample) => sample.index);
+    const experts = await playEpisodes(family, indices, (index) => family.expert(index), {
+      concurrency: 4,
+    });
+    experts.forEach((episode, k) => {
+      const detail = `${samples[k].labels[1]}: ${JSON.stringify(episode.messages.slice(-3))}`;
+      assert.equal(episode.reward, 1, detail);
+      assert.equal(episode.metrics.answerGraded, 1, detail);
+      assert.equal(episode.metrics.answerFromOutput, 1, detail);
+      const answer = JSON.parse(
+        (episode.messages.at(-2) as AssistantMessage).tool_calls![0].function.arguments,
+      ) as { answer: string };
+      assert.equal(answer.answer, samples[k].expectedAnswer, detail);
+    });
+    const wrong = await playEpisodes(family, indices, (index) => family.wrongExpert(index), {
+      concurrency: 4,
+    });
+    assert.deepEqual(
+      wrong.map((episode) => episode.reward),
+      indices.map(() => 0),
+    );
+    const three = await playEpisodes(family, indices, () => constant("3"), { concurrency: 4 });
+    const won = three.filter((episode) => episode.reward === 1).length;
+    assert.ok(won <= 3, `the constant 3 solved ${won} of ${indices.length}`);
+    for (const episode of three) assert.equal(episode.metrics.answerFromOutput, 0);
+  });
+});
