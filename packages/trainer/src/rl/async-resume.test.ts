@@ -8,8 +8,7 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -17,55 +16,18 @@ import { decodeRolloutState, type RolloutState } from "@agentrl/rollout";
 import { latestCheckpoint } from "./checkpoint.js";
 import { makeSayModel } from "./fixtures/say-run.js";
 import { TRAINED_FILE } from "./fixtures/say-async-run.js";
+import {
+  jsonLines as lines,
+  killAtRandomMoments,
+  startRunProcess,
+} from "./fixtures/kill-resume.js";
 import { ROLLOUT_STATE_FILE } from "./loop.js";
 
 const RUN_SCRIPT = fileURLToPath(new URL("./fixtures/say-async-run.ts", import.meta.url));
 const STEPS = 6;
 
-function startRun(model: string, run: string, resume: boolean) {
-  const child = spawn(
-    process.execPath,
-    [
-      "--conditions=source",
-      "--import",
-      "tsx",
-      RUN_SCRIPT,
-      model,
-      run,
-      String(STEPS),
-      resume ? "1" : "0",
-    ],
-    {
-      stdio: ["ignore", "ignore", "pipe"],
-      env: { ...process.env, AGENTRL_BACKEND: "cpu" },
-    },
-  );
-  let errors = "";
-  child.stderr!.on("data", (chunk: Buffer) => {
-    errors += chunk.toString();
-  });
-  const exited = new Promise<{
-    code: number | null;
-    signal: NodeJS.Signals | null;
-    errors: string;
-  }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, errors })));
-  return { child, exited };
-}
-
-/** The complete JSON lines of a file in the run directory. */
-function lines<T>(run: string, file: string): T[] {
-  const path = join(run, file);
-  if (!existsSync(path)) return [];
-  return readFileSync(path, "utf8")
-    .split("\n")
-    .flatMap((line) => {
-      try {
-        return [JSON.parse(line) as T];
-      } catch {
-        return [];
-      }
-    });
-}
+const startRun = (model: string, run: string, resume: boolean) =>
+  startRunProcess(RUN_SCRIPT, model, run, STEPS, resume);
 
 test(
   "an async run SIGKILLed at 3 random moments and resumed trains every buffered group of each checkpoint exactly once, first",
@@ -75,32 +37,28 @@ test(
     const run = mkdtempSync(join(tmpdir(), "agentrl-async-resume-"));
     /** Per kill: the checkpoint the next attempt resumes from, and the rollout state saved in it. */
     const resumes: { step: number; state: RolloutState }[] = [];
-    const moments: string[] = [];
-    const killAfterSteps = [1, 3, 4];
-    for (const [attempt, steps] of killAfterSteps.entries()) {
-      const attemptRun = startRun(model, run, attempt > 0);
-      while (lines(run, "metrics.jsonl").length < steps && attemptRun.child.exitCode === null)
-        await new Promise((resolve) => setTimeout(resolve, 50));
-      const delay = Math.floor(Math.random() * 1500);
-      await new Promise((resolve) => setTimeout(resolve, delay));
-      attemptRun.child.kill("SIGKILL");
-      const result = await attemptRun.exited;
+    const attempts = await killAtRandomMoments({
+      run,
+      killAfterSteps: [1, 3, 4],
+      start: (resume) => startRun(model, run, resume),
+      afterKill: async () => {
+        // A kill before the first checkpoint was complete: the next attempt starts afresh.
+        const checkpoint = await latestCheckpoint(join(run, "checkpoints"));
+        if (checkpoint)
+          resumes.push({
+            step: checkpoint.step,
+            state: decodeRolloutState(readFileSync(join(checkpoint.folder, ROLLOUT_STATE_FILE))),
+          });
+      },
+    });
+    attempts.forEach(({ exit }, attempt) =>
       assert.equal(
-        result.signal,
+        exit.signal,
         "SIGKILL",
-        `run ${attempt + 1} was killed, not finished (${result.errors})`,
-      );
-      moments.push(
-        `after step ${lines<{ step: number }>(run, "metrics.jsonl").at(-1)?.step} + ${delay} ms`,
-      );
-      // A kill before the first checkpoint was complete: the next attempt starts afresh.
-      const checkpoint = await latestCheckpoint(join(run, "checkpoints"));
-      if (checkpoint)
-        resumes.push({
-          step: checkpoint.step,
-          state: decodeRolloutState(readFileSync(join(checkpoint.folder, ROLLOUT_STATE_FILE))),
-        });
-    }
+        `run ${attempt + 1} was killed, not finished (${exit.errors})`,
+      ),
+    );
+    const moments = attempts.map((attempt) => attempt.moment);
     const last = await startRun(model, run, true).exited;
     assert.equal(last.code, 0, last.errors);
     const context = `killed ${moments.join(", ")}; resumed from steps ${resumes.map((resume) => resume.step).join(", ")}`;

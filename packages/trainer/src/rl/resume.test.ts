@@ -8,15 +8,15 @@
  */
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { spawn } from "node:child_process";
 import { createHash } from "node:crypto";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { readSafetensorsDirectory, setBackend } from "@agentrl/policy";
 import { latestCheckpoint } from "./checkpoint.js";
 import { makeSayModel } from "./fixtures/say-run.js";
+import { jsonLines, killAtRandomMoments, startRunProcess } from "./fixtures/kill-resume.js";
 
 await setBackend("cpu", { log: null });
 
@@ -24,51 +24,12 @@ const RUN_SCRIPT = fileURLToPath(new URL("./fixtures/say-run.ts", import.meta.ur
 /** Even: the run checkpoints every 2 steps and at its end. */
 const STEPS = 6;
 
-/** Starts the run in its own process. */
-function startRun(model: string, run: string, resume: boolean) {
-  const child = spawn(
-    process.execPath,
-    [
-      "--conditions=source",
-      "--import",
-      "tsx",
-      RUN_SCRIPT,
-      model,
-      run,
-      String(STEPS),
-      resume ? "1" : "0",
-    ],
-    {
-      stdio: ["ignore", "ignore", "pipe"],
-      env: { ...process.env, AGENTRL_BACKEND: "cpu" },
-    },
-  );
-  let errors = "";
-  child.stderr!.on("data", (chunk: Buffer) => {
-    errors += chunk.toString();
-  });
-  const exited = new Promise<{
-    code: number | null;
-    signal: NodeJS.Signals | null;
-    errors: string;
-  }>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, errors })));
-  return { child, exited };
-}
+const startRun = (model: string, run: string, resume: boolean) =>
+  startRunProcess(RUN_SCRIPT, model, run, STEPS, resume);
 
 /** Steps logged in metrics.jsonl (complete lines). */
-function loggedSteps(run: string): number[] {
-  const path = join(run, "metrics.jsonl");
-  if (!existsSync(path)) return [];
-  return readFileSync(path, "utf8")
-    .split("\n")
-    .flatMap((line) => {
-      try {
-        return [(JSON.parse(line) as { step: number }).step];
-      } catch {
-        return [];
-      }
-    });
-}
+const loggedSteps = (run: string) =>
+  jsonLines<{ step: number }>(run, "metrics.jsonl").map((line) => line.step);
 
 /** SHA-256 over the final checkpoint's tensors, in name order. */
 async function finalWeightsHash(run: string): Promise<string> {
@@ -107,24 +68,20 @@ test(
     );
 
     const killed = mkdtempSync(join(tmpdir(), "agentrl-resume-killed-"));
-    // Kill once the run has logged at least this many steps, plus a random delay (0-1.5 s).
-    const killAfterSteps = [1, 3, 4];
-    const moments: string[] = [];
-    for (const [attempt, steps] of killAfterSteps.entries()) {
-      const run = startRun(model, killed, attempt > 0);
-      while (loggedSteps(killed).length < steps && run.child.exitCode === null)
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      const delay = Math.floor(Math.random() * 1500);
-      await new Promise((resolve) => setTimeout(resolve, delay));
-      run.child.kill("SIGKILL");
-      const result = await run.exited;
+    // Killed once the run has logged at least 1, 3, 4 steps, plus a random delay (0-1.5 s).
+    const attempts = await killAtRandomMoments({
+      run: killed,
+      killAfterSteps: [1, 3, 4],
+      start: (resume) => startRun(model, killed, resume),
+    });
+    attempts.forEach(({ exit }, attempt) =>
       assert.equal(
-        result.signal,
+        exit.signal,
         "SIGKILL",
-        `run ${attempt + 1} was killed, not finished (${result.errors})`,
-      );
-      moments.push(`after step ${loggedSteps(killed).at(-1)} + ${delay} ms`);
-    }
+        `run ${attempt + 1} was killed, not finished (${exit.errors})`,
+      ),
+    );
+    const moments = attempts.map((attempt) => attempt.moment);
     const last = await startRun(model, killed, true).exited;
     assert.equal(last.code, 0, last.errors);
 
