@@ -503,35 +503,14 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
     init: RequestInit,
     [deadlineName, deadlineMs]: Deadline,
   ): Promise<unknown> {
-    // Live time (see live-deadline.ts): the seconds this process's own event loop was blocked
-    // (a learner step on the main thread) do not count against the server.
-    const deadline = liveDeadline(deadlineMs);
-    try {
-      return await this.requestWithin(
-        server,
-        path,
-        init,
-        deadlineName,
-        deadlineMs,
-        deadline.signal,
-      );
-    } finally {
-      deadline.clear();
-    }
-  }
-
-  private async requestWithin(
-    server: Server,
-    path: string,
-    init: RequestInit,
-    deadlineName: string,
-    deadlineMs: number,
-    timeout: AbortSignal,
-  ): Promise<unknown> {
     const headers = {
       ...(this.options.apiKey ? { authorization: `Bearer ${this.options.apiKey}` } : {}),
       ...(init.headers as Record<string, string>),
     };
+    // Live time (see live-deadline.ts): the seconds this process's own event loop was blocked
+    // (a learner step on the main thread) do not count against the server.
+    const deadline = liveDeadline(deadlineMs);
+    const timeout = deadline.signal;
     const given = init.signal as AbortSignal | undefined;
     const signal = given ? AbortSignal.any([given, timeout]) : timeout;
     const late = () =>
@@ -542,34 +521,38 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
         deadlineMs,
       );
     let response: Response | undefined;
-    // A socket closed under the request may be a kept-alive connection the server had just
-    // closed (likely after the event loop was blocked): one retry on a new connection tells
-    // that apart from a dead server (connection refused).
-    for (let attempt = 0; !response; attempt++) {
+    let text: string;
+    try {
+      // A socket closed under the request may be a kept-alive connection the server had just
+      // closed (likely after the event loop was blocked): one retry on a new connection tells
+      // that apart from a dead server (connection refused).
+      for (let attempt = 0; !response; attempt++) {
+        try {
+          response = await fetch(server.url + path, { ...init, headers, signal });
+        } catch (error) {
+          if (given?.aborted) throw error;
+          if (timeout.aborted) throw late();
+          const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+          if (attempt === 0 && (cause?.code === "UND_ERR_SOCKET" || cause?.code === "ECONNRESET"))
+            continue;
+          throw new InferenceServerError(
+            `${server.url}${path}: ${(error as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ""}`,
+            server.url,
+          );
+        }
+      }
       try {
-        response = await fetch(server.url + path, { ...init, headers, signal });
+        text = await response.text();
       } catch (error) {
         if (given?.aborted) throw error;
         if (timeout.aborted) throw late();
-        const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-        if (attempt === 0 && (cause?.code === "UND_ERR_SOCKET" || cause?.code === "ECONNRESET"))
-          continue;
         throw new InferenceServerError(
-          `${server.url}${path}: ${(error as Error).message}${cause ? ` (${cause.code ?? cause.message})` : ""}`,
+          `${server.url}${path}: the answer broke off: ${(error as Error).message}`,
           server.url,
         );
       }
-    }
-    let text: string;
-    try {
-      text = await response.text();
-    } catch (error) {
-      if (given?.aborted) throw error;
-      if (timeout.aborted) throw late();
-      throw new InferenceServerError(
-        `${server.url}${path}: the answer broke off: ${(error as Error).message}`,
-        server.url,
-      );
+    } finally {
+      deadline.clear();
     }
     let json: unknown;
     try {
