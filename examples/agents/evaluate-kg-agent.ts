@@ -9,8 +9,14 @@
  * `--exclude-topics people.person,film.film --test-size 600` plays only the questions whose
  * topic entity is of none of those types (among 600 test questions of the difficulty).
  *
- * Prints one JSON line: { model, difficulty, world, split, instances, success, standardError }.
+ * `--temperature 1 --samples 4 --seed 1` plays every question 4 times, sampling at
+ * temperature 1 (sampler seed 1): each question's reward is then its success rate over the 4
+ * (the expected success of the sampling policy, which GRPO optimises), and `success` their mean.
+ *
+ * Prints one JSON line: { model, difficulty, world, split, instances, samples, success,
+ * standardError }.
  */
+import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import {
   InProcessEnvironmentClient,
@@ -28,13 +34,16 @@ export interface KgAgentEvaluation {
   world: number;
   split: "train" | "test";
   instances: number;
+  /** Episodes played per instance. */
+  samples: number;
   success: number;
+  /** Standard error of `success` over instances: √(variance of the rewards / instances). */
   standardError: number;
-  /** Each instance's reward, by index. */
+  /** Each instance's reward (its success rate over `samples` episodes), by index. */
   rewards: Record<number, number>;
 }
 
-/** Plays `limit` KG instances of one difficulty with the agent, greedily; their success rate. */
+/** Plays `limit` KG instances of one difficulty with the agent (greedily unless a temperature is given), `samples` times each; their success rate. */
 export async function evaluateKgAgent(options: {
   model: string;
   difficulty: number;
@@ -45,6 +54,10 @@ export async function evaluateKgAgent(options: {
   concurrency?: number;
   /** Sampling temperature; default 0 (greedy). */
   temperature?: number;
+  /** Episodes per instance; default 1. */
+  samples?: number;
+  /** The sampler's seed; default 0. */
+  seed?: number;
   /** KG family options beyond the world seed (e.g. `oneShot`, `testSize`). */
   kg?: Record<string, unknown>;
   /** Play only questions whose topic entity has none of these types (`kg.indicesByTopicType`). */
@@ -65,6 +78,7 @@ export async function evaluateKgAgent(options: {
   const client = new InProcessEnvironmentClient([family]);
   const engine = createPolicyEngine(policy, {
     temperature: options.temperature ?? 0,
+    seed: options.seed ?? 0,
     maxBatchSize: 8,
     maxSequenceLength: 1280,
   });
@@ -75,7 +89,8 @@ export async function evaluateKgAgent(options: {
     maxEpisodeTokens: 1280,
   });
   await gateway.listen(0);
-  const rewards: Record<number, number> = {};
+  const samples = options.samples ?? 1;
+  const successes: Record<number, number> = {};
   const play = async (index: number, member: number): Promise<number> => {
     const episode = gateway.openEpisode({ task: "kg", index, groupId: `eval-${index}`, member });
     const started = await client.startSample("kg", index);
@@ -105,28 +120,34 @@ export async function evaluateKgAgent(options: {
     gateway.finishEpisode(episode.apiKey, 0);
     return last?.finish ? last.reward : 0;
   };
+  const episodes = indices.flatMap((index) => Array.from({ length: samples }, () => index));
   let next = 0;
   await Promise.all(
     Array.from({ length: options.concurrency ?? 8 }, async (_, member) => {
-      while (next < indices.length) {
-        const index = indices[next++];
-        rewards[index] = await play(index, member);
+      while (next < episodes.length) {
+        const index = episodes[next++];
+        const reward = await play(index, member);
+        successes[index] = (successes[index] ?? 0) + (reward === 1 ? 1 : 0);
       }
     }),
   );
   await gateway.close();
   engine.close();
   policy.dispose();
+  const rewards: Record<number, number> = {};
+  for (const index of indices) rewards[index] = successes[index] / samples;
   const played = Object.values(rewards);
-  const success = played.filter((reward) => reward === 1).length / played.length;
+  const success = played.reduce((sum, reward) => sum + reward, 0) / played.length;
+  const variance = played.reduce((sum, reward) => sum + (reward - success) ** 2, 0) / played.length;
   return {
     model: options.model,
     difficulty: options.difficulty,
     world,
     split,
     instances: played.length,
+    samples,
     success,
-    standardError: Math.sqrt((success * (1 - success)) / played.length),
+    standardError: Math.sqrt(variance / played.length),
     rewards,
   };
 }
@@ -142,6 +163,9 @@ if (import.meta.url === `file://${process.argv[1]}`) {
       offset: { type: "string", default: "0" },
       concurrency: { type: "string", default: "8" },
       temperature: { type: "string", default: "0" },
+      samples: { type: "string", default: "1" },
+      seed: { type: "string", default: "0" },
+      "rewards-out": { type: "string" },
       "one-shot": { type: "boolean", default: false },
       "test-size": { type: "string" },
       "exclude-topics": { type: "string" },
@@ -156,11 +180,14 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     offset: Number(values.offset),
     concurrency: Number(values.concurrency),
     temperature: Number(values.temperature),
+    samples: Number(values.samples),
+    seed: Number(values.seed),
     kg: {
       oneShot: values["one-shot"],
       ...(values["test-size"] ? { testSize: Number(values["test-size"]) } : {}),
     },
     ...(values["exclude-topics"] ? { excludeTopics: values["exclude-topics"].split(",") } : {}),
   });
+  if (values["rewards-out"]) writeFileSync(values["rewards-out"], JSON.stringify(result.rewards));
   console.log(JSON.stringify({ ...result, rewards: undefined }));
 }
