@@ -30,30 +30,36 @@ export const ATTENTION_CHUNK_POSITIONS = 128;
 /**
  * How `causalAttention` cuts S positions into query chunks, with one additive mask per
  * chunk: chunk [start, end) has rows (position-major, the g query heads of a kv head
- * adjacent) [(end − start)·g, end], −1e9 where a key lies after the row's position.
+ * adjacent) [(end − start)·g, offset + end], −1e9 where a key lies after the row's position.
+ * `offset` keys come first, seen by every position: a prefix shared by the batch's sequences
+ * (see `causalAttention`'s `prefix`).
  */
 export interface CausalPlan {
   chunks: { start: number; end: number; mask: tf.Tensor2D }[];
+  /** Keys before the sequences' own: the shared prefix's length, 0 without one. */
+  offset: number;
 }
 
 export function causalPlan(
   steps: number,
   group: number,
   chunkPositions = ATTENTION_CHUNK_POSITIONS,
+  offset = 0,
 ): CausalPlan {
   const chunks: CausalPlan["chunks"] = [];
   for (let start = 0; start < steps; start += chunkPositions) {
     const end = Math.min(steps, start + chunkPositions);
-    const data = new Float32Array((end - start) * group * end);
+    const width = offset + end;
+    const data = new Float32Array((end - start) * group * width);
     for (let position = start; position < end; position++) {
       for (let member = 0; member < group; member++) {
-        const row = ((position - start) * group + member) * end;
-        data.fill(-1e9, row + position + 1, row + end);
+        const row = ((position - start) * group + member) * width;
+        data.fill(-1e9, row + offset + position + 1, row + width);
       }
     }
-    chunks.push({ start, end, mask: tf.tensor2d(data, [(end - start) * group, end]) });
+    chunks.push({ start, end, mask: tf.tensor2d(data, [(end - start) * group, width]) });
   }
-  return { chunks };
+  return { chunks, offset };
 }
 
 /**
@@ -64,17 +70,28 @@ export function causalPlan(
  * queries go in chunks of positions so the keys after a chunk's last position are never
  * computed (about half the work at long S). Returns [B·S, H·hd] (query head h uses kv head
  * ⌊h/g⌋, as HF repeat_kv).
+ *
+ * With `prefix` (keys/values [1, P, kvH, hd] of P positions before every sequence, the plan's
+ * offset P): each sequence also attends to those keys, as if its S positions followed them;
+ * their gradient is the sum over the sequences. A GRPO group's episodes share their prompt:
+ * its positions are computed once for the group instead of once per episode.
  */
 export function causalAttention(
   q: tf.Tensor4D,
   keys: tf.Tensor4D,
   values: tf.Tensor4D,
   plan: CausalPlan,
+  prefix?: { keys: tf.Tensor4D; values: tf.Tensor4D },
 ): tf.Tensor2D {
   const [batch, steps, heads, headDim] = q.shape;
   const kvHeads = keys.shape[2];
   const group = heads / kvHeads;
   const blocks = batch * kvHeads;
+  const offset = prefix ? prefix.keys.shape[1] : 0;
+  if (offset !== plan.offset)
+    throw new RangeError(
+      `the plan's offset ${plan.offset} is not the prefix's ${offset} positions`,
+    );
   // per-block matrices by splitting rank-2 views along rows (wasm's Unpack is slower)
   const queries = tf.split(
     tf.reshape(
@@ -84,16 +101,34 @@ export function causalAttention(
     blocks,
     0,
   );
-  const keysT = tf.split(
+  let keysT = tf.split(
     tf.reshape(tf.transpose(keys, [0, 2, 3, 1]), [blocks * headDim, steps]),
     blocks,
     0,
   );
-  const valueBlocks = tf.split(
+  let valueBlocks = tf.split(
     tf.reshape(tf.transpose(values, [0, 2, 1, 3]), [blocks * steps, headDim]),
     blocks,
     0,
   );
+  if (prefix) {
+    // block b = (sequence, kv head b mod kvH): the prefix's keys of that head before its own
+    const prefixKeysT = tf.split(
+      tf.reshape(tf.transpose(prefix.keys, [0, 2, 3, 1]), [kvHeads * headDim, offset]),
+      kvHeads,
+      0,
+    );
+    const prefixValues = tf.split(
+      tf.reshape(tf.transpose(prefix.values, [0, 2, 1, 3]), [kvHeads * offset, headDim]),
+      kvHeads,
+      0,
+    );
+    // new arrays: the ones tf.split returned are its tape record's outputs
+    keysT = keysT.map((own, block) => tf.concat([prefixKeysT[block % kvHeads], own], 1));
+    valueBlocks = valueBlocks.map((own, block) =>
+      tf.concat([prefixValues[block % kvHeads], own], 0),
+    );
+  }
   const { chunks } = plan;
   const contexts = queries.map((query, block) => {
     const queryChunks =
@@ -106,10 +141,11 @@ export function causalAttention(
           );
     const outputs = queryChunks.map((chunkQueries, i) => {
       const { end, mask } = chunks[i];
+      const width = offset + end;
       const chunkKeys =
-        end === steps ? keysT[block] : tf.slice(keysT[block], [0, 0], [headDim, end]);
+        end === steps ? keysT[block] : tf.slice(keysT[block], [0, 0], [headDim, width]);
       const chunkValues =
-        end === steps ? valueBlocks[block] : tf.slice(valueBlocks[block], [0, 0], [end, headDim]);
+        end === steps ? valueBlocks[block] : tf.slice(valueBlocks[block], [0, 0], [width, headDim]);
       const probabilities = tf.softmax(
         tf.add(tf.matMul(chunkQueries as tf.Tensor2D, chunkKeys as tf.Tensor2D), mask),
       );

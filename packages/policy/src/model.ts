@@ -246,23 +246,36 @@ export class Transformer {
     return this.weights.headLogits(hidden, this.usableVocabulary, true);
   }
 
-  /** Final-norm hidden states [B·T, d] of a causal pass (no cache). */
-  hiddenStates(inputIds: tf.Tensor2D): tf.Tensor2D {
+  /**
+   * Final-norm hidden states [B·T, d] of a causal pass (no cache). With `prefixIds` [1, P]:
+   * the B sequences all continue those P tokens (their positions are P … P+T−1), which are
+   * computed once for all of them; only the sequences' own rows are returned. Same values
+   * and gradients as B passes over the concatenations (up to float summation order).
+   */
+  hiddenStates(inputIds: tf.Tensor2D, prefixIds?: tf.Tensor2D): tf.Tensor2D {
     return tf.tidy(() => {
       const [batch, length] = inputIds.shape;
-      if (length > this.config.maxPositionEmbeddings)
+      const prefix = prefixIds ? prefixIds.shape[1] : 0;
+      if (prefixIds && prefixIds.shape[0] !== 1)
+        throw new RangeError(`prefixIds must be [1, P], got [${prefixIds.shape}]`);
+      if (prefix + length > this.config.maxPositionEmbeddings)
         throw new WeightsError(
-          `sequence of ${length} tokens exceeds max_position_embeddings ${this.config.maxPositionEmbeddings}`,
+          `sequence of ${prefix + length} tokens exceeds max_position_embeddings ${this.config.maxPositionEmbeddings}`,
         );
-      let x = tf.gather(this.weights.embedding, tf.reshape(inputIds, [-1])) as tf.Tensor2D;
+      const ids = tf.reshape(inputIds, [-1]);
+      let x = tf.gather(
+        this.weights.embedding,
+        prefixIds ? tf.concat([tf.reshape(prefixIds, [-1]), ids]) : ids,
+      ) as tf.Tensor2D;
       if (this.gradientCheckpointing) {
         for (const layer of this.weights.layers)
-          x = this.checkpointedBlock(layer, x, batch, length);
+          x = this.checkpointedBlock(layer, x, batch, length, prefix);
       } else {
-        const { rotary, plan } = this.blockTables(length);
+        const tables = this.blockTables(length, prefix);
         for (const layer of this.weights.layers)
-          x = this.trainingBlock(layer, x, batch, length, rotary, plan);
+          x = this.trainingBlock(layer, x, batch, length, tables);
       }
+      if (prefix) x = tf.slice(x, [prefix, 0], [batch * length, x.shape[1]]);
       return rmsNorm(x, this.weights.finalNorm, this.config.rmsNormEps);
     });
   }
@@ -284,19 +297,24 @@ export class Transformer {
 
   private checkpointing: boolean | undefined;
 
-  /** Rotary tables and the causal attention plan of a pass over `length` positions. */
-  private blockTables(length: number): {
-    rotary: { cos: tf.Tensor; sin: tf.Tensor };
-    plan: CausalPlan;
-  } {
+  /**
+   * Rotary tables and causal attention plans of a pass over `length` positions that follow
+   * `prefix` shared positions (0: none): the sequences' (positions prefix … prefix+length−1)
+   * and, with a prefix, the prefix's own (positions 0 … prefix−1).
+   */
+  private blockTables(length: number, prefix = 0): BlockTables {
     const half = this.config.headDim / 2;
-    const rotary = {
-      cos: tf.reshape(tf.slice(this.ropeCos, [0, 0], [length, half]), [1, length, 1, half]),
-      sin: tf.reshape(tf.slice(this.ropeSin, [0, 0], [length, half]), [1, length, 1, half]),
-    };
+    const group = this.config.numAttentionHeads / this.config.numKeyValueHeads;
+    const rotary = (first: number, count: number) => ({
+      cos: tf.reshape(tf.slice(this.ropeCos, [first, 0], [count, half]), [1, count, 1, half]),
+      sin: tf.reshape(tf.slice(this.ropeSin, [first, 0], [count, half]), [1, count, 1, half]),
+    });
     return {
-      rotary,
-      plan: causalPlan(length, this.config.numAttentionHeads / this.config.numKeyValueHeads),
+      rotary: rotary(prefix, length),
+      plan: causalPlan(length, group, undefined, prefix),
+      prefix: prefix
+        ? { length: prefix, rotary: rotary(0, prefix), plan: causalPlan(prefix, group) }
+        : undefined,
     };
   }
 
@@ -306,11 +324,10 @@ export class Transformer {
     x: tf.Tensor2D,
     batch: number,
     length: number,
+    prefix: number,
   ): tf.Tensor2D {
-    const block = (input: tf.Tensor2D) => {
-      const { rotary, plan } = this.blockTables(length);
-      return this.trainingBlock(layer, input, batch, length, rotary, plan);
-    };
+    const block = (input: tf.Tensor2D) =>
+      this.trainingBlock(layer, input, batch, length, this.blockTables(length, prefix));
     // the variables that train take part as inputs, so the gradient reaches them through this op
     const trainable = layerVariables(layer).filter((variable) => variable.trainable);
     const run = tf.customGrad(((...args: unknown[]) => {
@@ -343,29 +360,59 @@ export class Transformer {
   // ---------------------------------------------------------------- one transformer block
 
   /**
-   * One block of the full causal pass over rows x [B·S, d] (B sequences of S tokens).
-   * Queries are pre-scaled by 1/√headDim; attention runs per (sequence, kv head) as rank-2
-   * matmuls (see `causalAttention`).
+   * One block of the full causal pass over rows x [B·S, d] (B sequences of S tokens), or with
+   * a shared prefix [P + B·S, d] (the prefix's P rows first). Queries are pre-scaled by
+   * 1/√headDim; attention runs per (sequence, kv head) as rank-2 matmuls (see
+   * `causalAttention`); the projections and the MLP run over all rows at once.
    */
   private trainingBlock(
     layer: Layer,
     x: tf.Tensor2D,
     batch: number,
     steps: number,
-    rotary: { cos: tf.Tensor; sin: tf.Tensor },
-    plan: CausalPlan,
+    tables: BlockTables,
   ): tf.Tensor2D {
     const { numAttentionHeads: heads, numKeyValueHeads: kvHeads, headDim } = this.config;
     const normed = rmsNorm(x, layer.inputNorm, this.config.rmsNormEps);
-    const heads4d = (t: tf.Tensor2D, count: number) =>
-      tf.reshape(t, [batch, steps, count, headDim]) as tf.Tensor4D;
-    const q = applyRotary(
-      heads4d(tf.mul(this.project(normed, layer.q), 1 / Math.sqrt(headDim)), heads),
-      rotary,
-    );
-    const keys = applyRotary(heads4d(this.project(normed, layer.k), kvHeads), rotary);
-    const values = heads4d(this.project(normed, layer.v), kvHeads);
-    return this.finishBlock(layer, x, causalAttention(q, keys, values, plan));
+    const q = tf.mul(this.project(normed, layer.q), 1 / Math.sqrt(headDim)) as tf.Tensor2D;
+    const k = this.project(normed, layer.k);
+    const v = this.project(normed, layer.v);
+    const heads4d = (t: tf.Tensor2D, sequences: number, length: number, count: number) =>
+      tf.reshape(t, [sequences, length, count, headDim]) as tf.Tensor4D;
+    if (!tables.prefix) {
+      const attended = causalAttention(
+        applyRotary(heads4d(q, batch, steps, heads), tables.rotary),
+        applyRotary(heads4d(k, batch, steps, kvHeads), tables.rotary),
+        heads4d(v, batch, steps, kvHeads),
+        tables.plan,
+      );
+      return this.finishBlock(layer, x, attended);
+    }
+    const { length: prefix, rotary: prefixRotary, plan: prefixPlan } = tables.prefix;
+    const sizes = [prefix, batch * steps];
+    const [prefixQ, ownQ] = tf.split(q, sizes, 0) as tf.Tensor2D[];
+    const [prefixK, ownK] = tf.split(k, sizes, 0) as tf.Tensor2D[];
+    const [prefixV, ownV] = tf.split(v, sizes, 0) as tf.Tensor2D[];
+    const shared = {
+      keys: applyRotary(heads4d(prefixK, 1, prefix, kvHeads), prefixRotary),
+      values: heads4d(prefixV, 1, prefix, kvHeads),
+    };
+    const attended = tf.concat([
+      causalAttention(
+        applyRotary(heads4d(prefixQ, 1, prefix, heads), prefixRotary),
+        shared.keys,
+        shared.values,
+        prefixPlan,
+      ),
+      causalAttention(
+        applyRotary(heads4d(ownQ, batch, steps, heads), tables.rotary),
+        applyRotary(heads4d(ownK, batch, steps, kvHeads), tables.rotary),
+        heads4d(ownV, batch, steps, kvHeads),
+        tables.plan,
+        shared,
+      ),
+    ]) as tf.Tensor2D;
+    return this.finishBlock(layer, x, attended);
   }
 
   /**
@@ -648,6 +695,14 @@ export class Transformer {
 // -------------------------------------------------------------------- building blocks
 
 /** x [n, in] · W [in, out] (+ b); `direct`: see `weightProduct`. */
+/** Rotary tables and attention plans of one training pass (`Transformer.blockTables`). */
+interface BlockTables {
+  rotary: { cos: tf.Tensor; sin: tf.Tensor };
+  plan: CausalPlan;
+  /** The shared prefix's own: its length, rotary tables (positions 0 … length−1) and plan. */
+  prefix?: { length: number; rotary: { cos: tf.Tensor; sin: tf.Tensor }; plan: CausalPlan };
+}
+
 function project(x: tf.Tensor2D, linear: Linear, unpacked: boolean, direct = false): tf.Tensor2D {
   let y: tf.Tensor2D = weightProduct(x, linear.weight as tf.Tensor2D, unpacked, direct);
   if (linear.bias) y = tf.add<tf.Tensor2D>(y, linear.bias as tf.Tensor);

@@ -305,3 +305,108 @@ describe("micro-batch sizing", () => {
     assert.throws(() => splitIntoMicroBatches([1], 0), RangeError);
   });
 });
+
+describe("tokenLogProbs with a shared prefix", () => {
+  for (const checkpointing of [false, true])
+    test(`rows that continue one prefix score and train as the whole rows do${checkpointing ? " (gradient checkpointing)" : ""}`, () => {
+      const model = new Transformer(tinyConfig(), undefined, { seed: 9 });
+      model.gradientCheckpointing = checkpointing;
+      const rng = new Rng(3);
+      const token = () => Math.floor(rng.next() * VOCAB);
+      // longer than one attention chunk (128 positions) on both sides of the split
+      const prefix = Array.from({ length: 150 }, token);
+      const own = [140, 60, 2].map((length) => Array.from({ length }, token));
+      const width = Math.max(...own.map((row) => row.length));
+      const pad = (row: number[], to: number) => [
+        ...row,
+        ...Array<number>(to - row.length).fill(0),
+      ];
+      const whole = tf.tensor2d(
+        own.map((row) => pad([...prefix, ...row], prefix.length + width)),
+        undefined,
+        "int32",
+      );
+      const rest = tf.tensor2d(
+        own.map((row) => pad(row, width)),
+        undefined,
+        "int32",
+      );
+      const shared = tf.tensor2d([prefix], undefined, "int32");
+      // trained: the rows' own tokens after their first (that one is scored by the prefix's last position in `whole`)
+      const restMask = tf.tensor2d(
+        own.map((row) => Array.from({ length: width - 1 }, (_, j) => (j < row.length - 1 ? 1 : 0))),
+      );
+      const wholeMask = tf.concat(
+        [tf.zeros([own.length, prefix.length]), restMask],
+        1,
+      ) as tf.Tensor2D;
+      const a = tokenLogProbs(model, whole, { temperature: 0.8, mask: wholeMask });
+      const b = tokenLogProbs(model, rest, { temperature: 0.8, mask: restMask, prefix: shared });
+      const [aValues, bValues, m] = [
+        a.logProbs.dataSync(),
+        b.logProbs.dataSync(),
+        restMask.dataSync(),
+      ];
+      const wholeWidth = prefix.length + width - 1;
+      let compared = 0;
+      own.forEach((_, row) => {
+        for (let j = 0; j < width - 1; j++) {
+          if (!m[row * (width - 1) + j]) continue;
+          const expected = aValues[row * wholeWidth + prefix.length + j];
+          const actual = bValues[row * (width - 1) + j];
+          assert.ok(
+            Math.abs(expected - actual) < 1e-4,
+            `row ${row} position ${j}: ${actual} vs ${expected}`,
+          );
+          compared++;
+        }
+      });
+      assert.equal(compared, 139 + 59 + 1);
+      const variables = model.trainableVariables();
+      const loss = (ids: tf.Tensor2D, mask: tf.Tensor2D, options: { prefix?: tf.Tensor2D }) => () =>
+        tf.tidy(
+          () =>
+            tf.neg(
+              tf.sum(tf.mul(tokenLogProbs(model, ids, { mask, ...options }).logProbs, mask)),
+            ) as tf.Scalar,
+        );
+      const wholeGrads = tf.variableGrads(loss(whole, wholeMask, {}), variables);
+      const sharedGrads = tf.variableGrads(loss(rest, restMask, { prefix: shared }), variables);
+      const lossDifference = Math.abs(
+        wholeGrads.value.dataSync()[0] - sharedGrads.value.dataSync()[0],
+      );
+      assert.ok(lossDifference < 1e-3, `loss differs by ${lossDifference}`);
+      for (const variable of variables) {
+        const [difference, scale] = tf.tidy(() => [
+          tf
+            .max(tf.abs(tf.sub(wholeGrads.grads[variable.name], sharedGrads.grads[variable.name])))
+            .dataSync()[0],
+          tf.max(tf.abs(wholeGrads.grads[variable.name])).dataSync()[0],
+        ]);
+        assert.ok(scale > 0, `${variable.name} has a gradient`);
+        assert.ok(
+          difference <= 1e-4 * Math.max(1, scale),
+          `${variable.name} gradient differs by ${difference} (scale ${scale})`,
+        );
+      }
+      assert.throws(
+        () =>
+          tokenLogProbs(model, rest, { prefix: tf.tensor2d([prefix, prefix], undefined, "int32") }),
+        RangeError,
+      );
+      tf.dispose([
+        a.logProbs,
+        b.logProbs,
+        wholeGrads.value,
+        sharedGrads.value,
+        ...Object.values(wholeGrads.grads),
+        ...Object.values(sharedGrads.grads),
+        whole,
+        rest,
+        shared,
+        restMask,
+        wholeMask,
+      ]);
+      model.dispose();
+    });
+});

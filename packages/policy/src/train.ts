@@ -19,6 +19,12 @@ export interface TokenLogProbOptions {
    * mask whenever most positions are masked out. Read back once (a sync). Default: all.
    */
   mask?: tf.Tensor2D;
+  /**
+   * int32 [1, P]: tokens every sequence continues (a GRPO group's shared prompt), computed
+   * once for the batch (`Transformer.hiddenStates`). The scores stay those of inputIds'
+   * positions: inputIds[b, 0] is scored by nothing, so put the prefix's last token there.
+   */
+  prefix?: tf.Tensor2D;
 }
 
 export interface TokenLogProbs {
@@ -54,7 +60,10 @@ export function tokenLogProbs(
       tf.slice(inputIds, [0, 1], [batch, length - 1]),
       [-1],
     ) as tf.Tensor1D;
-    let hidden = model.hiddenStates(tf.slice(inputIds, [0, 0], [batch, length - 1]) as tf.Tensor2D); // [B·(T-1), d]
+    let hidden = model.hiddenStates(
+      tf.slice(inputIds, [0, 0], [batch, length - 1]) as tf.Tensor2D,
+      options.prefix,
+    ); // [B·(T-1), d]
     let chosen = tf.cast(targets, "int32") as tf.Tensor1D;
     if (selected) {
       const rows = tf.tensor1d(selected.rows, "int32");

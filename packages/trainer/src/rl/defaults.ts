@@ -34,7 +34,7 @@ const rlDefaults = {
   ppoEpochs: 1,
   skipUniformGroups: true,
   dynamicSamplingGroups: 0,
-  microBatchTokens: 1024,
+  microBatchTokens: 4096,
   gradientThreads: "auto" as 1 | 2 | "auto",
   temperature: 0.8,
   maxStaleness: 4 as number | "infinite",

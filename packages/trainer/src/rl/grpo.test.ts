@@ -8,7 +8,10 @@ import {
   DEFAULT_GRPO,
   grpoUpdate,
   planMicroBatches,
+  planSharedMicroBatches,
   prepareBatch,
+  processedTokens,
+  sharedPrefixLength,
   withoutUntrainedTail,
   type UpdateMetrics,
 } from "./grpo.js";
@@ -368,4 +371,112 @@ test("checkGrpoOptions refuses an unknown loss and an importance-corrected loss 
     /0 ≤ low ≤ 1 ≤ high/,
   );
   checkGrpoOptions({ ...DEFAULT_GRPO, policyLoss: "ppo_clip", ppoEpochs: 3 });
+});
+
+test("a group's shared prompt runs once per micro-batch: the same update, fewer tokens through the model", async () => {
+  const seed = 11;
+  const make = () => Policy.create(presetConfig("test"), { seed });
+  const sampler = make();
+  let next = 3;
+  const tokens = (count: number) =>
+    Array.from({ length: count }, () => (next = (next * 7 + 5) % 500));
+  const groupOf = (id: string, prompt: number[], rewards: number[]): TrajectoryGroup => ({
+    groupId: id,
+    task: "t",
+    index: 0,
+    trajectories: rewards.map((reward, member) => {
+      // a turn, an untrained observation, a second turn: lengths differ per member
+      const first = tokens(4 + member * 3);
+      const observation = tokens(6);
+      const second = tokens(2 + member);
+      const t = trajectory(
+        sampler,
+        "t",
+        id,
+        [...prompt, ...first, ...observation, ...second],
+        prompt.length,
+        reward,
+      );
+      const from = prompt.length + first.length;
+      t.lossMask.fill(0, from, from + observation.length);
+      t.logprobs.fill(0, from, from + observation.length);
+      return { ...t, member };
+    }),
+    minVersion: 0,
+    maxVersion: 0,
+  });
+  // two prompts long enough to share (40 and 70 tokens), one too short (10)
+  const groups = [
+    groupOf("a", tokens(40), [1, 0, 0.5]),
+    groupOf("b", tokens(70), [0, 1, 1, 0]),
+    groupOf("c", tokens(10), [1, 0]),
+  ];
+  const options = { ...DEFAULT_GRPO, klCoefficient: 0.05 };
+  const batch = prepareBatch(groups, options);
+  const rows = batch.rows.map(withoutUntrainedTail);
+
+  const plan = planSharedMicroBatches(rows, 120);
+  assert.deepEqual(
+    plan
+      .flat()
+      .map((row) => rows.indexOf(row))
+      .sort((x, y) => x - y),
+    rows.map((_, i) => i),
+    "every row exactly once",
+  );
+  for (const micro of plan) {
+    const prefix = sharedPrefixLength(micro);
+    if (micro.length > 1 && micro[0].tokens.length > 60)
+      assert.ok(prefix >= 39, "a group's rows share their prompt");
+    if (prefix === 0)
+      assert.ok(
+        micro.every((row) => row.tokens.length < 10 + 30),
+        "only group c goes unshared",
+      );
+    if (micro.length > 1)
+      assert.ok(processedTokens(micro) <= 120, "the budget counts the prompt once");
+  }
+
+  const run = async (sharePrompts: boolean) => {
+    const policy = make();
+    const reference = make();
+    const metrics = await grpoUpdate(
+      policy,
+      policy.createOptimizer({ learningRate: 1e-2, weightDecay: 0 }),
+      batch,
+      { ...options, sharePrompts, microBatchTokens: 4096 },
+      reference.model,
+    );
+    const weights = policy.exportWeights().tensors;
+    policy.dispose();
+    reference.dispose();
+    return { metrics, weights };
+  };
+  const whole = await run(false);
+  const shared = await run(true);
+  const unsharedTokens = rows.reduce((n, row) => n + row.tokens.length, 0);
+  assert.ok(
+    shared.metrics.processedTokens < unsharedTokens - 100,
+    `shared ${shared.metrics.processedTokens} vs ${unsharedTokens} tokens`,
+  );
+  for (const key of ["loss", "kl", "entropy", "gradNorm", "mismatchKl"] as const)
+    assert.ok(
+      Math.abs(shared.metrics[key] - whole.metrics[key]) <
+        1e-4 * Math.max(1, Math.abs(whole.metrics[key])),
+      `${key}: ${shared.metrics[key]} vs ${whole.metrics[key]}`,
+    );
+  const initial = make();
+  const before = initial.exportWeights().tensors;
+  initial.dispose();
+  let moved = 0;
+  whole.weights.forEach((weight, i) => {
+    const other = shared.weights[i];
+    assert.equal(other.name, weight.name);
+    for (let j = 0; j < weight.data.length; j++) {
+      assert.ok(Math.abs(weight.data[j] - other.data[j]) < 1e-5, `${weight.name}[${j}]`);
+      if (Math.abs(weight.data[j] - before[i].data[j]) > 1e-4) moved++;
+    }
+  });
+  assert.ok(moved > 1000, `the update moved ${moved} weights`);
+  sampler.dispose();
 });

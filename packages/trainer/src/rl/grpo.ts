@@ -38,7 +38,7 @@ export interface GrpoOptions extends PolicyObjectiveOptions {
   temperature: number;
   /** Optimizer steps over the same batch (PPO epochs). Default 1. */
   ppoEpochs: number;
-  /** Token budget of one micro-batch (B × T after padding); gradients accumulate across micro-batches. Default 1024. */
+  /** Token budget of one micro-batch (B × T after padding, a shared prompt counted once); gradients accumulate across micro-batches. Default 4096. */
   microBatchTokens: number;
   /**
    * Drop groups whose rewards are all equal before the advantages: the group step gives
@@ -56,6 +56,12 @@ export interface GrpoOptions extends PolicyObjectiveOptions {
   negativeAdvantageScale: number;
   /** The training loop logs an alarm line when a step's mismatch KL (sampler vs trainer, k3, per token) exceeds this. Default 0.05; Infinity silences it. */
   mismatchKlAlarm: number;
+  /**
+   * Run the prompt a group's episodes share once per micro-batch instead of once per episode
+   * (`sharedPrefixLength`; the episodes attend to its keys as a prefix). The same update up
+   * to float summation order. Default true.
+   */
+  sharePrompts?: boolean;
 }
 
 /**
@@ -205,6 +211,101 @@ export function planMicroBatches<Row extends { tokens: ArrayLike<number> }>(
   return batches;
 }
 
+/** A prompt shorter than this is run with each row rather than shared (its own pass costs more than it saves). */
+export const MIN_SHARED_PROMPT = 32;
+
+/** Index of a row's first trained token (its length when it has none). */
+function firstTrained(row: Pick<TrainingRow, "lossMask">): number {
+  for (let i = 1; i < row.lossMask.length; i++) if (row.lossMask[i]) return i;
+  return row.lossMask.length;
+}
+
+/**
+ * How many leading tokens all `rows` share before any of them is trained on, leaving each
+ * row the token before its first trained one (whose position scores it) and at least 2
+ * tokens: the prefix `toTensors` runs once for the micro-batch. 0 for a single row or when
+ * under {@link MIN_SHARED_PROMPT}.
+ */
+export function sharedPrefixLength(rows: readonly TrainingRow[]): number {
+  if (rows.length < 2) return 0;
+  let length = Math.min(
+    ...rows.map((row) => Math.min(firstTrained(row) - 1, row.tokens.length - 2)),
+  );
+  const first = rows[0].tokens;
+  for (const row of rows.slice(1)) {
+    let i = 0;
+    while (i < length && row.tokens[i] === first[i]) i++;
+    length = i;
+  }
+  return length >= MIN_SHARED_PROMPT ? length : 0;
+}
+
+/**
+ * The rows grouped by the prompt they share (a GRPO group's episodes), with the length of
+ * the prefix they can run once (`sharedPrefixLength`, 0 for rows that share nothing).
+ */
+export function promptClusters(
+  rows: readonly TrainingRow[],
+): { prefix: number; members: TrainingRow[] }[] {
+  const byPrompt = new Map<string, TrainingRow[]>();
+  for (const row of rows) {
+    const prompt = row.tokens.subarray(0, Math.max(0, firstTrained(row) - 1)).join(",");
+    (byPrompt.get(prompt) ?? byPrompt.set(prompt, []).get(prompt)!).push(row);
+  }
+  return [...byPrompt.values()].map((members) => ({
+    prefix: sharedPrefixLength(members),
+    members,
+  }));
+}
+
+/** Tokens the model runs for `rows` when each cluster's shared prompt runs once (no padding). */
+export function tokensWithSharedPrompts(rows: readonly TrainingRow[]): number {
+  return promptClusters(rows).reduce(
+    (n, { prefix, members }) =>
+      n + prefix + members.reduce((m, row) => m + row.tokens.length - prefix, 0),
+    0,
+  );
+}
+
+/**
+ * Micro-batches for a GRPO update: the rows that share a prompt (a group's episodes) go
+ * together, at most `maxTokens` a micro-batch counting the prompt once (`toTensors` with
+ * `sharedPrefixLength`); the other rows as `planMicroBatches` packs them. Costliest first.
+ */
+export function planSharedMicroBatches(
+  rows: readonly TrainingRow[],
+  maxTokens: number,
+): TrainingRow[][] {
+  const alone: TrainingRow[] = [];
+  const batches: TrainingRow[][] = [];
+  for (const { prefix, members } of promptClusters(rows)) {
+    if (!prefix) {
+      alone.push(...members);
+      continue;
+    }
+    let current: TrainingRow[] = [];
+    let width = 0;
+    for (const row of [...members].sort((a, b) => b.tokens.length - a.tokens.length)) {
+      const own = row.tokens.length - prefix;
+      if (current.length > 0 && prefix + Math.max(width, own) * (current.length + 1) > maxTokens) {
+        batches.push(current);
+        current = [];
+      }
+      width = current.length === 0 ? own : Math.max(width, own);
+      current.push(row);
+    }
+    batches.push(current);
+  }
+  batches.push(...planMicroBatches(alone, maxTokens));
+  return batches.sort((a, b) => processedTokens(b) - processedTokens(a));
+}
+
+/** Tokens a micro-batch runs through the model: its shared prefix once, the rest padded. */
+export function processedTokens(rows: readonly TrainingRow[]): number {
+  const prefix = sharedPrefixLength(rows);
+  return prefix + rows.length * (Math.max(...rows.map((r) => r.tokens.length)) - prefix);
+}
+
 /**
  * The row up to its last trained token: in a causal model the tokens after it (typically the
  * environment's closing reply) neither carry loss nor feed any position that does, so the
@@ -225,6 +326,8 @@ export function withoutUntrainedTail(row: TrainingRow): TrainingRow {
 
 /** Micro-batch tensors; the caller disposes them. Shapes: inputIds [B, T], the rest [B, T−1]. */
 export interface MicroBatchTensors {
+  /** [1, P] tokens every row continues (run once: `tokenLogProbs`' `prefix`), when shared. */
+  prefixIds?: tf.Tensor2D;
   inputIds: tf.Tensor2D;
   mask: tf.Tensor2D;
   oldLogProbs: tf.Tensor2D;
@@ -233,8 +336,26 @@ export interface MicroBatchTensors {
   sequences: number;
 }
 
-/** Right-pads rows into tensors aligned with `tokenLogProbs` (position t scores token t+1). */
-export function toTensors(rows: readonly TrainingRow[], padTokenId = 0): MicroBatchTensors {
+/**
+ * Right-pads rows into tensors aligned with `tokenLogProbs` (position t scores token t+1).
+ * With `prefix` P > 0 (`sharedPrefixLength`), the rows' first P tokens become `prefixIds`
+ * and the rest is laid out from token P on.
+ */
+export function toTensors(
+  rows: readonly TrainingRow[],
+  padTokenId = 0,
+  prefix = 0,
+): MicroBatchTensors {
+  if (prefix > 0) {
+    const shared = tf.tensor2d(rows[0].tokens.subarray(0, prefix), [1, prefix], "int32");
+    const own = rows.map((row) => ({
+      ...row,
+      tokens: row.tokens.subarray(prefix),
+      lossMask: row.lossMask.subarray(prefix),
+      oldLogProbs: row.oldLogProbs.subarray(prefix),
+    }));
+    return { ...toTensors(own, padTokenId), prefixIds: shared };
+  }
   const width = Math.max(...rows.map((r) => r.tokens.length));
   const B = rows.length;
   const ids = new Int32Array(B * width).fill(padTokenId);
@@ -416,14 +537,16 @@ export class GrpoShard {
   private microBatch(index: number): MicroBatchTensors {
     let m = this.tensors.get(index);
     if (!m) {
-      m = toTensors(this.plan[index]);
       const { reference, options } = this;
+      const rows = this.plan[index];
+      m = toTensors(rows, 0, options.sharePrompts === false ? 0 : sharedPrefixLength(rows));
       if (options.klCoefficient > 0)
         m.referenceLogProbs = tf.tidy(
           () =>
             tokenLogProbs(reference!, m!.inputIds, {
               temperature: options.temperature,
               mask: m!.mask,
+              prefix: m!.prefixIds,
             }).logProbs,
         );
       this.tensors.set(index, m);
@@ -440,6 +563,7 @@ export class GrpoShard {
       temperature: options.temperature,
       entropy: true,
       mask: m.mask,
+      prefix: m.prefixIds,
     });
     const out = policyObjective(
       {
@@ -476,6 +600,7 @@ export class GrpoShard {
         m.oldLogProbs,
         m.advantages,
         ...(m.referenceLogProbs ? [m.referenceLogProbs] : []),
+        ...(m.prefixIds ? [m.prefixIds] : []),
       ]);
     this.tensors.clear();
   }
@@ -507,14 +632,16 @@ export interface GradientPeer {
  * The micro-batch budget: `microBatchTokens`, and with gradient peers small enough that
  * every thread can claim about 4 micro-batches (as far as the rows allow; a row is never
  * split), so that the threads finish close together even when one of them runs slower.
+ * `tokens`: what the rows cost in all (default their lengths summed; with shared prompts,
+ * `tokensWithSharedPrompts`).
  */
 export function microBatchBudget(
   rows: readonly { tokens: ArrayLike<number> }[],
   microBatchTokens: number,
   threads: number,
+  tokens = rows.reduce((n, r) => n + r.tokens.length, 0),
 ): number {
   if (threads <= 1) return microBatchTokens;
-  const tokens = rows.reduce((n, r) => n + r.tokens.length, 0);
   return Math.min(microBatchTokens, Math.max(2, Math.ceil(tokens / (4 * threads))));
 }
 
@@ -536,10 +663,14 @@ export async function grpoUpdate(
 ): Promise<UpdateMetrics> {
   checkGrpoOptions(options);
   const rows = batch.rows.map(withoutUntrainedTail);
-  const plan = planMicroBatches(
-    rows,
-    microBatchBudget(rows, options.microBatchTokens, 1 + peers.length),
-  );
+  const share = options.sharePrompts !== false;
+  const threads = 1 + peers.length;
+  const plan = share
+    ? planSharedMicroBatches(
+        rows,
+        microBatchBudget(rows, options.microBatchTokens, threads, tokensWithSharedPrompts(rows)),
+      )
+    : planMicroBatches(rows, microBatchBudget(rows, options.microBatchTokens, threads));
   const counts: BatchCounts = { tokenCount: batch.tokenCount, sequenceCount: batch.rows.length };
   const shard = new GrpoShard(policy.model, reference, plan, options, counts);
   try {
@@ -593,7 +724,11 @@ export async function grpoUpdate(
       trainedTokens: batch.tokenCount,
       processedTokens:
         plan.reduce(
-          (n, rows) => n + rows.length * Math.max(...rows.map((r) => r.tokens.length)),
+          (n, rows) =>
+            n +
+            (share
+              ? processedTokens(rows)
+              : rows.length * Math.max(...rows.map((r) => r.tokens.length))),
           0,
         ) * options.ppoEpochs,
       microBatches: plan.length,

@@ -67,7 +67,7 @@ describe("configuration", () => {
       maxGradNorm: rl.maxGradNorm,
       epsilon: rl.adamEpsilon,
     });
-    assert.equal(rl.microBatchTokens, 1024);
+    assert.equal(rl.microBatchTokens, 4096);
     assert.equal(rl.learningRate, 2e-4);
     const engine = { updateWeights: async () => {} };
     assert.equal(
