@@ -9,8 +9,8 @@ import assert from "node:assert/strict";
 import Docker from "dockerode";
 import { playEpisode } from "../play.js";
 import { hasAgentBenchData } from "../docker/agentbench.js";
-import { DockerRuntime, isDockerAvailable, RUN_LABEL } from "../docker/runtime.js";
-import { IMAGES, imageHash } from "../docker/images.js";
+import { DockerRuntime, RUN_LABEL } from "../docker/runtime.js";
+import { imageUnavailable } from "../docker/images.js";
 import type { AssistantMessage, Message } from "../types.js";
 import {
   createTaskFamily,
@@ -23,15 +23,9 @@ import {
 
 const docker = new Docker();
 const data = hasAgentBenchData("dbbench");
-const engine = await isDockerAvailable(docker);
-const image = engine ? await imageHash(docker, IMAGES.db.tag) : undefined;
 const dockerSkip = !data
   ? "no AgentBench data in ../shared/data/agentbench (see docs/tasks.md)"
-  : !engine
-    ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
-    : image === undefined
-      ? "image agentrl/db missing (agentrl env build)"
-      : false;
+  : await imageUnavailable("db", docker);
 
 function call(name: string, args: Record<string, unknown>): AssistantMessage {
   return {

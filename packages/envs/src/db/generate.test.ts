@@ -6,10 +6,8 @@
  */
 import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import Docker from "dockerode";
 import { playEpisode } from "../play.js";
-import { isDockerAvailable } from "../docker/runtime.js";
-import { IMAGES, imageHash } from "../docker/images.js";
+import { imageUnavailable } from "../docker/images.js";
 import { compareDbAnswers } from "./compare.js";
 import { dbDifficulty, isModification } from "./data.js";
 import {
@@ -171,13 +169,7 @@ describe("generated DB tasks", () => {
   });
 });
 
-const engine = await isDockerAvailable();
-const image = engine ? await imageHash(new Docker(), IMAGES.db.tag) : undefined;
-const dockerSkip = !engine
-  ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
-  : image === undefined
-    ? "image agentrl/db missing (agentrl env build)"
-    : false;
+const dockerSkip = await imageUnavailable("db");
 
 describe("generated DB tasks on MariaDB", { skip: dockerSkip }, () => {
   let family: DbTaskFamily;

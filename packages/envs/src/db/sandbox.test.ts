@@ -8,19 +8,12 @@
 import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import Docker from "dockerode";
-import { isDockerAvailable } from "../docker/runtime.js";
-import { IMAGES, imageHash } from "../docker/images.js";
+import { imageUnavailable } from "../docker/images.js";
 import type { DbSample } from "./data.js";
 import { createTaskFamily, type DbSession, type DbTaskFamily } from "./index.js";
 
 const docker = new Docker();
-const engine = await isDockerAvailable(docker);
-const image = engine ? await imageHash(docker, IMAGES.db.tag) : undefined;
-const skip = !engine
-  ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
-  : image === undefined
-    ? "image agentrl/db missing (agentrl env build)"
-    : false;
+const skip = await imageUnavailable("db", docker);
 
 const SAMPLE: DbSample = {
   index: 0,

@@ -15,8 +15,7 @@ import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { createTaskFamilyOnEngines, type MultiEngineTaskFamily } from "./engines.js";
 import { copyImagesToHost } from "./engine-images.js";
-import { isDockerAvailable } from "./runtime.js";
-import { imageHash, IMAGES } from "./images.js";
+import { imageHash, IMAGES, imageUnavailable } from "./images.js";
 import { createTaskFamily } from "../registry.js";
 import { Controller } from "../server/controller.js";
 import { HttpEnvironmentClient } from "../server/client.js";
@@ -35,11 +34,7 @@ function commandExists(name: string): boolean {
 async function skipReason(): Promise<string | undefined> {
   if (process.getuid?.() !== 0) return "not root: cannot start a second dockerd";
   if (!commandExists("dockerd")) return "no dockerd binary (apt-get install docker.io)";
-  if (!(await isDockerAvailable()))
-    return "no Docker engine answers on the local socket (bash scripts/start-dockerd.sh)";
-  if ((await imageHash(new Docker(), IMAGES.os.tag)) === undefined)
-    return `image ${IMAGES.os.tag} missing (agentrl env build)`;
-  return undefined;
+  return (await imageUnavailable("os")) || undefined;
 }
 
 const SAMPLES: OsSample[] = [0, 1, 2, 3].map((index) => ({

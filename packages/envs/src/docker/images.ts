@@ -17,6 +17,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
+import { isDockerAvailable } from "./runtime.js";
 
 export class ImageBuildError extends AgentRLError {}
 
@@ -129,6 +130,22 @@ export async function imageHash(docker: Docker, tag: string): Promise<string | u
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Why containers of one of the project's images cannot start on `docker`, or false when they
+ * can: no engine answers, or the image was never built (any content hash will do). The reason
+ * names the command that fixes it; tests skip with it.
+ */
+export async function imageUnavailable(
+  name: keyof typeof IMAGES,
+  docker: Docker = new Docker(),
+): Promise<string | false> {
+  if (!(await isDockerAvailable(docker)))
+    return "no Docker engine answers (bash scripts/start-dockerd.sh)";
+  if ((await imageHash(docker, IMAGES[name].tag)) === undefined)
+    return `image ${IMAGES[name].tag} missing (agentrl env build)`;
+  return false;
 }
 
 /** Whether every named image exists with its current content hash. */

@@ -15,7 +15,6 @@ import {
   SandboxEndedError,
   type DeathCause,
   HOST_LABEL,
-  isDockerAvailable,
   ownerIsDead,
   PID_LABEL,
   PID_START_LABEL,
@@ -24,16 +23,10 @@ import {
 } from "./runtime.js";
 import { WarmPool } from "./pool.js";
 import { Slots } from "./slots.js";
-import { IMAGES, imageHash } from "./images.js";
+import { IMAGES, imageUnavailable } from "./images.js";
 
 const docker = new Docker();
-const engine = await isDockerAvailable(docker);
-const image = engine ? await imageHash(docker, IMAGES.os.tag) : undefined;
-const skip = !engine
-  ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
-  : image === undefined
-    ? "image agentrl/os missing (agentrl env build)"
-    : false;
+const skip = await imageUnavailable("os", docker);
 
 describe("Slots", () => {
   test("at most capacity holders, the rest wait in order", async () => {

@@ -9,19 +9,12 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import Docker from "dockerode";
 import { playEpisode } from "../play.js";
-import { isDockerAvailable } from "../docker/runtime.js";
-import { IMAGES, imageHash } from "../docker/images.js";
+import { imageUnavailable } from "../docker/images.js";
 import { createTaskFamily, loadOsSamples, type OsTaskFamily } from "./index.js";
 
 const FORMS = fileURLToPath(new URL("./fixtures/agentbench-forms", import.meta.url));
 const docker = new Docker();
-const engine = await isDockerAvailable(docker);
-const image = engine ? await imageHash(docker, IMAGES.os.tag) : undefined;
-const skip = !engine
-  ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
-  : image === undefined
-    ? "image agentrl/os missing (agentrl env build)"
-    : false;
+const skip = await imageUnavailable("os", docker);
 
 describe("AgentBench OS data forms", () => {
   test("each form loads as the original reads it", () => {

@@ -7,19 +7,12 @@ import { describe, test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import Docker from "dockerode";
 import { playEpisodes } from "../play.js";
-import { isDockerAvailable } from "../docker/runtime.js";
-import { IMAGES, imageHash } from "../docker/images.js";
+import { imageUnavailable } from "../docker/images.js";
 import type { AssistantMessage, Expert } from "../types.js";
 import { createTaskFamily, generateOsSamples, type OsTaskFamily } from "./index.js";
 
 const docker = new Docker();
-const engine = await isDockerAvailable(docker);
-const image = engine ? await imageHash(docker, IMAGES.os.tag) : undefined;
-const dockerSkip = !engine
-  ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
-  : image === undefined
-    ? "image agentrl/os missing (agentrl env build)"
-    : false;
+const dockerSkip = await imageUnavailable("os", docker);
 
 /** Runs nothing and answers `answer` at once (a learnt constant). */
 const constant = (answer: string): Expert => ({

@@ -9,8 +9,8 @@ import assert from "node:assert/strict";
 import Docker from "dockerode";
 import { playEpisode } from "../play.js";
 import { hasAgentBenchData } from "../docker/agentbench.js";
-import { isDockerAvailable, RUN_LABEL } from "../docker/runtime.js";
-import { IMAGES, imageHash } from "../docker/images.js";
+import { RUN_LABEL } from "../docker/runtime.js";
+import { imageUnavailable } from "../docker/images.js";
 import type { AssistantMessage, InteractResult, Message } from "../types.js";
 import {
   createTaskFamily,
@@ -24,15 +24,9 @@ import { UNSOLVABLE_OS_SAMPLES } from "./data.js";
 
 const docker = new Docker();
 const data = hasAgentBenchData("os_interaction");
-const engine = await isDockerAvailable(docker);
-const image = engine ? await imageHash(docker, IMAGES.os.tag) : undefined;
 const dockerSkip = !data
   ? "no AgentBench data in ../shared/data/agentbench (see docs/tasks.md)"
-  : !engine
-    ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
-    : image === undefined
-      ? "image agentrl/os missing (agentrl env build)"
-      : false;
+  : await imageUnavailable("os", docker);
 
 function call(name: string, args: Record<string, unknown>): AssistantMessage {
   return {

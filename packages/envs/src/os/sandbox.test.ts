@@ -14,20 +14,13 @@ import { readFileSync, statfsSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import Docker from "dockerode";
-import { isDockerAvailable } from "../docker/runtime.js";
 import { findQuotaEngine, quotaRuntime } from "../docker/quota-engine.js";
-import { IMAGES, imageHash } from "../docker/images.js";
+import { IMAGES, imageUnavailable } from "../docker/images.js";
 import type { AssistantMessage, Message } from "../types.js";
 import { createTaskFamily, type OsSample, type OsSession, type OsTaskFamily } from "./index.js";
 
 const docker = new Docker();
-const engine = await isDockerAvailable(docker);
-const image = engine ? await imageHash(docker, IMAGES.os.tag) : undefined;
-const skip = !engine
-  ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
-  : image === undefined
-    ? "image agentrl/os missing (agentrl env build)"
-    : false;
+const skip = await imageUnavailable("os", docker);
 
 /** The engine of the writable-budget case: one that caps writable layers (see quota-engine.ts). */
 const quota = skip ? { missing: skip } : await findQuotaEngine();

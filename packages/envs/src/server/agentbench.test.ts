@@ -12,8 +12,7 @@ import Docker from "dockerode";
 import type { CurriculumTaskFamily, Message, ToolCall } from "../types.js";
 import { createTaskFamily } from "../registry.js";
 import { hasAgentBenchData } from "../docker/agentbench.js";
-import { isDockerAvailable } from "../docker/runtime.js";
-import { IMAGES, imageHash } from "../docker/images.js";
+import { imageUnavailable } from "../docker/images.js";
 import { Controller } from "./controller.js";
 import { TaskWorker } from "./worker.js";
 import { HttpEnvironmentClient } from "./client.js";
@@ -26,14 +25,9 @@ import {
 } from "./agentbench.js";
 
 const docker = new Docker();
-const engine = await isDockerAvailable(docker);
 const osSkip = !hasAgentBenchData("os_interaction")
   ? "no AgentBench data in ../shared/data/agentbench (see docs/tasks.md)"
-  : !engine
-    ? "no Docker engine answers (bash scripts/start-dockerd.sh)"
-    : (await imageHash(docker, IMAGES.os.tag)) === undefined
-      ? "image agentrl/os missing (agentrl env build)"
-      : false;
+  : await imageUnavailable("os", docker);
 
 // ── a TypeScript rendering of AgentBench's src/client/task.py ──────────────
 
