@@ -380,7 +380,7 @@ const RlSchema = z
     microBatchTokens: positiveInteger()
       .default(RL_DEFAULTS.microBatchTokens)
       .describe(
-        "Padded tokens per micro-batch (gradients accumulate across micro-batches). On wasm the heap is capped at 4 GiB: a 1,024-token row of the tiny model needs about 2 GiB.",
+        "Tokens per micro-batch, padding included and a group's shared prompt counted once (gradients accumulate across micro-batches). On wasm the heap is capped at 4 GiB: the shipped model (d 128) peaks at ~2.5 GB of process memory with 4,096; a large model needs less (`examples/hf-model.yaml`: 512 for a 0.5B model).",
       ),
     gradientThreads: z
       .union([z.literal(1), z.literal(2), z.literal("auto")])
