@@ -377,41 +377,46 @@ export class Transformer {
     const q = tf.mul(this.project(normed, layer.q), 1 / Math.sqrt(headDim)) as tf.Tensor2D;
     const k = this.project(normed, layer.k);
     const v = this.project(normed, layer.v);
-    const heads4d = (t: tf.Tensor2D, sequences: number, length: number, count: number) =>
-      tf.reshape(t, [sequences, length, count, headDim]) as tf.Tensor4D;
-    if (!tables.prefix) {
-      const attended = causalAttention(
-        applyRotary(heads4d(q, batch, steps, heads), tables.rotary),
-        applyRotary(heads4d(k, batch, steps, kvHeads), tables.rotary),
-        heads4d(v, batch, steps, kvHeads),
-        tables.plan,
-      );
-      return this.finishBlock(layer, x, attended);
-    }
-    const { length: prefix, rotary: prefixRotary, plan: prefixPlan } = tables.prefix;
-    const sizes = [prefix, batch * steps];
-    const [prefixQ, ownQ] = tf.split(q, sizes, 0) as tf.Tensor2D[];
-    const [prefixK, ownK] = tf.split(k, sizes, 0) as tf.Tensor2D[];
-    const [prefixV, ownV] = tf.split(v, sizes, 0) as tf.Tensor2D[];
-    const shared = {
-      keys: applyRotary(heads4d(prefixK, 1, prefix, kvHeads), prefixRotary),
-      values: heads4d(prefixV, 1, prefix, kvHeads),
+    // queries, keys (rotary applied) and values of `length` positions of `sequences` rows each
+    const attentionInputs = (
+      [qRows, kRows, vRows]: tf.Tensor2D[],
+      sequences: number,
+      length: number,
+      rotary: BlockTables["rotary"],
+    ) => {
+      const heads4d = (t: tf.Tensor2D, count: number) =>
+        tf.reshape(t, [sequences, length, count, headDim]) as tf.Tensor4D;
+      return {
+        queries: applyRotary(heads4d(qRows, heads), rotary),
+        keys: applyRotary(heads4d(kRows, kvHeads), rotary),
+        values: heads4d(vRows, kvHeads),
+      };
     };
-    const attended = tf.concat([
-      causalAttention(
-        applyRotary(heads4d(prefixQ, 1, prefix, heads), prefixRotary),
-        shared.keys,
-        shared.values,
-        prefixPlan,
-      ),
-      causalAttention(
-        applyRotary(heads4d(ownQ, batch, steps, heads), tables.rotary),
-        applyRotary(heads4d(ownK, batch, steps, kvHeads), tables.rotary),
-        heads4d(ownV, batch, steps, kvHeads),
-        tables.plan,
-        shared,
-      ),
-    ]) as tf.Tensor2D;
+    let attended: tf.Tensor2D;
+    if (!tables.prefix) {
+      const own = attentionInputs([q, k, v], batch, steps, tables.rotary);
+      attended = causalAttention(own.queries, own.keys, own.values, tables.plan);
+    } else {
+      // the prefix's P rows come first: its own causal pass, then the rows attend to its keys too
+      const { length: prefix, rotary: prefixRotary, plan: prefixPlan } = tables.prefix;
+      const parts = [q, k, v].map((t) => tf.split(t, [prefix, batch * steps], 0) as tf.Tensor2D[]);
+      const shared = attentionInputs(
+        parts.map(([first]) => first),
+        1,
+        prefix,
+        prefixRotary,
+      );
+      const own = attentionInputs(
+        parts.map(([, rest]) => rest),
+        batch,
+        steps,
+        tables.rotary,
+      );
+      attended = tf.concat([
+        causalAttention(shared.queries, shared.keys, shared.values, prefixPlan),
+        causalAttention(own.queries, own.keys, own.values, tables.plan, shared),
+      ]) as tf.Tensor2D;
+    }
     return this.finishBlock(layer, x, attended);
   }
 
