@@ -7,6 +7,7 @@ import {
   checkGrpoOptions,
   DEFAULT_GRPO,
   grpoUpdate,
+  microBatchBudget,
   planMicroBatches,
   planSharedMicroBatches,
   prepareBatch,
@@ -479,4 +480,13 @@ test("a group's shared prompt runs once per micro-batch: the same update, fewer 
   });
   assert.ok(moved > 1000, `the update moved ${moved} weights`);
   sampler.dispose();
+});
+
+test("microBatchBudget: the whole budget on one thread; with peers, about perThread micro-batches a thread, capped", () => {
+  const rows = [{ tokens: new Int32Array(3000) }, { tokens: new Int32Array(5000) }];
+  assert.equal(microBatchBudget(rows, 4096, 1), 4096);
+  assert.equal(microBatchBudget(rows, 4096, 2), 1000, "8,000 tokens / (4 x 2 threads)");
+  assert.equal(microBatchBudget(rows, 4096, 2, 6000, 2), 1500, "shared-prompt cost / (2 x 2)");
+  assert.equal(microBatchBudget(rows, 1200, 2, 6000, 2), 1200, "never above microBatchTokens");
+  assert.equal(microBatchBudget([{ tokens: new Int32Array(1) }], 4096, 2), 2, "at least 2 tokens");
 });

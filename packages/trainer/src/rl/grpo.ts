@@ -481,7 +481,7 @@ export async function grpoUpdate(
   const plan = share
     ? planSharedMicroBatches(
         rows,
-        microBatchBudget(rows, options.microBatchTokens, threads, tokensWithSharedPrompts(rows)),
+        microBatchBudget(rows, options.microBatchTokens, threads, tokensWithSharedPrompts(rows), 2),
       )
     : planMicroBatches(rows, microBatchBudget(rows, options.microBatchTokens, threads));
   const counts: BatchCounts = { tokenCount: batch.tokenCount, sequenceCount: batch.rows.length };
