@@ -244,6 +244,18 @@ def handle(request):
     reply["id"] = request.get("id")
     send(reply)
 
+# A container the engine gave no network (NetworkDisabled) has no /etc/hosts of the engine's:
+# write the one Docker writes for --network none (and an empty resolv.conf), unless the image's has content.
+HOSTS = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\nfe00::0\tip6-localnet\nff00::0\tip6-mcastprefix\nff02::1\tip6-allnodes\nff02::2\tip6-allrouters\n"
+if "--etc-hosts" in sys.argv[1:]:
+    for path, text in (("/etc/hosts", HOSTS), ("/etc/resolv.conf", "")):
+        try:
+            if not os.path.exists(path) or os.path.getsize(path) == 0:
+                with open(path, "w") as f:
+                    f.write(text)
+        except OSError:
+            pass
+
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 send({"id": 0, "ready": True})
 for line in sys.stdin.buffer:

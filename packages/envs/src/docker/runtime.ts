@@ -223,10 +223,18 @@ export class DockerRuntime {
     const ulimits = Object.entries(spec.ulimits ?? {})
       .filter(([, value]) => value !== undefined)
       .map(([key, value]) => ({ Name: key, Soft: value, Hard: value }));
+    // A harness container without network gets none from the engine at all: no network sandbox
+    // (dockerd re-executes itself twice a container for one: a namespace helper and a prestart
+    // hook, ~0.15 core-s), and runc gives it a new network namespace holding only loopback, as
+    // `none` did. The engine then writes no /etc/hosts: the harness writes Docker's.
+    const networkDisabled = spec.harness === true && (spec.networkMode ?? "none") === "none";
     const container = await this.docker.createContainer({
       name,
       Image: spec.image,
-      Cmd: spec.harness ? ["python3", "-c", HARNESS_SOURCE] : spec.command,
+      Cmd: spec.harness
+        ? ["python3", "-S", "-c", HARNESS_SOURCE, ...(networkDisabled ? ["--etc-hosts"] : [])]
+        : spec.command,
+      NetworkDisabled: networkDisabled,
       User: spec.user,
       Env: Object.entries(spec.env ?? {}).map(([key, value]) => `${key}=${value}`),
       Labels: this.labels(spec.labels),
