@@ -6,7 +6,8 @@
  *
  * Protocol: one JSON object a line each way (json.dumps is ASCII, so a line is a frame).
  * Requests carry an `id`; each gets exactly one reply with that `id`:
- *   {"id", "op": "run", "argv", "cwd", "timeout", "max", "stdin"?: base64, "env"?}
+ *   {"id", "op": "run", "argv", "cwd", "timeout", "max", "stdinBytes"?, "env"?}
+ *       (with `stdinBytes`, that many raw bytes follow the line: the command's stdin)
  *       a fresh process (like `docker exec`): stdout and stderr interleaved, at most `max`
  *       characters; at `timeout` seconds its process group and every process carrying its tag
  *       are killed (exit 124, timedOut).
@@ -24,7 +25,7 @@ import { PassThrough } from "node:stream";
 import type Docker from "dockerode";
 
 export const HARNESS_SOURCE = String.raw`
-import base64, json, os, select, signal, subprocess, sys, threading, time
+import json, os, select, signal, subprocess, sys, threading, time
 
 out_lock = threading.Lock()
 
@@ -88,7 +89,7 @@ def run(request):
     env = dict(os.environ)
     env.update(request.get("env") or {})
     env["AGENTRL_EXEC"] = tag
-    given = request.get("stdin")
+    given = request.get("stdinData")
     try:
         process = subprocess.Popen(request["argv"], cwd=request.get("cwd") or "/", env=env, start_new_session=True,
                                    stdin=subprocess.PIPE if given is not None else subprocess.DEVNULL,
@@ -99,7 +100,7 @@ def run(request):
     if given is not None:
         def feed():
             try:
-                process.stdin.write(base64.b64decode(given))
+                process.stdin.write(given)
                 process.stdin.close()
             except OSError:
                 pass
@@ -258,10 +259,16 @@ if "--etc-hosts" in sys.argv[1:]:
 
 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
 send({"id": 0, "ready": True})
-for line in sys.stdin.buffer:
+stdin = sys.stdin.buffer
+while True:
+    line = stdin.readline()
+    if not line:
+        break
     line = line.strip()
     if line:
         request = json.loads(line)
+        if "stdinBytes" in request:
+            request["stdinData"] = stdin.read(request.pop("stdinBytes"))
         try:
             threading.Thread(target=handle, args=(request,), daemon=True).start()
         except RuntimeError:
@@ -276,7 +283,8 @@ export type HarnessRequest =
       cwd?: string;
       timeout: number;
       max: number;
-      stdin?: string;
+      /** Bytes for the command's stdin, sent raw after the request's line (no base64, no JSON). */
+      stdin?: Buffer;
       env?: Record<string, string>;
     }
   | { op: "shell-start"; cwd: string }
@@ -393,7 +401,11 @@ export class HarnessConnection {
           reject(error);
         },
       });
-      this.stream.write(`${JSON.stringify({ ...request, id })}\n`);
+      if (request.op === "run" && request.stdin) {
+        const { stdin, ...rest } = request;
+        this.stream.write(`${JSON.stringify({ ...rest, id, stdinBytes: stdin.length })}\n`);
+        this.stream.write(stdin);
+      } else this.stream.write(`${JSON.stringify({ ...request, id })}\n`);
     });
   }
 

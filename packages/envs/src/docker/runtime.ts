@@ -259,6 +259,9 @@ export class DockerRuntime {
         StorageOpt: disk?.storageOpt,
         Ulimits: ulimits,
         Binds: spec.binds,
+        // The harness's stdout is its reply stream, read through the attach: the engine keeps no
+        // log of it (the json-file driver encoded and wrote every reply to disk).
+        ...(spec.harness ? { LogConfig: { Type: "none", Config: {} } } : {}),
         AutoRemove: false,
       },
     });
@@ -304,7 +307,6 @@ export class DockerRuntime {
       const command = [
         "tar",
         "-x",
-        "-z",
         "-i",
         "-p",
         "-C",
@@ -330,7 +332,7 @@ export class DockerRuntime {
       const reply = await this.throughHarness(
         id,
         harness,
-        { op: "run", argv: command, timeout: 60, max: 4096, stdin: input.toString("base64") },
+        { op: "run", argv: command, timeout: 60, max: 4096, stdin: input },
         70,
       );
       return { exitCode: reply.exitCode, output: reply.output };
