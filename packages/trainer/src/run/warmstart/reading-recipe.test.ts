@@ -12,8 +12,10 @@ test("the reading recipe: the default recipe's stages unchanged, then one stage 
   assert.deepEqual(last.familyOptions, { generatedSize: OS_READING_GENERATED });
   assert.ok(last.tasks?.includes("os"));
   assert.deepEqual(last.difficulties, [0], "generated tasks are difficulty 0");
-  // Four OS rows in five come from generated tasks (AgentBench has 293 training tasks at difficulty 0).
-  assert.ok(OS_READING_GENERATED / (OS_READING_GENERATED + 293) >= 0.75);
+  // About one OS row in two comes from generated tasks (AgentBench has 293 training tasks at
+  // difficulty 0); four in five made the model recall their surface into AgentBench's questions.
+  const share = OS_READING_GENERATED / (OS_READING_GENERATED + 293);
+  assert.ok(share > 0.4 && share < 0.6, `generated share ${share}`);
   const alone = fromStage(
     { ...WARM_START_RECIPES.reading, out: "/tmp/w" },
     readingStages.length,
