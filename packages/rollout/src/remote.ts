@@ -286,7 +286,9 @@ export class RemoteEngine implements GenerationEngine<ExportedWeights> {
    * Pushes new weights to every live server (one safetensors body, encoded once). Resolves
    * when each live server uses them; a server that fails meanwhile (or does not answer within
    * `pushTimeoutMs`) is marked down (it gets them when it comes back). Rejects when a server
-   * refuses them (e.g. another architecture), or when no server took them.
+   * refuses them (e.g. another architecture), or when every live server failed to take them.
+   * With no live server at all it resolves and the version advances: the weights wait for the
+   * first server that comes back, which takes them before it serves a turn (`probe`).
    */
   async updateWeights(weights: ExportedWeights, version: number): Promise<void> {
     if (this.closed) throw new EngineClosedError("the remote engine is closed");
