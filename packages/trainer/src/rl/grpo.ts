@@ -40,19 +40,8 @@ import {
   type MicroBatchTensors,
 } from "./micro-batches.js";
 
-export {
-  MIN_SHARED_PROMPT,
-  microBatchBudget,
-  planMicroBatches,
-  planSharedMicroBatches,
-  processedTokens,
-  promptClusters,
-  sharedPrefixLength,
-  toTensors,
-  tokensWithSharedPrompts,
-  withoutUntrainedTail,
-  type MicroBatchTensors,
-} from "./micro-batches.js";
+// The micro-batch planning moved to micro-batches.ts; its names stay importable from here.
+export * from "./micro-batches.js";
 
 export interface GrpoOptions extends PolicyObjectiveOptions {
   /** Registered advantage estimator: `grpo` ((R − mean)/(std + ε)) or `grpo_no_std`. Default `grpo`. */
