@@ -5,15 +5,22 @@ import { Policy, presetConfig, setBackend, tokenLogProbs } from "@agentrl/policy
 import type { Trajectory, TrajectoryGroup } from "@agentrl/rollout";
 import {
   checkGrpoOptions,
+  claimFrom,
   DEFAULT_GRPO,
+  GrpoShard,
   grpoUpdate,
   microBatchBudget,
+  planLeastPadding,
+  planMakespan,
   planMicroBatches,
+  planSharedForThreads,
   planSharedMicroBatches,
+  promptClusters,
   prepareBatch,
   processedTokens,
   sharedPrefixLength,
   withoutUntrainedTail,
+  type TrainingRow,
   type UpdateMetrics,
 } from "./grpo.js";
 
@@ -489,4 +496,159 @@ test("microBatchBudget: the whole budget on one thread; with peers, about perThr
   assert.equal(microBatchBudget(rows, 4096, 2, 6000, 2), 1500, "shared-prompt cost / (2 x 2)");
   assert.equal(microBatchBudget(rows, 1200, 2, 6000, 2), 1200, "never above microBatchTokens");
   assert.equal(microBatchBudget([{ tokens: new Int32Array(1) }], 4096, 2), 2, "at least 2 tokens");
+});
+
+/** A small deterministic generator (0 ≤ value < 1) for the random batches below. */
+function seeded(seed: number): () => number {
+  let state = seed;
+  return () => (state = (state * 1103515245 + 12345) % 2147483648) / 2147483648;
+}
+
+test("planLeastPadding: the fewest processed tokens under the budget (checked against every cut), never more than planMicroBatches", () => {
+  const random = seeded(7);
+  let least = 0;
+  let greedy = 0;
+  for (let trial = 0; trial < 200; trial++) {
+    const prefix = trial % 2 ? 0 : 5 + Math.floor(random() * 40);
+    const rows = Array.from({ length: 1 + Math.floor(random() * 9) }, () => ({
+      tokens: new Int32Array(prefix + 2 + Math.floor(random() * 60)),
+    }));
+    const budget = prefix + 20 + Math.floor(random() * 300);
+    const cost = (plan: { tokens: Int32Array }[][]) =>
+      plan.reduce(
+        (n, micro) =>
+          n + prefix + micro.length * (Math.max(...micro.map((r) => r.tokens.length)) - prefix),
+        0,
+      );
+    const plan = planLeastPadding(rows, budget, prefix);
+    assert.equal(plan.flat().length, rows.length, "every row once");
+    assert.deepEqual(new Set(plan.flat()), new Set(rows));
+    for (const micro of plan)
+      if (micro.length > 1)
+        assert.ok(cost([micro]) <= budget, `a micro-batch of ${cost([micro])} > ${budget}`);
+    // every way to cut the rows sorted longest first into pieces within the budget
+    const sorted = [...rows].sort((a, b) => b.tokens.length - a.tokens.length);
+    let best = Infinity;
+    for (let cuts = 0; cuts < 1 << (sorted.length - 1); cuts++) {
+      const pieces: { tokens: Int32Array }[][] = [[sorted[0]]];
+      for (let i = 1; i < sorted.length; i++)
+        if (cuts & (1 << (i - 1))) pieces.push([sorted[i]]);
+        else pieces[pieces.length - 1].push(sorted[i]);
+      if (pieces.every((piece) => piece.length === 1 || cost([piece]) <= budget))
+        best = Math.min(best, cost(pieces));
+    }
+    assert.equal(cost(plan), best, `trial ${trial}`);
+    const packed = cost(planMicroBatches(rows, budget, prefix));
+    assert.ok(cost(plan) <= packed, `${cost(plan)} > greedy ${packed}`);
+    least += cost(plan);
+    greedy += packed;
+  }
+  assert.ok(least < greedy, `least padding ${least} vs greedy packing ${greedy} tokens`);
+});
+
+test("planSharedForThreads: the same loss and gradients as one plain padded micro-batch, fewer tokens than it and than the greedy plan", () => {
+  const random = seeded(11);
+  const token = () => 1 + Math.floor(random() * 500);
+  const rows: TrainingRow[] = [];
+  for (const [group, promptLength, size] of [
+    ["a", 36, 4],
+    ["b", 40, 4],
+    ["c", 8, 2], // too short a prompt to share
+  ] as const) {
+    const prompt = Array.from({ length: promptLength }, token);
+    for (let member = 0; member < size; member++) {
+      // completions of very different lengths, one untrained observation inside
+      const first = Array.from({ length: 2 + Math.floor(random() * 12) }, token);
+      const observation = Array.from({ length: 4 }, token);
+      const second = Array.from(
+        { length: 1 + Math.floor(random() * (member % 2 ? 4 : 30)) },
+        token,
+      );
+      const tokens = Int32Array.from([...prompt, ...first, ...observation, ...second]);
+      const lossMask = new Uint8Array(tokens.length).map((_, i) =>
+        i >= promptLength &&
+        !(i >= promptLength + first.length && i < promptLength + first.length + 4)
+          ? 1
+          : 0,
+      );
+      const oldLogProbs = new Float32Array(tokens.length).map((_, i) =>
+        lossMask[i] ? -5 - random() : 0,
+      );
+      rows.push({
+        task: group,
+        tokens,
+        lossMask,
+        oldLogProbs,
+        advantage: random() - 0.5,
+        reward: 0,
+      });
+    }
+  }
+  const policy = Policy.create(presetConfig("test"), { seed: 5 });
+  const reference = Policy.create(presetConfig("test"), { seed: 6 });
+  const options = { ...DEFAULT_GRPO, klCoefficient: 0.05 };
+  const counts = {
+    tokenCount: rows.reduce((n, row) => n + row.lossMask.reduce((a, b) => a + b, 0), 0),
+    sequenceCount: rows.length,
+  };
+  const gradientsOf = (plan: TrainingRow[][], sharePrompts: boolean) => {
+    const shard = new GrpoShard(
+      policy.model,
+      reference.model,
+      plan,
+      { ...options, sharePrompts },
+      counts,
+    );
+    const out = shard.gradients(claimFrom(new Int32Array(1), plan.length));
+    shard.dispose();
+    const values = new Map([...out.gradients].map(([name, g]) => [name, g.dataSync().slice()]));
+    tf.dispose([...out.gradients.values()]);
+    return { loss: out.loss, values, diagnostics: out.diagnostics };
+  };
+  const width = Math.max(...rows.map((row) => row.tokens.length));
+  const plain = gradientsOf([rows], false);
+  for (const threads of [1, 2]) {
+    const plan = planSharedForThreads(rows, 4096, threads);
+    assert.deepEqual(new Set(plan.flat()), new Set(rows), "every row once");
+    assert.equal(plan.flat().length, rows.length);
+    const tokens = plan.reduce((n, micro) => n + processedTokens(micro), 0);
+    assert.ok(tokens < rows.length * width, `${tokens} vs ${rows.length * width} padded`);
+    // the plan before: greedy packing under the 2-a-thread budget
+    const shared = rows.reduce((n, row) => n + row.tokens.length, 0);
+    const clusters = promptClusters(rows);
+    const budget = microBatchBudget(rows, 4096, threads, shared, 2);
+    const greedy = [
+      ...clusters.flatMap((c) => (c.prefix ? planMicroBatches(c.members, budget, c.prefix) : [])),
+      ...planMicroBatches(
+        clusters.filter((c) => !c.prefix).flatMap((c) => c.members),
+        budget,
+      ),
+    ];
+    assert.ok(
+      planMakespan(plan, threads) <= planMakespan(greedy, threads),
+      `busiest thread ${planMakespan(plan, threads)} vs ${planMakespan(greedy, threads)}`,
+    );
+    const cut = gradientsOf(plan, true);
+    assert.ok(plan.length > 1, "the test cuts the batch");
+    assert.ok(Math.abs(cut.loss - plain.loss) < 1e-5 * Math.max(1, Math.abs(plain.loss)));
+    for (const key of ["kl", "entropy", "mismatchKl"] as const)
+      assert.ok(
+        Math.abs(cut.diagnostics[key] - plain.diagnostics[key]) <
+          1e-4 * Math.max(1, Math.abs(plain.diagnostics[key])),
+        `${key}: ${cut.diagnostics[key]} vs ${plain.diagnostics[key]}`,
+      );
+    assert.equal(cut.values.size, plain.values.size);
+    let nonzero = 0;
+    for (const [name, expected] of plain.values) {
+      const got = cut.values.get(name)!;
+      const scale = Math.max(...expected.map(Math.abs));
+      for (let i = 0; i < expected.length; i++) {
+        assert.ok(Math.abs(got[i] - expected[i]) <= 1e-4 * scale + 1e-7, `${name}[${i}]`);
+        if (expected[i] !== 0) nonzero++;
+      }
+    }
+    assert.ok(nonzero > 1000, `${nonzero} gradient entries differ from 0`);
+  }
+  policy.dispose();
+  reference.dispose();
 });

@@ -31,11 +31,10 @@ import { RL_DEFAULTS, type RlSettings } from "./defaults.js";
 import {
   microBatchBudget,
   planMicroBatches,
-  planSharedMicroBatches,
+  planSharedForThreads,
   processedTokens,
   sharedPrefixLength,
   toTensors,
-  tokensWithSharedPrompts,
   withoutUntrainedTail,
   type MicroBatchTensors,
 } from "./micro-batches.js";
@@ -468,10 +467,7 @@ export async function grpoUpdate(
   const share = options.sharePrompts !== false;
   const threads = 1 + peers.length;
   const plan = share
-    ? planSharedMicroBatches(
-        rows,
-        microBatchBudget(rows, options.microBatchTokens, threads, tokensWithSharedPrompts(rows), 2),
-      )
+    ? planSharedForThreads(rows, options.microBatchTokens, threads)
     : planMicroBatches(rows, microBatchBudget(rows, options.microBatchTokens, threads));
   const counts: BatchCounts = { tokenCount: batch.tokenCount, sequenceCount: batch.rows.length };
   const shard = new GrpoShard(policy.model, reference, plan, options, counts);

@@ -34,6 +34,40 @@ export function planMicroBatches<Row extends { tokens: ArrayLike<number> }>(
   return batches;
 }
 
+/**
+ * Splits rows into micro-batches of at most `maxTokens` processed tokens (a row longer than
+ * that alone) with the fewest processed tokens in all: the rows sorted longest first, cut
+ * where the padding a cut saves exceeds what it costs (the `prefix` shared by the rows runs
+ * again in each piece). Exact dynamic programming over the cut points (O(rows²)); a micro-batch
+ * of sorted rows is padded to its first row, so contiguous pieces are optimal.
+ */
+export function planLeastPadding<Row extends { tokens: ArrayLike<number> }>(
+  rows: readonly Row[],
+  maxTokens: number,
+  prefix = 0,
+): Row[][] {
+  const sorted = [...rows].sort((a, b) => b.tokens.length - a.tokens.length);
+  // fewest[j]: the fewest tokens processing sorted[0 … j−1] costs; start[j]: its last piece's first row
+  const fewest = [0];
+  const start = [0];
+  for (let end = 1; end <= sorted.length; end++) {
+    fewest.push(Infinity);
+    start.push(0);
+    for (let first = end - 1; first >= 0; first--) {
+      const cost = prefix + (end - first) * (sorted[first].tokens.length - prefix);
+      if (end - first > 1 && cost > maxTokens) break; // wider pieces only cost more
+      if (fewest[first] + cost < fewest[end]) {
+        fewest[end] = fewest[first] + cost;
+        start[end] = first;
+      }
+    }
+  }
+  const batches: Row[][] = [];
+  for (let end = sorted.length; end > 0; end = start[end])
+    batches.unshift(sorted.slice(start[end], end));
+  return batches;
+}
+
 /** A prompt shorter than this is run with each row rather than shared (its own pass costs more than it saves). */
 export const MIN_SHARED_PROMPT = 32;
 
@@ -93,7 +127,8 @@ export function tokensWithSharedPrompts(rows: readonly TrainingRow[]): number {
 /**
  * Micro-batches for a GRPO update: the rows that share a prompt (a group's episodes) go
  * together, at most `maxTokens` a micro-batch counting the prompt once (`toTensors` with
- * `sharedPrefixLength`); the other rows as `planMicroBatches` packs them. Costliest first.
+ * `sharedPrefixLength`), cut with the least padding (`planLeastPadding`); the other rows
+ * likewise without a prefix. Costliest first.
  */
 export function planSharedMicroBatches(
   rows: readonly TrainingRow[],
@@ -102,9 +137,51 @@ export function planSharedMicroBatches(
   const clusters = promptClusters(rows);
   const alone = clusters.filter((c) => !c.prefix).flatMap((c) => c.members);
   return [
-    ...clusters.flatMap((c) => (c.prefix ? planMicroBatches(c.members, maxTokens, c.prefix) : [])),
-    ...planMicroBatches(alone, maxTokens),
+    ...clusters.flatMap((c) => (c.prefix ? planLeastPadding(c.members, maxTokens, c.prefix) : [])),
+    ...planLeastPadding(alone, maxTokens),
   ].sort((a, b) => processedTokens(b) - processedTokens(a));
+}
+
+/**
+ * Processed tokens of the busiest of `threads` threads when they claim the plan's
+ * micro-batches in order, each the next one when it is free (as `claimFrom` hands them out),
+ * all threads equally fast.
+ */
+export function planMakespan(plan: readonly (readonly TrainingRow[])[], threads: number): number {
+  const busy = new Array<number>(Math.max(1, threads)).fill(0);
+  for (const micro of plan) {
+    const free = busy.indexOf(Math.min(...busy));
+    busy[free] += processedTokens(micro);
+  }
+  return Math.max(...busy);
+}
+
+/**
+ * The shared-prompt plan (`planSharedMicroBatches`) whose busiest thread processes the
+ * fewest tokens (`planMakespan`; then the fewest tokens in all): micro-batch budgets from
+ * `microBatchTokens` down to an eighth of a thread's share are tried. Larger micro-batches
+ * pad less and run each prompt fewer times; smaller ones spread over the threads more
+ * evenly. One thread: the plan with the fewest tokens under `microBatchTokens`.
+ */
+export function planSharedForThreads(
+  rows: readonly TrainingRow[],
+  microBatchTokens: number,
+  threads: number,
+): TrainingRow[][] {
+  const share = tokensWithSharedPrompts(rows) / Math.max(1, threads);
+  const budgets = new Set([microBatchTokens]);
+  if (threads > 1)
+    for (let step = 0; step <= 28; step++)
+      budgets.add(Math.min(microBatchTokens, Math.max(2, Math.ceil(share / (1 + step / 4)))));
+  let best: { plan: TrainingRow[][]; makespan: number; tokens: number } | undefined;
+  for (const budget of budgets) {
+    const plan = planSharedMicroBatches(rows, budget);
+    const makespan = planMakespan(plan, threads);
+    const tokens = plan.reduce((n, micro) => n + processedTokens(micro), 0);
+    if (!best || makespan < best.makespan || (makespan === best.makespan && tokens < best.tokens))
+      best = { plan, makespan, tokens };
+  }
+  return best!.plan;
 }
 
 /** Tokens a micro-batch runs through the model: its shared prefix once, the rest padded. */
@@ -192,10 +269,11 @@ export function toTensors(
  * every thread can claim about `perThread` micro-batches (as far as the rows allow; a row is
  * never split), so that the threads finish close together even when one of them runs slower.
  * `tokens`: what the rows cost in all (default their lengths summed; with shared prompts,
- * `tokensWithSharedPrompts`). Shared prompts want fewer, larger micro-batches (2 a thread):
- * every piece a group is split into runs its prompt again, and pads its rows to its longest
- * (on recorded default-run batches of 4 groups x 8, 2 threads: 9,470 tokens processed a batch
- * at 2 a thread, 12,218 at 4, 11,588 without sharing; 8,086 with neither padding nor splits).
+ * `tokensWithSharedPrompts`). GRPO with shared prompts plans with `planSharedForThreads`
+ * instead: every piece a group is split into runs its prompt again, and pads its rows to its
+ * longest (on 25 recorded default-run batches of 4 groups x 8, 2 threads: 12,218 tokens
+ * processed a batch at 4 a thread, 9,470 at 2 a thread, 8,957 with `planSharedForThreads`,
+ * 11,588 without sharing; 8,086 with neither padding nor splits).
  */
 export function microBatchBudget(
   rows: readonly { tokens: ArrayLike<number> }[],
