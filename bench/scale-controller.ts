@@ -22,11 +22,14 @@
  *   - CPU shares: cores used by the controller process and by this load process in each phase.
  *   npm run bench -- scale
  *   AGENTRL_SCALE_ENVS=/path/to/envs/src/index.ts   (controller and client from another copy of @agentrl/envs: A B runs)
+ *   AGENTRL_SCALE_TRACE=/tmp/trace   (per-call timestamps of both processes and their GC pauses in the agent phase: /tmp/trace.load.json, /tmp/trace.controller.json)
+ *   AGENTRL_SCALE_CHILD_FLAGS="--trace-gc"   (extra node flags of the controller process)
  *   AGENTRL_SCALE_PROFILE=/tmp/prof node --conditions=source --import tsx bench/scale-controller.ts   (CPU profile of the controller process)
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { cpus, loadavg } from "node:os";
-import { performance, monitorEventLoopDelay } from "node:perf_hooks";
+import { writeFileSync } from "node:fs";
+import { performance, monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
 import * as defaultEnvs from "@agentrl/envs";
 import { TURN, instantFamily, percentile } from "./envs.js";
@@ -54,6 +57,46 @@ const START_BATCH = 250;
 /** HTTP connections of the load client. */
 const CLIENT_SOCKETS = 256;
 const CHILD_FLAG = "--scale-controller-child";
+/** When set, per-call timestamps of both processes and their GC pauses are written to this file prefix (`.load.json`, `.controller.json`). */
+const TRACE = process.env.AGENTRL_SCALE_TRACE;
+
+/** Epoch time in ms with sub-ms resolution (both processes read the same clock). */
+const now = () => performance.timeOrigin + performance.now();
+
+/** perf_hooks' flag of a GC that `gc()` asked for. */
+const GC_FORCED = 4;
+
+/** GC pauses of this process: totals since the last reset, and (when tracing) each pause. */
+class GcPauses {
+  count = 0;
+  totalMs = 0;
+  maxMs = 0;
+  events: Array<[start: number, durationMs: number, kind: number]> = [];
+  constructor() {
+    new PerformanceObserver((list) => {
+      for (const entry of list.getEntries()) {
+        // A full GC the bench forces itself (memory figures, between phases) is not a pause of the load.
+        if (((entry.detail as { flags?: number } | undefined)?.flags ?? 0) & GC_FORCED) continue;
+        this.count += 1;
+        this.totalMs += entry.duration;
+        this.maxMs = Math.max(this.maxMs, entry.duration);
+        if (TRACE)
+          this.events.push([
+            performance.timeOrigin + entry.startTime,
+            entry.duration,
+            (entry.detail as { kind?: number } | undefined)?.kind ?? 0,
+          ]);
+      }
+    }).observe({ entryTypes: ["gc"] });
+  }
+  take(): { count: number; totalMs: number; maxMs: number } {
+    const totals = { count: this.count, totalMs: this.totalMs, maxMs: this.maxMs };
+    this.count = 0;
+    this.totalMs = 0;
+    this.maxMs = 0;
+    return totals;
+  }
+}
 
 interface ChildStats {
   heapBeforeBytes: number;
@@ -64,6 +107,7 @@ interface ChildStats {
   eventLoopP99Ms: number;
   /** CPU time of the controller process since the last reset, in ms. */
   cpuMs: number;
+  gc: { count: number; totalMs: number; maxMs: number };
 }
 
 type ChildMessage = { type: "listening"; url: string } | { type: "stats"; stats: ChildStats };
@@ -97,6 +141,17 @@ async function child(): Promise<void> {
     }
   };
   const url = await controller.listen();
+  const gc = new GcPauses();
+  const calls: Array<[session: string, received: number, answered: number]> = [];
+  if (TRACE) {
+    const server = (controller as unknown as { server: import("node:http").Server }).server;
+    server.prependListener("request", (request, response) => {
+      if (request.url !== "/api/interact") return;
+      const received = now();
+      const session = String(request.headers["session_id"]);
+      response.once("finish", () => calls.push([session, received, now()]));
+    });
+  }
   const loop = monitorEventLoopDelay({ resolution: 1 });
   loop.enable();
   collectGarbage();
@@ -118,11 +173,17 @@ async function child(): Promise<void> {
         interactMs,
         eventLoopP99Ms: loop.percentile(99) / 1e6,
         cpuMs: (cpu.user + cpu.system) / 1000,
+        gc: gc.take(),
       };
       interactMs = [];
       cpuFrom = process.cpuUsage();
       loop.reset();
       process.send!({ type: "stats", stats });
+    }
+    if (message.type === "trace" && TRACE) {
+      writeFileSync(`${TRACE}.controller.json`, JSON.stringify({ calls, gc: gc.events }));
+      calls.length = 0;
+      gc.events = [];
     }
     if (message.type === "stop") void controller.close().then(() => process.exit(0));
   });
@@ -157,6 +218,11 @@ interface Phase {
   controllerP50Ms: number;
   controllerP99Ms: number;
   eventLoopP99Ms: number;
+  /** Event-loop delay p99 of this load process, in ms. */
+  loadEventLoopP99Ms: number;
+  /** GC pauses of the controller process and of this load process over the phase. */
+  controllerGc: ChildStats["gc"];
+  loadGc: ChildStats["gc"];
   /** CPU time of the controller process per call (HTTP, JSON, controller, worker, task), in ms. */
   cpuMsPerCall: number;
   /** Cores the controller process used on average. */
@@ -173,6 +239,7 @@ function summarize(
   elapsedMs: number,
   stats: ChildStats,
   loadCpuMs: number,
+  load: { eventLoopP99Ms: number; gc: ChildStats["gc"] },
 ): Phase {
   latencies.sort((a, b) => a - b);
   const inside = stats.interactMs.sort((a, b) => a - b);
@@ -187,6 +254,9 @@ function summarize(
     controllerP50Ms: percentile(inside, 0.5),
     controllerP99Ms: percentile(inside, 0.99),
     eventLoopP99Ms: stats.eventLoopP99Ms,
+    loadEventLoopP99Ms: load.eventLoopP99Ms,
+    controllerGc: stats.gc,
+    loadGc: load.gc,
     cpuMsPerCall: stats.cpuMs / Math.max(1, latencies.length),
     controllerCores: stats.cpuMs / elapsedMs,
     loadCores: loadCpuMs / elapsedMs,
@@ -201,6 +271,7 @@ export async function run(): Promise<BenchResult> {
       "--import",
       "tsx",
       "--expose-gc",
+      ...(process.env.AGENTRL_SCALE_CHILD_FLAGS?.split(" ").filter(Boolean) ?? []),
       ...(process.env.AGENTRL_SCALE_PROFILE
         ? ["--cpu-prof", "--cpu-prof-dir", process.env.AGENTRL_SCALE_PROFILE]
         : []),
@@ -220,6 +291,17 @@ export async function run(): Promise<BenchResult> {
     requestTimeoutMs: 60_000,
   });
   const loadBefore = loadavg()[0];
+  const loadGc = new GcPauses();
+  const loadLoop = monitorEventLoopDelay({ resolution: 1 });
+  loadLoop.enable();
+  /** This process's event-loop delay and GC pauses since the last call. */
+  const loadStats = () => {
+    const taken = { eventLoopP99Ms: loadLoop.percentile(99) / 1e6, gc: loadGc.take() };
+    loadLoop.reset();
+    return taken;
+  };
+  /** Per-call [session, sent, answered] epoch ms of the traced phase. */
+  let traced: Array<[string, number, number]> | undefined;
   let errors = 0;
   const errorSamples = new Set<string>();
   const noteError = (error: unknown) => {
@@ -231,7 +313,9 @@ export async function run(): Promise<BenchResult> {
     const t0 = performance.now();
     try {
       const result = await client.interact(id, TURN);
-      latencies.push(performance.now() - t0);
+      const t1 = performance.now();
+      latencies.push(t1 - t0);
+      traced?.push([id, performance.timeOrigin + t0, performance.timeOrigin + t1]);
       if (result.status !== "running")
         noteError(new Error(`session ${id} ended: ${result.status}`));
     } catch (error) {
@@ -259,6 +343,7 @@ export async function run(): Promise<BenchResult> {
     // A short unmeasured warm-up (JIT) before the phases.
     await Promise.all(ids.slice(0, 2000).map((id) => client.interact(id, TURN).catch(noteError)));
     await ask(server, "stats");
+    loadStats();
     const openErrors = errors;
 
     // Interact with bounded calls in flight, every session open.
@@ -283,7 +368,16 @@ export async function run(): Promise<BenchResult> {
       const loadCpu = cpuMsSince(cpuFrom);
       const stats = await ask(server, "stats");
       phases.push(
-        summarize(inFlight, "closed", latencies, errors - before, elapsed, stats, loadCpu),
+        summarize(
+          inFlight,
+          "closed",
+          latencies,
+          errors - before,
+          elapsed,
+          stats,
+          loadCpu,
+          loadStats(),
+        ),
       );
     }
     // Agent sessions: each calls, then decodes its next turn for an exponential think time.
@@ -292,6 +386,8 @@ export async function run(): Promise<BenchResult> {
       const before = errors;
       const random = seededUniform(40);
       const think = () => -THINK_MS * Math.log(1 - random());
+      if (TRACE) traced = [];
+      loadStats();
       const cpuFrom = process.cpuUsage();
       const began = performance.now();
       const deadline = began + PHASE_MS;
@@ -308,8 +404,23 @@ export async function run(): Promise<BenchResult> {
       const loadCpu = cpuMsSince(cpuFrom);
       const stats = await ask(server, "stats");
       phases.push(
-        summarize(sessions, "agent", latencies, errors - before, elapsed, stats, loadCpu),
+        summarize(
+          sessions,
+          "agent",
+          latencies,
+          errors - before,
+          elapsed,
+          stats,
+          loadCpu,
+          loadStats(),
+        ),
       );
+      if (TRACE) {
+        writeFileSync(`${TRACE}.load.json`, JSON.stringify({ calls: traced, gc: loadGc.events }));
+        traced = undefined;
+        loadGc.events = [];
+        server.send({ type: "trace" });
+      }
     }
 
     // One turn to every session at once.
@@ -326,6 +437,7 @@ export async function run(): Promise<BenchResult> {
         performance.now() - burstBegan,
         await ask(server, "stats"),
         Number.NaN,
+        loadStats(),
       ),
     );
 
@@ -335,6 +447,7 @@ export async function run(): Promise<BenchResult> {
 
     const perSession = (memory.heapAfterBytes - memory.heapBeforeBytes) / Math.max(1, ids.length);
     const f = (n: number, digits = 2) => n.toFixed(digits);
+    const gcText = (gc: ChildStats["gc"]) => `${gc.count}, ${f(gc.totalMs, 1)}, ${f(gc.maxMs, 1)}`;
     const cpu = cpus();
     const markdown = [
       `### Controller at scale: ${SESSIONS.toLocaleString("en")} concurrent sessions (instant task)`,
@@ -346,11 +459,11 @@ export async function run(): Promise<BenchResult> {
       `- Memory per open session (controller + worker + the task's session, heap after a full GC): **${f(perSession / 1024, 2)} KiB**; child RSS with all open: ${f(memory.rssAfterBytes / 1024 ** 2, 0)} MiB.`,
       `- Errors over the whole run (open, ${phases.reduce((n, p) => n + p.calls, 0).toLocaleString("en")} interacts, cancel): **${errors}**${errorSamples.size ? ` (e.g. ${[...errorSamples].join("; ")})` : ""}.`,
       "",
-      "| load | calls | calls/s | client round trip p50 (ms) | p99 (ms) | controller's own time p50 (ms) | p99 (ms) | controller process CPU per call (ms) | controller cores | load generator cores | event-loop delay p99 (ms) | errors |",
-      "|---|---|---|---|---|---|---|---|---|---|---|---|",
+      "| load | calls | calls/s | client round trip p50 (ms) | p99 (ms) | controller's own time p50 (ms) | p99 (ms) | controller process CPU per call (ms) | controller cores | load generator cores | event-loop delay p99 (ms), controller / load generator | GC pauses (count, total ms, longest ms), controller / load generator | errors |",
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
       ...phases.map(
         (p) =>
-          `| ${p.inFlight === "all" ? `all ${ids.length.toLocaleString("en")} at once` : p.model === "closed" ? `${p.inFlight} in flight, back to back` : `${p.inFlight} agent sessions, ${THINK_MS} ms mean turn`} | ${p.calls} | ${f(p.callsPerSecond, 0)} | ${f(p.p50Ms)} | ${f(p.p99Ms)} | ${f(p.controllerP50Ms, 3)} | ${f(p.controllerP99Ms, 3)} | ${f(p.cpuMsPerCall, 3)} | ${f(p.controllerCores)} | ${Number.isNaN(p.loadCores) ? "–" : f(p.loadCores)} | ${f(p.eventLoopP99Ms, 1)} | ${p.errors} |`,
+          `| ${p.inFlight === "all" ? `all ${ids.length.toLocaleString("en")} at once` : p.model === "closed" ? `${p.inFlight} in flight, back to back` : `${p.inFlight} agent sessions, ${THINK_MS} ms mean turn`} | ${p.calls} | ${f(p.callsPerSecond, 0)} | ${f(p.p50Ms)} | ${f(p.p99Ms)} | ${f(p.controllerP50Ms, 3)} | ${f(p.controllerP99Ms, 3)} | ${f(p.cpuMsPerCall, 3)} | ${f(p.controllerCores)} | ${Number.isNaN(p.loadCores) ? "–" : f(p.loadCores)} | ${f(p.eventLoopP99Ms, 1)} / ${f(p.loadEventLoopP99Ms, 1)} | ${gcText(p.controllerGc)} / ${gcText(p.loadGc)} | ${p.errors} |`,
       ),
       "",
       "The controller's own time is `Controller.interact` measured inside the child (session lookup, relay to the in-process worker, the instant task, bookkeeping); the",
