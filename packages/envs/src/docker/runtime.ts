@@ -19,7 +19,13 @@ import { rmSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import Docker from "dockerode";
 import { ContainerDeaths } from "./attribution.js";
-import { DiskLimits, ENGINE_FILES, type DiskLimit, type FolderArchive } from "./disk.js";
+import {
+  DiskLimits,
+  ENGINE_FILES,
+  SEED_MOUNT,
+  type DiskLimit,
+  type FolderArchive,
+} from "./disk.js";
 import {
   ContainerError,
   DockerUnavailableError,
@@ -228,7 +234,10 @@ export class DockerRuntime {
     // hook, ~0.15 core-s), and runc gives it a new network namespace holding only loopback, as
     // `none` did. The engine then writes no /etc/hosts: the harness writes Docker's.
     const networkDisabled = spec.harness === true && (spec.networkMode ?? "none") === "none";
-    const container = await this.docker.createContainer({
+    // The seed's archives are read from a read-only mount of a host folder when the engine can
+    // mount it (it runs on this host), else they travel through the command stream.
+    const seedFolder = spec.harness ? disk?.seedFolder : undefined;
+    const options = (withSeedFolder: boolean): Docker.ContainerCreateOptions => ({
       name,
       Image: spec.image,
       Cmd: spec.harness
@@ -262,9 +271,23 @@ export class DockerRuntime {
         // The harness's stdout is its reply stream, read through the attach: the engine keeps no
         // log of it (the json-file driver encoded and wrote every reply to disk).
         ...(spec.harness ? { LogConfig: { Type: "none", Config: {} } } : {}),
+        ...(withSeedFolder && seedFolder
+          ? { Mounts: [{ Type: "bind", Source: seedFolder, Target: SEED_MOUNT, ReadOnly: true }] }
+          : {}),
         AutoRemove: false,
       },
     });
+    let container: Docker.Container;
+    let seedMounted = seedFolder !== undefined;
+    try {
+      container = await this.docker.createContainer(options(seedMounted));
+    } catch (error) {
+      if (!seedMounted) throw error;
+      // An engine on another host has no such folder: seeds travel through the stream from now on.
+      this.disks.seedFoldersWork = false;
+      seedMounted = false;
+      container = await this.docker.createContainer(options(false));
+    }
     this.live.add(container.id);
     try {
       if (spec.harness) {
@@ -282,7 +305,7 @@ export class DockerRuntime {
         await container.start();
         await harness.ready;
       } else await container.start();
-      if (disk?.seed) await this.seed(container.id, disk.seed);
+      if (disk?.seed) await this.seed(container.id, disk.seed, seedMounted);
     } catch (error) {
       await this.remove(container.id);
       throw new ContainerError(
@@ -302,8 +325,8 @@ export class DockerRuntime {
   }
 
   /** Fills the tmpfs folders of a read-only-root container with the image's content (a tar of them). */
-  private async seed(id: string, archives: FolderArchive[]): Promise<void> {
-    for (const { parent, archive } of archives) {
+  private async seed(id: string, archives: FolderArchive[], mounted: boolean): Promise<void> {
+    for (const [index, { parent, archive }] of archives.entries()) {
       const command = [
         "tar",
         "-x",
@@ -313,7 +336,13 @@ export class DockerRuntime {
         parent,
         ...ENGINE_FILES.map((file) => `--exclude=${file}`),
       ];
-      const result = await this.execWithInput(id, command, archive);
+      let result: { exitCode: number; output: string } | undefined;
+      if (mounted) {
+        result = await this.execWithInput(id, [...command, "-f", `${SEED_MOUNT}/${index}.tar`]);
+        // The engine mounted an empty folder (not the one written here): the stream it is.
+        if (result.exitCode !== 0) this.disks.seedFoldersWork = false;
+      }
+      if (!result || result.exitCode !== 0) result = await this.execWithInput(id, command, archive);
       if (result.exitCode !== 0)
         throw new ContainerError(
           `could not fill the writable folders in ${parent} (tar exit ${result.exitCode}): ${result.output.slice(0, 300)}`,
@@ -321,18 +350,18 @@ export class DockerRuntime {
     }
   }
 
-  /** Runs a command with `input` on its stdin (as root, 60 s limit). */
+  /** Runs a command with `input` on its stdin (none: /dev/null) as root, 60 s limit. */
   async execWithInput(
     id: string,
     command: string[],
-    input: Buffer,
+    input?: Buffer,
   ): Promise<{ exitCode: number; output: string }> {
     const harness = this.harnesses.get(id);
     if (harness) {
       const reply = await this.throughHarness(
         id,
         harness,
-        { op: "run", argv: command, timeout: 60, max: 4096, stdin: input },
+        { op: "run", argv: command, timeout: 60, max: 4096, ...(input ? { stdin: input } : {}) },
         70,
       );
       return { exitCode: reply.exitCode, output: reply.output };
