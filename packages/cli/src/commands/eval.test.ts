@@ -46,3 +46,35 @@ test("formatEvaluation: a family that says where its answers came from (OS) gets
   );
   assert.equal(lines.filter((line) => line.startsWith("kg:")).length, 0);
 });
+
+test("runEvalCommand: starts a family's shared server as it opens, times each task and prints the engines' counts", async () => {
+  const { createTaskFamily } = await import("@agentrl/envs");
+  const { runEvalCommand } = await import("./eval.js");
+  const events: string[] = [];
+  const lines: string[] = [];
+  const results = await runEvalCommand({
+    model: new URL("../../../../models/warmstart", import.meta.url).pathname,
+    tasks: ["kg"],
+    limit: 2,
+    decodeThreads: 0,
+    bars: false,
+    print: (line) => lines.push(line),
+    createFamily: async (name, options) => {
+      const family = await createTaskFamily(name, options);
+      const startSession = family.startSession.bind(family);
+      return Object.assign(family, {
+        sharedServer: async () => void events.push("server"),
+        startSession: (index: number) => {
+          events.push("session");
+          return startSession(index);
+        },
+      });
+    },
+  });
+  assert.deepEqual(events, ["server", "session", "session"]);
+  assert.equal(results.kg.episodes, 2);
+  assert.ok((results.kg.seconds ?? -1) >= 0, `seconds: ${results.kg.seconds}`);
+  const timeline = lines.find((line) => line.startsWith("eval: ready after"));
+  assert.ok(timeline, lines.join("\n"));
+  assert.match(timeline, /decode [\d.]+ s \(\d+ steps, [1-9]\d* tokens generated/);
+});

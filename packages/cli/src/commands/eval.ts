@@ -9,6 +9,12 @@ import { listOption, numberOption } from "../options.js";
 import { Policy, initBackend } from "@agentrl/policy";
 import { TASK_NAMES, createTaskFamily } from "@agentrl/envs";
 import {
+  createPolicyEnginePool,
+  defaultDecodeThreads,
+  type EngineStats,
+  type GenerationEngine,
+} from "@agentrl/rollout";
+import {
   TrainConfigSchema,
   answerSource,
   evaluate,
@@ -78,15 +84,44 @@ export async function runEvalCommand(
     },
     run: { seed: options.seed ?? 0, worldSeed: options.worldSeed ?? 0 },
   });
+  const temperature = options.temperature ?? 0;
+  const concurrency = config.evaluation.concurrency;
+  const started = performance.now();
   await initBackend();
-  const opened = await openTasks(config, print, options.createFamily ?? createTaskFamily);
   const policy = await Policy.load(options.model, { trainable: false, tokenizer: true });
+  // The engine threads load their copies of the weights while this thread opens the
+  // environments, and the Docker families start their servers (DB) meanwhile: the first
+  // episodes then wait for neither.
+  const engineStarting = createPolicyEnginePool(
+    policy,
+    { temperature, seed: config.run.seed, maxBatchSize: concurrency },
+    options.decodeThreads ?? defaultDecodeThreads(),
+  );
+  engineStarting.catch(() => undefined);
+  let opened: Awaited<ReturnType<typeof openTasks>>;
+  let engine: GenerationEngine;
+  try {
+    opened = await openTasks(config, print, warming(options.createFamily ?? createTaskFamily));
+  } catch (error) {
+    await engineStarting.then((started) => started.close()).catch(() => undefined);
+    policy.dispose();
+    throw error;
+  }
+  try {
+    engine = await engineStarting;
+  } catch (error) {
+    policy.dispose();
+    await opened.close();
+    throw error;
+  }
+  const ready = performance.now();
   const tasks = opened.tasks.map((task) => task.name);
   const transcripts = options.transcripts ? createWriteStream(options.transcripts) : undefined;
   const progress = new PhaseProgress("eval", tasks.length * limit * samples, "episode", {
     plain: options.bars === undefined ? undefined : !options.bars,
     minimumIntervalMs: 10_000,
   });
+  let stats: EngineStats | undefined;
   try {
     return await evaluate({
       client: opened.client,
@@ -95,9 +130,10 @@ export async function runEvalCommand(
       split: "test",
       limit,
       samples,
-      temperature: options.temperature ?? 0,
-      concurrency: config.evaluation.concurrency,
-      ...(options.decodeThreads !== undefined ? { decodeThreads: options.decodeThreads } : {}),
+      temperature,
+      concurrency,
+      engine,
+      onEngineStats: (counts) => (stats = counts),
       episode: {
         maxTurns: config.rollout.maxTurns,
         maxTokens: config.rollout.maxTokens,
@@ -127,6 +163,8 @@ export async function runEvalCommand(
     });
   } finally {
     progress.stop();
+    engine.close();
+    if (stats) print(timelineLine(started, ready, stats));
     if (transcripts)
       await new Promise<void>((resolve, reject) =>
         transcripts.end((error?: Error | null) => (error ? reject(error) : resolve())),
@@ -134,6 +172,29 @@ export async function runEvalCommand(
     policy.dispose();
     await opened.close();
   }
+}
+
+/**
+ * A family factory that also starts the Docker families' shared servers as soon as they open
+ * (DB's MariaDB), so that they come up while the rest opens instead of in the first episode.
+ */
+function warming(createFamily: FamilyFactory): FamilyFactory {
+  return async (name, familyOptions) => {
+    const family = await createFamily(name, familyOptions);
+    const server = (family as { sharedServer?: () => Promise<unknown> }).sharedServer;
+    // A server that fails to start fails the first session, which reports it.
+    if (typeof server === "function") server.call(family).catch(() => undefined);
+    return family;
+  };
+}
+
+/**
+ * "eval: ready after 2.1 s, 71.0 s in all; engines: decode 55.2 s (41,000 steps, 310,000 tokens
+ * generated, mean batch 14.2), prefill 6.3 s (1,200 calls, 90,000 tokens; 200,000 reused)"
+ */
+function timelineLine(started: number, ready: number, stats: EngineStats): string {
+  const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+  return `eval: ready after ${seconds(ready - started)}, ${seconds(performance.now() - started)} in all; engines: decode ${seconds(stats.decodeMs)} (${stats.decodeSteps} steps, ${stats.generatedTokens} tokens generated, mean batch ${stats.meanBatchSize.toFixed(1)}), prefill ${seconds(stats.prefillMs)} (${stats.prefillCalls} calls, ${stats.prefilledTokens} tokens; ${stats.reusedCacheTokens} reused, ${stats.decodeFedTokens} fed to decode steps)`;
 }
 
 /** The per-task results as aligned text lines. */

@@ -10,7 +10,9 @@ import {
   defaultDecodeThreads,
   runEpisode,
   type ChatTokenizer,
+  type EngineStats,
   type EpisodeOptions,
+  type GenerationEngine,
   type Trajectory,
 } from "@agentrl/rollout";
 import type { EnvironmentClient, Split } from "@agentrl/envs";
@@ -37,6 +39,14 @@ export interface EvaluationOptions {
    * Default `defaultDecodeThreads()` (one a further core); 0 decodes in the main thread only.
    */
   decodeThreads?: number;
+  /**
+   * An engine (pool) already started for `policy` with this evaluation's temperature, seed
+   * and batch size, e.g. one whose threads loaded the weights while the environments opened;
+   * `decodeThreads` is then unused. The caller closes it. Default: one started here.
+   */
+  engine?: GenerationEngine;
+  /** Called once at the end with the engine's counts (decode and prefill time, batch sizes). */
+  onEngineStats?: (stats: EngineStats) => void;
   episode?: EpisodeOptions;
   seed?: number;
   /** Called after each episode with the count done and the total. */
@@ -77,6 +87,8 @@ export interface TaskEvaluation {
    * Only for families that say (OS).
    */
   answerSources?: Record<AnswerSource, number>;
+  /** Seconds from the task's first episode start to its last episode's end (this run's wall time of the task). */
+  seconds?: number;
 }
 
 /** The number of successful episodes of a result. */
@@ -116,6 +128,17 @@ export function faultedTasks(results: Record<string, TaskEvaluation>): string[] 
     );
 }
 
+/** The engine options of an evaluation (temperature, seed, batch size = concurrency), for an engine started ahead (`engine`). */
+export function evaluationEngineOptions(
+  options: Pick<EvaluationOptions, "temperature" | "seed" | "concurrency">,
+) {
+  return {
+    temperature: options.temperature ?? 0,
+    seed: options.seed ?? 0,
+    maxBatchSize: options.concurrency ?? 32,
+  };
+}
+
 export async function evaluate(
   options: EvaluationOptions,
 ): Promise<Record<string, TaskEvaluation>> {
@@ -123,15 +146,13 @@ export async function evaluate(
   if (!tokenizer)
     throw new TokenizerFileError("the policy has no tokenizer (its folder needs a tokenizer.json)");
   const samples = Math.max(1, options.samples ?? 1);
-  const engine = await createPolicyEnginePool(
-    options.policy,
-    {
-      temperature: options.temperature ?? 0,
-      seed: options.seed ?? 0,
-      maxBatchSize: options.concurrency ?? 32,
-    },
-    options.decodeThreads ?? defaultDecodeThreads(),
-  );
+  const engine =
+    options.engine ??
+    (await createPolicyEnginePool(
+      options.policy,
+      evaluationEngineOptions(options),
+      options.decodeThreads ?? defaultDecodeThreads(),
+    ));
   const pool = new PolicyPool({ current: engine, seed: options.seed ?? 0 });
   const queue = new PQueue({ concurrency: options.concurrency ?? 32 });
   const results = new Map<string, Trajectory[][]>();
@@ -158,10 +179,12 @@ export async function evaluate(
     }
   }
   let done = 0;
+  const spans = new Map<string, { start: number; end: number }>();
   try {
     await Promise.all(
       jobs.map((job) =>
         queue.add(async () => {
+          const start = performance.now();
           const trajectory = await runEpisode(
             { client: options.client, tokenizer, pool },
             {
@@ -173,6 +196,11 @@ export async function evaluate(
             { ...options.episode, temperature: options.temperature ?? 0 },
             options.signal,
           );
+          const span = spans.get(job.task);
+          if (span) {
+            span.start = Math.min(span.start, start);
+            span.end = Math.max(span.end, performance.now());
+          } else spans.set(job.task, { start, end: performance.now() });
           results.get(job.task)![job.slot].push(trajectory);
           options.onEpisode?.(trajectory);
           options.onProgress?.(++done, jobs.length);
@@ -180,7 +208,8 @@ export async function evaluate(
       ),
     );
   } finally {
-    engine.close();
+    options.onEngineStats?.(engine.stats());
+    if (!options.engine) engine.close();
   }
   const out: Record<string, TaskEvaluation> = {};
   for (const [task, perInstance] of results) {
@@ -200,6 +229,8 @@ export async function evaluate(
         .find((t) => t.endCause === "infrastructure" && t.error)
         ?.error?.slice(0, 300),
     };
+    const span = spans.get(task);
+    if (span) out[task].seconds = Math.round((span.end - span.start) / 100) / 10;
     const sources = answerSources(all);
     if (sources !== undefined) {
       out[task].successesFromOutput = sources.read;
