@@ -31,6 +31,8 @@ import { cpus, loadavg } from "node:os";
 import { writeFileSync } from "node:fs";
 import { performance, monitorEventLoopDelay, PerformanceObserver } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import * as defaultEnvs from "@agentrl/envs";
 import { TURN, instantFamily, percentile } from "./envs.js";
 import { seededUniform } from "./latency.js";
@@ -75,8 +77,10 @@ class GcPauses {
   constructor() {
     new PerformanceObserver((list) => {
       for (const entry of list.getEntries()) {
+        // node puts a GC's kind and flags in `detail` (not in @types/node's PerformanceEntry).
+        const detail = (entry as { detail?: { kind?: number; flags?: number } }).detail;
         // A full GC the bench forces itself (memory figures, between phases) is not a pause of the load.
-        if (((entry.detail as { flags?: number } | undefined)?.flags ?? 0) & GC_FORCED) continue;
+        if ((detail?.flags ?? 0) & GC_FORCED) continue;
         this.count += 1;
         this.totalMs += entry.duration;
         this.maxMs = Math.max(this.maxMs, entry.duration);
@@ -84,7 +88,7 @@ class GcPauses {
           this.events.push([
             performance.timeOrigin + entry.startTime,
             entry.duration,
-            (entry.detail as { kind?: number } | undefined)?.kind ?? 0,
+            detail?.kind ?? 0,
           ]);
       }
     }).observe({ entryTypes: ["gc"] });
@@ -191,6 +195,17 @@ async function child(): Promise<void> {
 }
 
 // ── the load ─────────────────────────────────────────────────────────────────
+
+/**
+ * A full GC of this load process, between phases, as the controller process gets one at every
+ * `stats` (opening 10,000 sessions leaves the load generator's old space full of promoted
+ * garbage that would otherwise be collected in the middle of a measured phase). Its pause is
+ * not inside any phase; the GCs during a phase are all counted.
+ */
+const collectLoadGarbage: () => void = (() => {
+  setFlagsFromString("--expose-gc");
+  return runInNewContext("gc") as () => void;
+})();
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -353,6 +368,8 @@ export async function run(): Promise<BenchResult> {
       return (used.user + used.system) / 1000;
     };
     for (const inFlight of IN_FLIGHT) {
+      collectLoadGarbage();
+      loadStats();
       const latencies: number[] = [];
       const before = errors;
       const cpuFrom = process.cpuUsage();
@@ -387,6 +404,7 @@ export async function run(): Promise<BenchResult> {
       const random = seededUniform(40);
       const think = () => -THINK_MS * Math.log(1 - random());
       if (TRACE) traced = [];
+      collectLoadGarbage();
       loadStats();
       const cpuFrom = process.cpuUsage();
       const began = performance.now();

@@ -170,9 +170,9 @@ export function createJsonServer(options: JsonServerOptions): http.Server {
     request: http.IncomingMessage,
     response: http.ServerResponse,
   ): Promise<void> {
-    let url: URL;
+    let url: { pathname: string; searchParams: URLSearchParams };
     try {
-      url = new URL(request.url ?? "/", "http://server");
+      url = requestTarget(request.url ?? "/");
     } catch {
       discardBody(request, maxBodyBytes);
       throw new EnvironmentApiError(400, "the request target is not a valid path");
@@ -215,6 +215,18 @@ export function createJsonServer(options: JsonServerOptions): http.Server {
   return server;
 }
 
+/** A request target made only of plain path segments (`/api/interact`): the URL parser would give it back unchanged. */
+const PLAIN_PATH = /^(?:\/[A-Za-z0-9_-]+)+$/;
+
+/** The path and query of a request target; plain paths (every call of the protocol) skip the URL parser. */
+function requestTarget(target: string): { pathname: string; searchParams: URLSearchParams } {
+  if (PLAIN_PATH.test(target)) return { pathname: target, searchParams: new URLSearchParams() };
+  return new URL(target, "http://server");
+}
+
+/** One strict UTF-8 decoder for every body (decoding a whole buffer keeps no state between calls). */
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true });
+
 /**
  * Reads and parses a JSON body (empty → `undefined`). 413 as soon as the declared or received
  * size passes `maxBytes` (the rest is not read: the socket is closed after the answer);
@@ -248,7 +260,7 @@ export async function readJsonBody(
   });
   let text: string;
   try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(Buffer.concat(chunks));
+    text = strictUtf8.decode(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks));
   } catch {
     throw new EnvironmentApiError(400, "request body is not valid UTF-8");
   }
@@ -361,6 +373,13 @@ export interface JsonRequestOptions {
   timeoutMs: number;
 }
 
+/** Where a request goes: what `http.request` would take from a plain `http:` URL. */
+interface RequestTarget {
+  hostname: string;
+  port: string;
+  path: string;
+}
+
 /** Connection-level failures (the peer is gone), as opposed to HTTP error answers. */
 export class ConnectionError extends EnvironmentApiError {}
 
@@ -370,6 +389,8 @@ export class ConnectionError extends EnvironmentApiError {}
  */
 export class JsonRequester {
   private readonly agent: http.Agent;
+  /** Parsed request targets by URL (a client calls a handful of URLs over and over). */
+  private readonly targets = new Map<string, RequestTarget | undefined>();
 
   constructor(options: { maxSockets?: number } = {}) {
     // Idle sockets are dropped after 30 s, before the servers' 65 s keep-alive timeout closes them
@@ -397,18 +418,18 @@ export class JsonRequester {
 
   private once(url: string, options: JsonRequestOptions): Promise<JsonResponse> {
     const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
+    const target = this.target(url);
+    const headers: Record<string, string | number> = { accept: "application/json" };
+    if (payload !== undefined) {
+      headers["content-type"] = "application/json";
+      headers["content-length"] = Buffer.byteLength(payload);
+    }
+    if (options.headers) Object.assign(headers, options.headers);
     return new Promise((resolve, reject) => {
-      const request = http.request(url, {
-        method: options.method,
-        agent: this.agent,
-        headers: {
-          accept: "application/json",
-          ...(payload !== undefined
-            ? { "content-type": "application/json", "content-length": Buffer.byteLength(payload) }
-            : {}),
-          ...options.headers,
-        },
-      });
+      const requestOptions = { method: options.method, agent: this.agent, headers };
+      const request = target
+        ? http.request({ ...target, ...requestOptions })
+        : http.request(url, requestOptions);
       const timer = setTimeout(() => {
         request.destroy(
           new ConnectionError(
@@ -456,6 +477,30 @@ export class JsonRequester {
       });
       request.end(payload);
     });
+  }
+
+  /**
+   * Host, port and path of a plain `http:` URL, parsed once per URL (a client calls a handful
+   * of URLs over and over); `undefined` for any other URL, which `http.request` parses itself.
+   */
+  private target(url: string): RequestTarget | undefined {
+    if (this.targets.has(url)) return this.targets.get(url);
+    let target: RequestTarget | undefined;
+    try {
+      const parsed = new URL(url);
+      if (parsed.protocol === "http:" && !parsed.username && !parsed.password)
+        target = {
+          // `[::1]` → `::1`: the host name without the brackets of a literal IPv6 address.
+          hostname: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),
+          port: parsed.port || "80",
+          path: `${parsed.pathname}${parsed.search}`,
+        };
+    } catch {
+      // Not a URL: `http.request` reports it.
+    }
+    if (this.targets.size >= 1_000) this.targets.clear();
+    this.targets.set(url, target);
+    return target;
   }
 
   /** Closes the pooled sockets. */
