@@ -114,7 +114,13 @@ interface ChildStats {
   gc: { count: number; totalMs: number; maxMs: number };
 }
 
-type ChildMessage = { type: "listening"; url: string } | { type: "stats"; stats: ChildStats };
+/** One interact as the controller process saw it: session, request received, reply written (epoch ms). */
+type ControllerCall = [session: string, received: number, answered: number];
+
+type ChildMessage =
+  | { type: "listening"; url: string }
+  | { type: "stats"; stats: ChildStats }
+  | { type: "recorded"; calls: ControllerCall[] };
 
 // ── the child: controller + in-process workers ───────────────────────────────
 
@@ -146,16 +152,16 @@ async function child(): Promise<void> {
   };
   const url = await controller.listen();
   const gc = new GcPauses();
-  const calls: Array<[session: string, received: number, answered: number]> = [];
-  if (TRACE) {
-    const server = (controller as unknown as { server: import("node:http").Server }).server;
-    server.prependListener("request", (request, response) => {
-      if (request.url !== "/api/interact") return;
-      const received = now();
-      const session = String(request.headers["session_id"]);
-      response.once("finish", () => calls.push([session, received, now()]));
-    });
-  }
+  // When each interact of the agent phase arrived (its request event) and when its reply was written.
+  let calls: ControllerCall[] = [];
+  let recording = false;
+  const server = (controller as unknown as { server: import("node:http").Server }).server;
+  server.prependListener("request", (request, response) => {
+    if (!recording || request.url !== "/api/interact") return;
+    const received = now();
+    const session = String(request.headers["session_id"]);
+    response.once("finish", () => calls.push([session, received, now()]));
+  });
   const loop = monitorEventLoopDelay({ resolution: 1 });
   loop.enable();
   collectGarbage();
@@ -184,10 +190,17 @@ async function child(): Promise<void> {
       loop.reset();
       process.send!({ type: "stats", stats });
     }
-    if (message.type === "trace" && TRACE) {
-      writeFileSync(`${TRACE}.controller.json`, JSON.stringify({ calls, gc: gc.events }));
-      calls.length = 0;
+    if (message.type === "record") {
+      calls = [];
       gc.events = [];
+      recording = true;
+    }
+    if (message.type === "recorded") {
+      recording = false;
+      if (TRACE)
+        writeFileSync(`${TRACE}.controller.json`, JSON.stringify({ calls, gc: gc.events }));
+      process.send!({ type: "recorded", calls });
+      calls = [];
     }
     if (message.type === "stop") void controller.close().then(() => process.exit(0));
   });
@@ -219,6 +232,62 @@ function ask(worker: ChildProcess, type: string): Promise<ChildStats> {
     worker.on("message", listener);
     worker.send({ type });
   });
+}
+
+/** The interacts the controller process recorded since `record`. */
+function recorded(worker: ChildProcess): Promise<ControllerCall[]> {
+  return new Promise((resolve) => {
+    const listener = (message: ChildMessage) => {
+      if (message.type !== "recorded") return;
+      worker.off("message", listener);
+      resolve(message.calls);
+    };
+    worker.on("message", listener);
+    worker.send({ type: "recorded" });
+  });
+}
+
+/** Mean legs of a set of round trips, in ms. */
+interface Legs {
+  calls: number;
+  roundTrip: number;
+  /** Client sends → the controller process gets the request. */
+  toController: number;
+  /** Request received → reply written (HTTP, JSON, controller, worker, task). */
+  inController: number;
+  /** Reply written → the client has it (its socket, its event loop). */
+  backToClient: number;
+}
+
+/**
+ * Where the round trips of one phase went: each call's timestamps on both sides (both
+ * processes read the same clock), averaged over all calls and over the slowest 1 % (≥ p99).
+ */
+function splitRoundTrips(
+  sent: Array<[string, number, number]>,
+  seen: ControllerCall[],
+): { all: Legs; slowest: Legs } | undefined {
+  const bySession = new Map(
+    seen.map(([session, received, answered]) => [session, { received, answered }]),
+  );
+  const joined = sent.flatMap(([session, began, ended]) => {
+    const inside = bySession.get(session);
+    return inside ? [{ began, ended, ...inside }] : [];
+  });
+  if (joined.length === 0) return undefined;
+  joined.sort((a, b) => a.ended - a.began - (b.ended - b.began));
+  const mean = (rows: typeof joined): Legs => {
+    const average = (leg: (row: (typeof joined)[number]) => number) =>
+      rows.reduce((sum, row) => sum + leg(row), 0) / rows.length;
+    return {
+      calls: rows.length,
+      roundTrip: average((row) => row.ended - row.began),
+      toController: average((row) => row.received - row.began),
+      inController: average((row) => row.answered - row.received),
+      backToClient: average((row) => row.ended - row.answered),
+    };
+  };
+  return { all: mean(joined), slowest: mean(joined.slice(Math.floor(joined.length * 0.99))) };
 }
 
 interface Phase {
@@ -317,6 +386,8 @@ export async function run(): Promise<BenchResult> {
   };
   /** Per-call [session, sent, answered] epoch ms of the traced phase. */
   let traced: Array<[string, number, number]> | undefined;
+  /** Where the agent phase's round trips went. */
+  let split: ReturnType<typeof splitRoundTrips>;
   let errors = 0;
   const errorSamples = new Set<string>();
   const noteError = (error: unknown) => {
@@ -403,7 +474,8 @@ export async function run(): Promise<BenchResult> {
       const before = errors;
       const random = seededUniform(40);
       const think = () => -THINK_MS * Math.log(1 - random());
-      if (TRACE) traced = [];
+      traced = [];
+      server.send({ type: "record" });
       collectLoadGarbage();
       loadStats();
       const cpuFrom = process.cpuUsage();
@@ -433,12 +505,11 @@ export async function run(): Promise<BenchResult> {
           loadStats(),
         ),
       );
-      if (TRACE) {
+      split = splitRoundTrips(traced, await recorded(server));
+      if (TRACE)
         writeFileSync(`${TRACE}.load.json`, JSON.stringify({ calls: traced, gc: loadGc.events }));
-        traced = undefined;
-        loadGc.events = [];
-        server.send({ type: "trace" });
-      }
+      traced = undefined;
+      loadGc.events = [];
     }
 
     // One turn to every session at once.
@@ -465,6 +536,8 @@ export async function run(): Promise<BenchResult> {
 
     const perSession = (memory.heapAfterBytes - memory.heapBeforeBytes) / Math.max(1, ids.length);
     const f = (n: number, digits = 2) => n.toFixed(digits);
+    const legsText = (legs: Legs) =>
+      `round trip ${f(legs.roundTrip)} = client → controller ${f(legs.toController)} + in the controller process (request in → reply written) ${f(legs.inController)} + reply → client ${f(legs.backToClient)}`;
     const gcText = (gc: ChildStats["gc"]) => `${gc.count}, ${f(gc.totalMs, 1)}, ${f(gc.maxMs, 1)}`;
     const cpu = cpus();
     const markdown = [
@@ -483,6 +556,12 @@ export async function run(): Promise<BenchResult> {
         (p) =>
           `| ${p.inFlight === "all" ? `all ${ids.length.toLocaleString("en")} at once` : p.model === "closed" ? `${p.inFlight} in flight, back to back` : `${p.inFlight} agent sessions, ${THINK_MS} ms mean turn`} | ${p.calls} | ${f(p.callsPerSecond, 0)} | ${f(p.p50Ms)} | ${f(p.p99Ms)} | ${f(p.controllerP50Ms, 3)} | ${f(p.controllerP99Ms, 3)} | ${f(p.cpuMsPerCall, 3)} | ${f(p.controllerCores)} | ${Number.isNaN(p.loadCores) ? "–" : f(p.loadCores)} | ${f(p.eventLoopP99Ms, 1)} / ${f(p.loadEventLoopP99Ms, 1)} | ${gcText(p.controllerGc)} / ${gcText(p.loadGc)} | ${p.errors} |`,
       ),
+      ...(split
+        ? [
+            "",
+            `Where the agent phase's round trips went (mean ms; each call's timestamps in both processes, ${split.all.calls} calls): ${legsText(split.all)}; the slowest 1 % (${split.slowest.calls} calls, ≥ p99): ${legsText(split.slowest)}.`,
+          ]
+        : []),
       "",
       "The controller's own time is `Controller.interact` measured inside the child (session lookup, relay to the in-process worker, the instant task, bookkeeping); the",
       "round trip adds HTTP and JSON on both sides and the wait for the child's event loop; the CPU per call (the controller process's CPU time / calls) is the figure",
