@@ -73,14 +73,55 @@ def send(message):
         while view:
             view = view[os.write(1, view):]
 
+spawn_lock = _thread.allocate_lock()
+home = os.getcwd()
+
+def spawn(argv, cwd, env, stdin_fd, output_fd):
+    """posix_spawn (a vfork: no copy of this process, unlike fork) in a new session, in cwd
+    (the harness's own folder for that instant, under a lock), argv[0] looked up in env's PATH
+    as subprocess did; raises OSError as subprocess did when it cannot start."""
+    program = argv[0]
+    if "/" in program:
+        candidates = [program]
+    else:
+        candidates = [os.path.join(folder or ".", program) for folder in env.get("PATH", os.defpath).split(os.pathsep)]
+    actions = [(os.POSIX_SPAWN_DUP2, stdin_fd, 0), (os.POSIX_SPAWN_DUP2, output_fd, 1), (os.POSIX_SPAWN_DUP2, output_fd, 2)]
+    first_error = None
+    with spawn_lock:
+        os.chdir(cwd)
+        try:
+            for path in candidates:
+                try:
+                    return os.posix_spawn(path, argv, env, file_actions=actions, setsid=True)
+                except OSError as error:
+                    if first_error is None or (first_error.errno == 2 and error.errno != 2):
+                        first_error = error
+        finally:
+            os.chdir(home)
+    if first_error.errno == 2:
+        raise FileNotFoundError(2, os.strerror(2), program)
+    raise OSError(first_error.errno, first_error.strerror, program)
+
 class Process:
     """A child process in a new session (what subprocess.Popen(start_new_session=True) gave):
     stdin a pipe (stdin_fd) or /dev/null, stdout and stderr one pipe (stdout_fd)."""
     def __init__(self, argv, cwd, env, pipe_stdin):
         output_read, output_write = os.pipe()
         input_read, self.stdin_fd = os.pipe() if pipe_stdin else (os.open("/dev/null", os.O_RDONLY), None)
-        error_read, error_write = os.pipe()
         self.returncode = None
+        if hasattr(os, "posix_spawn"):
+            try:
+                self.pid = spawn(argv, cwd, os.environ if env is None else env, input_read, output_write)
+            except BaseException:
+                for fd in (input_read, output_write, output_read, self.stdin_fd):
+                    if fd is not None:
+                        os.close(fd)
+                raise
+            os.close(input_read)
+            os.close(output_write)
+            self.stdout_fd = output_read
+            return
+        error_read, error_write = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
