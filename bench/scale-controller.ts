@@ -222,30 +222,30 @@ const collectLoadGarbage: () => void = (() => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function ask(worker: ChildProcess, type: string): Promise<ChildStats> {
+/** Sends `type` to the controller process; resolves with the first message of type `answer`. */
+function askFor<T extends ChildMessage["type"]>(
+  worker: ChildProcess,
+  type: string,
+  answer: T,
+): Promise<Extract<ChildMessage, { type: T }>> {
   return new Promise((resolve) => {
     const listener = (message: ChildMessage) => {
-      if (message.type !== "stats") return;
+      if (message.type !== answer) return;
       worker.off("message", listener);
-      resolve(message.stats);
+      resolve(message as Extract<ChildMessage, { type: T }>);
     };
     worker.on("message", listener);
     worker.send({ type });
   });
 }
 
+/** The controller process's figures since the last time they were asked for. */
+const ask = async (worker: ChildProcess, type: string): Promise<ChildStats> =>
+  (await askFor(worker, type, "stats")).stats;
+
 /** The interacts the controller process recorded since `record`. */
-function recorded(worker: ChildProcess): Promise<ControllerCall[]> {
-  return new Promise((resolve) => {
-    const listener = (message: ChildMessage) => {
-      if (message.type !== "recorded") return;
-      worker.off("message", listener);
-      resolve(message.calls);
-    };
-    worker.on("message", listener);
-    worker.send({ type: "recorded" });
-  });
-}
+const recorded = async (worker: ChildProcess): Promise<ControllerCall[]> =>
+  (await askFor(worker, "recorded", "recorded")).calls;
 
 /** Mean legs of a set of round trips, in ms. */
 interface Legs {
@@ -267,11 +267,22 @@ function splitRoundTrips(
   sent: Array<[string, number, number]>,
   seen: ControllerCall[],
 ): { all: Legs; slowest: Legs } | undefined {
+  // Calls are joined by session: only sessions called once in the phase on both sides (with
+  // fewer sessions open than calls, a session is called again and its calls cannot be told apart).
+  const once = (sessions: string[]) => {
+    const counts = new Map<string, number>();
+    for (const session of sessions) counts.set(session, (counts.get(session) ?? 0) + 1);
+    return (session: string) => counts.get(session) === 1;
+  };
+  const sentOnce = once(sent.map(([session]) => session));
+  const seenOnce = once(seen.map(([session]) => session));
   const bySession = new Map(
-    seen.map(([session, received, answered]) => [session, { received, answered }]),
+    seen
+      .filter(([session]) => seenOnce(session))
+      .map(([session, received, answered]) => [session, { received, answered }]),
   );
   const joined = sent.flatMap(([session, began, ended]) => {
-    const inside = bySession.get(session);
+    const inside = sentOnce(session) ? bySession.get(session) : undefined;
     return inside ? [{ began, ended, ...inside }] : [];
   });
   if (joined.length === 0) return undefined;
