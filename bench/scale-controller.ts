@@ -449,6 +449,31 @@ export async function run(): Promise<BenchResult> {
       const used = process.cpuUsage(from);
       return (used.user + used.system) / 1000;
     };
+    /** Ends a measured phase that began at `began`: both processes' figures go to `phases`. */
+    const endPhase = async (
+      inFlight: Phase["inFlight"],
+      model: Phase["model"],
+      latencies: number[],
+      errorsBefore: number,
+      began: number,
+      cpuFrom: NodeJS.CpuUsage,
+    ) => {
+      const elapsed = performance.now() - began;
+      const loadCpu = cpuMsSince(cpuFrom);
+      const stats = await ask(server, "stats");
+      phases.push(
+        summarize(
+          inFlight,
+          model,
+          latencies,
+          errors - errorsBefore,
+          elapsed,
+          stats,
+          loadCpu,
+          loadStats(),
+        ),
+      );
+    };
     for (const inFlight of IN_FLIGHT) {
       collectLoadGarbage();
       loadStats();
@@ -463,21 +488,7 @@ export async function run(): Promise<BenchResult> {
             await timedTurn(ids[k % ids.length], latencies);
         }),
       );
-      const elapsed = performance.now() - began;
-      const loadCpu = cpuMsSince(cpuFrom);
-      const stats = await ask(server, "stats");
-      phases.push(
-        summarize(
-          inFlight,
-          "closed",
-          latencies,
-          errors - before,
-          elapsed,
-          stats,
-          loadCpu,
-          loadStats(),
-        ),
-      );
+      await endPhase(inFlight, "closed", latencies, before, began, cpuFrom);
     }
     // Agent sessions: each calls, then decodes its next turn for an exponential think time.
     for (const sessions of AGENT_SESSIONS) {
@@ -501,21 +512,7 @@ export async function run(): Promise<BenchResult> {
           }
         }),
       );
-      const elapsed = performance.now() - began;
-      const loadCpu = cpuMsSince(cpuFrom);
-      const stats = await ask(server, "stats");
-      phases.push(
-        summarize(
-          sessions,
-          "agent",
-          latencies,
-          errors - before,
-          elapsed,
-          stats,
-          loadCpu,
-          loadStats(),
-        ),
-      );
+      await endPhase(sessions, "agent", latencies, before, began, cpuFrom);
       split = splitRoundTrips(traced, await recorded(server));
       if (TRACE)
         writeFileSync(`${TRACE}.load.json`, JSON.stringify({ calls: traced, gc: loadGc.events }));
