@@ -499,6 +499,8 @@ export class JsonRequester {
       // Not a URL: `http.request` reports it.
     }
     if (this.targets.size >= 1_000) this.targets.clear();
+    // Bounded: URLs with a query (one per task name, worker...) must not grow it without end.
+    if (this.targets.size >= 256) this.targets.clear();
     this.targets.set(url, target);
     return target;
   }
