@@ -79,6 +79,39 @@ test("sft --from-stage: a staged preset starts at stage k from --model; the late
   );
 });
 
+test("sft --generated-size: the generated training tasks of the family options, beside the preset's other family options", () => {
+  const reading = sftOptions({
+    out: "/tmp/o",
+    preset: "reading",
+    progress: false,
+    fromStage: 6,
+    model: "/models/r2",
+  });
+  assert.ok(
+    Number(reading.familyOptions?.generatedSize) > 0,
+    "the reading stage generates OS tasks",
+  );
+  const more = sftOptions({
+    out: "/tmp/o",
+    preset: "reading",
+    progress: false,
+    fromStage: 6,
+    model: "/models/r2",
+    generatedSize: 900,
+  });
+  assert.equal(more.familyOptions?.generatedSize, 900);
+  assert.deepEqual(
+    [more.steps, more.taskWeights, more.learningRate],
+    [reading.steps, reading.taskWeights, reading.learningRate],
+    "the rest of the stage as the preset's",
+  );
+  assert.equal(
+    sftOptions({ out: "/tmp/o", preset: "default", progress: false }).familyOptions,
+    undefined,
+    "not given: the preset's (none)",
+  );
+});
+
 test("sft --training-worlds: a count for every task and/or per task; bad counts are errors", () => {
   assert.deepEqual(trainingWorldsOption("32"), { count: 32, perTask: {} });
   assert.deepEqual(trainingWorldsOption("8, kg:32"), { count: 8, perTask: { kg: 32 } });

@@ -33,6 +33,8 @@ export interface SftCommandOptions {
   /** `--training-worlds`: a count for every task and/or per task (`kg:32`). */
   trainingWorlds?: TrainingWorldsFlag;
   repetitionRows?: number;
+  /** `--generated-size`: generated training tasks of the families that make them (`familyOptions.generatedSize`: os, db). */
+  generatedSize?: number;
   fromStage?: number;
   progress: boolean;
 }
@@ -145,6 +147,8 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (flags.trainingWorlds && Object.keys(flags.trainingWorlds.perTask).length > 0)
     options.taskTrainingWorlds = flags.trainingWorlds.perTask;
   if (flags.repetitionRows !== undefined) options.repetitionRows = flags.repetitionRows;
+  if (flags.generatedSize !== undefined)
+    options.familyOptions = { ...options.familyOptions, generatedSize: flags.generatedSize };
   // Steps alone given: the preset's time budget must not cut the run short.
   if (flags.steps !== undefined && flags.minutes === undefined) delete options.minutes;
   // A length given on the command line is the whole run: the preset's later stages (`then`) are dropped.
@@ -237,6 +241,11 @@ export function registerSftCommand(program: Command): void {
       numberOption("--repetition-rows", { integer: true, minimum: 0 }),
     )
     .option(
+      "--generated-size <n>",
+      "generated training tasks beside the data's, for the families that make them (os: answers a constant cannot win; db) (default: the preset's; the reading preset's last stage: 300)",
+      numberOption("--generated-size", { integer: true, minimum: 0 }),
+    )
+    .option(
       "--from-stage <k>",
       "start a staged preset at its stage k (1-based) from --model, e.g. a saved earlier stage; the later stages follow",
       numberOption("--from-stage", { integer: true, minimum: 1 }),
@@ -252,6 +261,7 @@ export function registerSftCommand(program: Command): void {
         "  agentrl sft --model models/warmstart --out /tmp/ws2 --steps 100 --learning-rate 3e-4 --difficulties 0,1,2",
         "  agentrl sft --preset default --from-stage 4 --model models/warmstart-copy --out models/warmstart   # its last two stages, from run H's model",
         "  agentrl sft --preset default --from-stage 5 --model models/warmstart --out /tmp/s7 --tasks kg:4,webshop:2,alfworld,os:3,db:3 --difficulties db:0-2 --steps 585   # the last stage again, with DB's three levels",
+        "  agentrl sft --preset reading --from-stage 6 --model models/warmstart-reading --out /tmp/r3 --generated-size 600   # the reading stage again, two OS rows in three generated",
         "",
       ].join("\n"),
     )

@@ -1,7 +1,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generateOsSample, generateOsSamples, OS_GENERATED_OFFSET } from "./generate.js";
@@ -20,13 +20,48 @@ test("generated OS tasks: a constant cannot win (the most frequent of 2,000 answ
   assert.ok(topCount / samples.length < 0.05, `answer ${top} is ${topCount} of 2000`);
   assert.ok((counts.get("3") ?? 0) / samples.length < 0.05);
   assert.ok(counts.size > 300, `${counts.size} distinct answers`);
-  // Every kind is drawn, none dominates.
-  const kinds = new Map<string, number>();
-  for (const sample of samples) kinds.set(sample.labels[1], (kinds.get(sample.labels[1]) ?? 0) + 1);
-  assert.equal(kinds.size, 11);
-  for (const [kind, count] of kinds) assert.ok(count > 100, `${kind}: ${count}`);
+  // Every kind is drawn; within a kind the answer still varies (no kind is won by a constant).
+  const kinds = new Map<string, Map<string, number>>();
+  for (const sample of samples) {
+    const answers = kinds.get(sample.labels[1]) ?? new Map<string, number>();
+    kinds.set(sample.labels[1], answers);
+    answers.set(sample.expectedAnswer!, (answers.get(sample.expectedAnswer!) ?? 0) + 1);
+  }
+  assert.equal(kinds.size, 23);
+  for (const [kind, answers] of kinds) {
+    const total = [...answers.values()].reduce((sum, count) => sum + count, 0);
+    assert.ok(total > 15, `${kind}: ${total}`);
+    assert.ok(Math.max(...answers.values()) / total < 0.25, `${kind}: ${[...answers]}`);
+  }
   // Names, not only numbers, are answers.
-  assert.ok(samples.filter((s) => !/^\d+$/.test(s.expectedAnswer!)).length > 300);
+  assert.ok(samples.filter((s) => !/^\d+$/.test(s.expectedAnswer!)).length > 250);
+});
+
+/** The ten application words of the first generator, which a model trained on it wrote into AgentBench's questions (docs/warmstart.md, run R1). */
+const FIRST_GENERATOR_WORDS =
+  /\b(nginx|billing|indexer|mailer|scheduler|gateway|backup|crawler|ledger|reports)\b/;
+
+test("generated OS tasks look like AgentBench's: home-folder paths named in words, the folder of the command copied from the question, no invented system paths", () => {
+  const samples = generateOsSamples(2000, 0);
+  const inHome = samples.filter((s) => /home directory|~\//.test(s.description)).length;
+  assert.ok(inHome / samples.length > 0.75, `${inHome} of 2000 speak of the home directory`);
+  const folders = new Set<string>();
+  for (const sample of samples) {
+    const { description } = sample;
+    const example = sample.example!.code;
+    assert.doesNotMatch(description, FIRST_GENERATOR_WORDS);
+    assert.doesNotMatch(example, FIRST_GENERATOR_WORDS);
+    // Paths only where AgentBench's questions put files: the home folder, /home/student, /var/logs.
+    for (const path of example.match(/(?<![\w.~])\/[\w./*-]+/g) ?? [])
+      assert.match(path, /^\/(home\/student|var\/logs)(\/|$)/, `${path} in ${example}`);
+    // The file or folder the command reads is named in the question: a row teaches copying it.
+    for (const [, name] of example.matchAll(/(?:~|\/home\/student|\/var\/logs)\/([\w.-]+)/g)) {
+      assert.ok(description.includes(name), `${name} of ${example} not in: ${description}`);
+      folders.add(name);
+    }
+  }
+  // Many names, so that the command's folder must be read rather than recalled.
+  assert.ok(folders.size > 100, `${folders.size} distinct folder and file names`);
 });
 
 test("generated OS tasks: difficulty 0 answer tasks graded against the example's output, deterministic per (seed, instance), other worlds differ", () => {
@@ -49,10 +84,11 @@ test("generated OS tasks: difficulty 0 answer tasks graded against the example's
   assert.notDeepEqual(test[0].init, samples[0].init);
 });
 
-/** Runs a sample's init then its example in local bash, every absolute task folder moved under `root`: what the example prints. */
+/** Runs a sample's init then its example in local bash, every absolute task folder and the home folder (`~`) moved under `root`: what the example prints. */
 function replayLocally(code: { init: string; example: string }, root: string): string {
   const relocate = (script: string) =>
     script.replace(/(^|[\s>'"])\/(root|home|opt|srv|var|etc)(?=[/\s'"]|$)/gm, `$1${root}/$2`);
+  mkdirSync(join(root, "root"), { recursive: true });
   const result = spawnSync(
     "bash",
     [
@@ -61,15 +97,18 @@ function replayLocally(code: { init: string; example: string }, root: string): s
       "-c",
       `set -e\n${relocate(code.init)}\nset +e\n${relocate(code.example)}`,
     ],
-    { encoding: "utf8", env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C" } },
+    {
+      encoding: "utf8",
+      env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C", HOME: join(root, "root") },
+    },
   );
   assert.equal(result.status, 0, result.stderr);
   return result.stdout.trim();
 }
 
-test("generated OS tasks: the example prints the expected answer (init and example replayed in local bash under a temporary folder, 110 instances)", (t) => {
+test("generated OS tasks: the example prints the expected answer (init and example replayed in local bash under a temporary folder, 230 instances)", (t) => {
   if (
-    spawnSync("bash", ["-c", "touch -d '2023-11-01 12:00' /dev/null 2>/dev/null; find --version"])
+    spawnSync("bash", ["-c", "touch -d '3 days ago' /dev/null 2>/dev/null; find --version"])
       .status !== 0
   ) {
     t.skip("needs GNU bash, find and touch -d");
@@ -77,7 +116,7 @@ test("generated OS tasks: the example prints the expected answer (init and examp
   }
   const root = mkdtempSync(join(tmpdir(), "agentrl-os-generated-"));
   try {
-    for (const sample of generateOsSamples(110, 3)) {
+    for (const sample of generateOsSamples(230, 3)) {
       const folder = join(root, String(sample.index));
       const printed = replayLocally(
         { init: sample.init[0].code, example: sample.example!.code },

@@ -4,16 +4,27 @@
  * AgentBench's OS training tasks count a few lines in small files, so a small integer is
  * often right (a constant `3` alone scores 22 % of the held-out ones, docs/tasks/os.md), and
  * a model trained on their expert rows learns the constant. These tasks put random files in
- * the container (log lines, CSV rows, files of several extensions and sizes, accounts, config
- * keys, …) and ask a question whose answer is a count, a sum, a name or a value drawn anew
- * for every instance: a number over a wide range or a name among many. Each has a one-line
- * example solution (difficulty 0, as the warm start's AgentBench rows) and is graded as
- * AgentBench grades its own: the check re-runs the example after the agent's actions and
- * compares its output with the answer (exact, after strip). The expert (`OsExpert`) runs the
- * example and answers what it printed: a read row.
+ * the container (log lines, text files, files of several ages and sizes, hidden key=value
+ * files, …) and ask a question whose answer is a count, a sum, a name or a value drawn anew
+ * for every instance. Each has a one-line example solution (difficulty 0, as the warm start's
+ * AgentBench rows) and is graded as AgentBench grades its own: the check re-runs the example
+ * after the agent's actions and compares its output with the answer (exact, after strip). The
+ * expert (`OsExpert`) runs the example and answers what it printed: a read row.
+ *
+ * The tasks speak as AgentBench's OS questions do (session 29): the files are in the home
+ * folder, named in words ("a directory named "project_logs" in your home directory", "a hidden
+ * file named `.configdata`", "`server_logs.txt`") and the example writes the `~/…` path the
+ * question names, so a row teaches copying the question's folder into the command; the kinds
+ * are AgentBench's (lines with a word in a folder's .log files, lines with "Linux" in
+ * documents, files modified in the last 7 days, unique IP addresses or dates, sums, unique
+ * lines and keys of hidden files, the largest or newest file, …). The first generator
+ * (sessions 25-27) put its files under invented absolute paths (`/var/log/billing`,
+ * `/opt/ledger/…`) and a model trained on four generated rows in five wrote those paths into
+ * AgentBench's questions (docs/warmstart.md, run R1).
  *
  * Everything is deterministic from (seed, instance number); `expectedAnswer` is the answer
- * computed here, which the example prints in the container (os.test.ts checks it).
+ * computed here, which the example prints in the container (generate.test.ts replays it in
+ * local bash, generated.test.ts in Docker).
  */
 import { Random, mixSeeds } from "../random.js";
 import type { OsSample, Script } from "./data.js";
@@ -29,33 +40,92 @@ const EXACT_MATCH: Script = {
   code: "import sys\nsys.exit(0 if sys.argv[1].strip() == sys.argv[2].strip() else 1)",
 };
 
-/** Letters-only words for names and text (no word is a part of a level name or another word's field). */
+/** Folders of log files as AgentBench's questions name them. */
+const LOG_FOLDERS = [
+  "logs",
+  "log_files",
+  "logfiles",
+  "project_logs",
+  "data_logs",
+  "server_logs",
+  "system_logs",
+  "app_logs",
+  "log_analysis",
+];
+/** Folders of text files as AgentBench's questions name them. */
+const TEXT_FOLDERS = [
+  "documents",
+  "docs",
+  "project_files",
+  "project_data",
+  "data",
+  "experiment",
+  "files_directory",
+  "projects",
+  "notes",
+];
+/** First words of other folder names (`web_logs`, `team_documents`): the name must be read from the question. */
+const TOPICS = (
+  "project server system app web daily weekly user test archive analysis audit network " +
+  "sales old team shared work client local monthly research temp access service"
+).split(" ");
+/** Letters-only words for text lines (none contains a searched word such as Linux, error or TODO). */
 const WORDS = (
-  "amber anchor apple arrow aspen atlas badge basil beacon birch blossom border bramble " +
-  "breeze bridge bronze cabin canyon cedar chalk cinder clover cobalt comet copper coral " +
-  "cotton crane crystal dahlia delta desert dune ember falcon fern fjord flint forest " +
-  "garnet glacier granite harbor hazel heron indigo island ivory jasper juniper kestrel " +
-  "lagoon lantern laurel lemon lilac linen maple marble meadow mesa mint monsoon moss " +
-  "nectar nickel oasis olive onyx orchid otter pebble pepper pine plum prairie quartz " +
-  "quill raven reef ridge river saffron sage sapphire shadow silver slate spruce summit " +
-  "tango thistle timber topaz tulip tundra velvet violet walnut willow wren zephyr"
+  "amber anchor apple arrow aspen atlas badge basil beacon birch blossom border breeze " +
+  "bridge bronze cabin canyon cedar chalk clover cobalt comet copper coral cotton crane " +
+  "crystal dahlia delta desert dune ember falcon fern fjord flint forest garnet glacier " +
+  "granite harbor hazel heron indigo island ivory jasper juniper kestrel lagoon lantern " +
+  "laurel lemon lilac linen maple marble meadow mesa mint moss nectar nickel oasis olive " +
+  "onyx orchid otter pebble pepper pine plum prairie quartz quill raven reef ridge river " +
+  "saffron sage shadow silver slate spruce summit tango thistle timber topaz tulip tundra " +
+  "velvet violet walnut willow wren zephyr"
 ).split(" ");
-const USERS = (
-  "alice bruno chen dmitri elena farah goran hana ivan jonas kenji lena marco nadia omar " +
-  "priya quentin rosa sven tara umar vera wei ximena yusuf zoe"
+/** Log messages as AgentBench's init scripts write them (no level word inside, in any case). */
+const MESSAGES = [
+  "System started",
+  "Failed to load module",
+  "Operation successful",
+  "Network timeout",
+  "Connection established",
+  "Disk full",
+  "User login",
+  "User logout",
+  "Access denied",
+  "Process completed",
+  "Starting process",
+  "Memory usage high",
+  "Disk space low",
+  "Connection failed",
+  "Timeout occurred",
+  "Service restarted",
+  "Cache cleared",
+  "Request handled",
+  "Configuration loaded",
+  "Session closed",
+  "File uploaded",
+  "Database query slow",
+  "Package installed",
+  "Health check passed",
+  "Retrying request",
+  "Queue is empty",
+];
+const PEOPLE = (
+  "Alice Bob Carol Dave Erin Frank Grace Heidi Ivan Judy Mallory Nina Oscar Peggy Quinn " +
+  "Rupert Sybil Trent Uma Victor Walter Yara Zoe"
 ).split(" ");
-const APPS = "nginx billing indexer mailer scheduler gateway backup crawler ledger reports".split(
-  " ",
-);
 const LEVELS = ["INFO", "WARN", "ERROR", "DEBUG"];
-const EXTENSIONS = ["txt", "csv", "log", "json", "py", "md", "sh", "conf"];
-const SHELLS = ["bash", "zsh", "sh", "dash", "fish"];
+/** Stems of file names, as AgentBench's files are named (`file1.txt`, `report_2023.txt`). */
+const FILE_STEMS = (
+  "file report data notes summary draft image photo budget invoice todo readme config " +
+  "script results output archive letter chart table"
+).split(" ");
+const EXTENSIONS = ["txt", "csv", "log", "json", "py", "md", "sh", "conf", "jpg", "pdf"];
 
 /** One generated task before it becomes an `OsSample`. */
 interface GeneratedTask {
   kind: string;
   description: string;
-  /** Bash run before the agent acts (creates the files). */
+  /** Bash run before the agent acts (creates the files; `~` is the agent's home folder). */
   init: string;
   /** The one-line solution; it prints `answer`. */
   example: string;
@@ -67,366 +137,792 @@ function writeFile(path: string, lines: readonly string[]): string {
   return `cat > ${path} <<'AGENTRL_EOF'\n${lines.join("\n")}\nAGENTRL_EOF`;
 }
 
-function parent(path: string): string {
-  return path.slice(0, path.lastIndexOf("/"));
+/** A folder of the task as the question names it and as the command writes it. */
+interface Place {
+  /** The folder in commands: `~/project_logs`, `/home/student/documents`. */
+  path: string;
+  /** A sentence saying the folder holds `contents` ("You have a directory named … containing …"). */
+  holds: (contents: string) => string;
+  /** Words naming the folder after "in" ("the directory named "logs" in your home directory"). */
+  named: string;
 }
 
-/** `count` distinct names `word` or `word_N` (letters, digits and `_`). */
-function distinctNames(random: Random, count: number): string[] {
+/** A folder name: one of AgentBench's (`names`) or a topic word before one of `tails`. */
+function folderName(random: Random, names: readonly string[], tails: readonly string[]): string {
+  if (random.chance(0.4)) return random.pick(names);
+  return `${random.pick(TOPICS)}${random.pick(["_", "_", ""])}${random.pick(tails)}`;
+}
+
+/** A folder in the home directory named in words (most often), or an absolute one AgentBench also uses. */
+function place(random: Random, name: string): Place {
+  if (random.chance(0.15)) {
+    const path =
+      name.includes("log") && random.chance(0.5) ? `/var/logs/${name}` : `/home/student/${name}`;
+    return {
+      path,
+      holds: (contents) =>
+        random.pick([
+          `The directory \`${path}\` contains ${contents}.`,
+          `You are given the directory "${path}", which contains ${contents}.`,
+        ]),
+      named: random.pick([`the \`${path}\` directory`, `the directory "${path}"`]),
+    };
+  }
+  const path = `~/${name}`;
+  return {
+    path,
+    holds: (contents) =>
+      random.pick([
+        `You have a directory named "${name}" in your home directory containing ${contents}.`,
+        `You are given a directory named \`${name}\` in your home directory, which contains ${contents}.`,
+        `In your home directory, there is a folder named "${name}" containing ${contents}.`,
+        `You have a directory \`~/${name}\` containing ${contents}.`,
+      ]),
+    named: random.pick([
+      `the directory named "${name}" in your home directory`,
+      `the "${name}" directory in your home directory`,
+      `the folder \`~/${name}\``,
+    ]),
+  };
+}
+
+/** `count` distinct names drawn by `draw`. */
+function distinct(count: number, draw: () => string): string[] {
   const names = new Set<string>();
-  while (names.size < count)
-    names.add(
-      random.chance(0.5) ? random.pick(WORDS) : `${random.pick(WORDS)}_${random.integer(1, 99)}`,
-    );
+  while (names.size < count) names.add(draw());
   return [...names];
 }
 
-/** A folder the task's files go in (all under the sandbox's writable folders). */
-function folder(random: Random): string {
-  const app = random.pick(APPS);
-  return random.pick([
-    `/root/${random.pick(WORDS)}`,
-    `/home/${random.pick(USERS)}/${random.pick(WORDS)}`,
-    `/opt/${app}/${random.pick(WORDS)}`,
-    `/srv/${app}`,
-    `/var/tmp/${random.pick(WORDS)}`,
-  ]);
+/** `count` distinct log file names (`system1.log`, `log_20231015.log`). */
+function logFileNames(random: Random, count: number, extension = "log"): string[] {
+  return distinct(count, () =>
+    random.chance(0.7)
+      ? `${random.pick(["system", "app", "server", "access", "log", "service", "web", "auth"])}${random.integer(1, 9)}.${extension}`
+      : `log_2023${String(random.integer(1, 12)).padStart(2, "0")}${String(random.integer(10, 28))}.${extension}`,
+  );
+}
+
+/** `count` distinct file names of the given extension, or of random ones (`report3.txt`). */
+function fileNames(random: Random, count: number, extension?: string): string[] {
+  return distinct(
+    count,
+    () =>
+      `${random.pick(FILE_STEMS)}${random.pick(["", "_"])}${random.integer(1, 30)}.${extension ?? random.pick(EXTENSIONS)}`,
+  );
 }
 
 function sentence(random: Random, words: number): string {
   return Array.from({ length: words }, () => random.pick(WORDS)).join(" ");
 }
 
-/** Lines of a certain level in the .log files of a folder. */
-function logLevelCount(random: Random): GeneratedTask {
-  const dir = random.pick([
-    `/root/logs`,
-    `/var/log/${random.pick(APPS)}`,
-    `${folder(random)}/logs`,
+function time(random: Random): string {
+  const two = (value: number) => String(value).padStart(2, "0");
+  return `${two(random.integer(0, 23))}:${two(random.integer(0, 59))}:${two(random.integer(0, 59))}`;
+}
+
+/** A date of 2023 among the first `days` days of October and November (distinct for distinct `day`). */
+function date(day: number): string {
+  const month = day <= 31 ? 10 : 11;
+  return `2023-${month}-${String(day <= 31 ? day : day - 31).padStart(2, "0")}`;
+}
+
+/** Lines with a level word in the .log files of a folder (a .txt file beside them does not count). */
+function logLevelLines(random: Random): GeneratedTask {
+  const folder = place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files", "logfiles"]));
+  const ignoreCase = random.chance(0.25);
+  const level = random.weighted(LEVELS, [1, 2, 4, 1]);
+  const word = ignoreCase ? level.toLowerCase() : level;
+  const format = random.pick([
+    {
+      shown: "YYYY-MM-DD HH:MM:SS LEVEL Message",
+      line: (d: string, l: string, m: string) => `${d} ${l} ${m}`,
+    },
+    {
+      shown: "YYYY-MM-DD HH:MM:SS - LEVEL - Message",
+      line: (d: string, l: string, m: string) => `${d} - ${l} - ${m}`,
+    },
+    {
+      shown: "[YYYY-MM-DD HH:MM:SS] LEVEL: Message",
+      line: (d: string, l: string, m: string) => `[${d}] ${l}: ${m}`,
+    },
+    { shown: "LEVEL: Message", line: (_d: string, l: string, m: string) => `${l}: ${m}` },
   ]);
-  const level = random.pick(LEVELS);
-  const files = distinctNames(random, random.integer(1, 3));
   let count = 0;
-  const writes = files.map((file) => {
-    const lines = Array.from({ length: random.integer(4, 30) }, () => {
-      const lineLevel = random.weighted(LEVELS, [4, 2, 2, 1]);
+  const line = () => {
+    const lineLevel = random.weighted(LEVELS, [3, 2, 2, 2]);
+    const spelled =
+      ignoreCase && random.chance(0.3)
+        ? lineLevel[0] + lineLevel.slice(1).toLowerCase()
+        : lineLevel;
+    return {
+      lineLevel,
+      text: format.line(
+        `${date(random.integer(1, 40))} ${time(random)}`,
+        spelled,
+        random.pick(MESSAGES),
+      ),
+    };
+  };
+  const writes = logFileNames(random, random.integer(2, 5)).map((file) => {
+    const lines = Array.from({ length: random.integer(4, 24) }, () => {
+      const { lineLevel, text } = line();
       if (lineLevel === level) count += 1;
-      const time = `${String(random.integer(0, 23)).padStart(2, "0")}:${String(random.integer(0, 59)).padStart(2, "0")}`;
-      return `2024-0${random.integer(1, 9)}-${String(random.integer(10, 28))} ${time} ${lineLevel} ${sentence(random, random.integer(2, 5))}`;
+      return text;
     });
-    return writeFile(`${dir}/${file}.log`, lines);
+    return writeFile(`${folder.path}/${file}`, lines);
   });
+  const distractor = writeFile(
+    `${folder.path}/${random.pick(["readme", "notes", "old"])}.txt`,
+    Array.from({ length: random.integer(1, 4) }, () => line().text),
+  );
+  const caseNote = ignoreCase ? " (case-insensitive)" : "";
   const description = random.pick([
-    `How many ${level} lines are there in total in the .log files of ${dir}?`,
-    `Count the lines containing '${level}' in all .log files under ${dir} (not in subfolders). Tell me the number only.`,
-    `The log files (*.log) of ${dir} record events with a level. How many events have the level ${level}?`,
+    `${folder.holds('multiple log files with the ".log" extension')} Count the total number of lines that contain the word "${word}"${caseNote} across all ".log" files within this directory.`,
+    `Count the number of lines containing the word "${word}"${caseNote} in all ".log" files located in ${folder.named}.`,
+    `${folder.holds(`multiple log files with the extension ".log". Each line has the format "${format.shown}"`)} Your task is to count how many log entries have the level "${word}"${caseNote} across all these log files.`,
   ]);
   return {
-    kind: "log-level-count",
+    kind: "log-level-lines",
     description,
-    init: [`mkdir -p ${dir}`, ...writes].join("\n"),
-    example: `grep -h '${level}' ${dir}/*.log | wc -l`,
+    init: [`mkdir -p ${folder.path}`, ...writes, distractor].join("\n"),
+    example: `grep -h${ignoreCase ? "i" : ""} '${word}' ${folder.path}/*.log | wc -l`,
     answer: String(count),
   };
 }
 
-/** Files of one extension directly in a folder (a subfolder holds more that do not count). */
-function extensionCount(random: Random): GeneratedTask {
-  const dir = folder(random);
-  const extension = random.pick(EXTENSIONS);
-  const names = distinctNames(random, random.integer(4, 28));
+/** Lines containing a word (AgentBench's "Linux") in the .txt files of a folder. */
+function wordLines(random: Random): GeneratedTask {
+  const folder = place(
+    random,
+    folderName(random, TEXT_FOLDERS, ["files", "documents", "docs", "data", "notes"]),
+  );
+  const word = random.weighted(["Linux", "error", "TODO", "Ubuntu", "kernel"], [4, 2, 1, 1, 1]);
+  const ignoreCase = random.chance(0.3);
   let count = 0;
-  const paths = names.map((name) => {
-    const own = random.chance(0.4) ? extension : random.pick(EXTENSIONS);
-    if (own === extension) count += 1;
-    return `${dir}/${name}.${own}`;
+  const writes = fileNames(random, random.integer(2, 6), "txt").map((file) => {
+    const lines = Array.from({ length: random.integer(3, 18) }, () => {
+      const spelling = random.weighted(
+        [word, word.toLowerCase(), word.toUpperCase(), ""],
+        [3, ignoreCase ? 1 : 0.5, ignoreCase ? 1 : 0.5, 4],
+      );
+      const matches = spelling !== "" && (ignoreCase || spelling === word);
+      if (matches) count += 1;
+      const words = sentence(random, random.integer(2, 6)).split(" ");
+      if (spelling !== "") words.splice(random.integer(0, words.length), 0, spelling);
+      return words.join(" ");
+    });
+    return writeFile(`${folder.path}/${file}`, lines);
   });
-  const nested = distinctNames(random, random.integer(0, 4)).map(
-    (name) => `${dir}/archive/${name}.${extension}`,
-  );
+  const caseNote = ignoreCase ? ", ignoring case" : " (case-sensitive)";
   const description = random.pick([
-    `How many .${extension} files are there directly in ${dir} (not counting subdirectories)?`,
-    `Count the files with the extension .${extension} in the folder ${dir}, without looking into its subfolders.`,
+    `Count the total number of lines across all \`.txt\` files in ${folder.named} that contain the word "${word}"${caseNote}.`,
+    `${folder.holds("multiple .txt files")} Count how many lines of these files contain the word "${word}"${caseNote}.`,
+    `You need to determine the total number of lines across all \`.txt\` files within ${folder.named}, and only count lines that contain the word "${word}"${caseNote}.`,
   ]);
   return {
-    kind: "extension-count",
+    kind: "word-lines",
     description,
-    init: [`mkdir -p ${dir}/archive`, ...[...paths, ...nested].map((path) => `touch ${path}`)].join(
-      "\n",
-    ),
-    example: `find ${dir} -maxdepth 1 -type f -name '*.${extension}' | wc -l`,
+    init: [`mkdir -p ${folder.path}`, ...writes].join("\n"),
+    example: `grep -h${ignoreCase ? "i" : ""} '${word}' ${folder.path}/*.txt | wc -l`,
     answer: String(count),
   };
 }
 
-/** The lines of a text file. */
-function lineCount(random: Random): GeneratedTask {
-  const path = `${folder(random)}/${random.pick(WORDS)}.txt`;
-  const lines = Array.from({ length: random.integer(3, 120) }, () =>
-    sentence(random, random.integer(1, 6)),
+/** All lines, non-empty lines, or lines without a word, of a folder's .txt or .log files. */
+function totalLines(random: Random): GeneratedTask {
+  const logs = random.chance(0.5);
+  const folder = logs
+    ? place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]))
+    : place(random, folderName(random, TEXT_FOLDERS, ["files", "documents", "data"]));
+  const extension = logs ? "log" : "txt";
+  const variant = random.pick(["all", "non-empty", "without"] as const);
+  const excluded = random.pick(["error", "debug", "secret"]);
+  let count = 0;
+  const names = logs
+    ? logFileNames(random, random.integer(1, 4))
+    : fileNames(random, random.integer(1, 4), "txt");
+  const writes = names.map((file) => {
+    const lines = Array.from({ length: random.integer(2, 25) }, () => {
+      if (variant === "non-empty" && random.chance(0.25)) return "";
+      const text = logs
+        ? `${date(random.integer(1, 40))} ${time(random)} ${random.pick(MESSAGES)}`
+        : sentence(random, random.integer(1, 7));
+      if (variant === "without" && random.chance(0.3)) return `${text} ${excluded}`;
+      count += 1;
+      return text;
+    });
+    return writeFile(`${folder.path}/${file}`, lines);
+  });
+  const other = fileNames(random, random.integer(0, 2), logs ? "txt" : "md").map((file) =>
+    writeFile(`${folder.path}/${file}`, [sentence(random, 3), sentence(random, 2)]),
   );
+  const what = `all \`.${extension}\` files in ${folder.named}`;
+  const description =
+    variant === "all"
+      ? random.pick([
+          `Count the total number of lines across ${what}.`,
+          `${folder.holds(`several files, some of them with the ".${extension}" extension`)} Find the total number of lines in all the ".${extension}" files of this directory.`,
+        ])
+      : variant === "non-empty"
+        ? random.pick([
+            `Count the total number of lines across ${what}, excluding empty lines.`,
+            `${folder.holds(`multiple ".${extension}" files`)} Count the non-empty lines of these files in total.`,
+          ])
+        : random.pick([
+            `Count the total number of lines across ${what}, excluding any lines that contain the word "${excluded}".`,
+            `${folder.holds(`multiple ".${extension}" files`)} How many of their lines do not contain the word "${excluded}"?`,
+          ]);
+  const files = `${folder.path}/*.${extension}`;
   return {
-    kind: "line-count",
-    description: random.pick([
-      `How many lines does the file ${path} have?`,
-      `Tell me the number of lines in ${path}.`,
-    ]),
-    init: [`mkdir -p ${parent(path)}`, writeFile(path, lines)].join("\n"),
-    example: `wc -l < ${path}`,
-    answer: String(lines.length),
+    kind: "total-lines",
+    description,
+    init: [`mkdir -p ${folder.path}`, ...writes, ...other].join("\n"),
+    example:
+      variant === "all"
+        ? `cat ${files} | wc -l`
+        : variant === "non-empty"
+          ? `cat ${files} | grep -v '^$' | wc -l`
+          : `cat ${files} | grep -v '${excluded}' | wc -l`,
+    answer: String(count),
   };
 }
 
-/** The sum of one column of a CSV file. */
-function csvColumnSum(random: Random): GeneratedTask {
-  const path = `${folder(random)}/${random.pick(["sales", "orders", "stock", "payments", "usage"])}.csv`;
-  const columns = random.sample(["amount", "quantity", "price", "weight", "hours", "points"], 3);
-  const target = random.integer(0, columns.length - 1);
-  let sum = 0;
-  const rows = Array.from({ length: random.integer(3, 14) }, (_, row) => {
-    const values = columns.map(() => random.integer(1, 400));
-    sum += values[target];
-    return [row + 1, random.pick(USERS), ...values].join(",");
-  });
+/** Files modified in the last days (of an extension, or above a size) in the home directory or a folder of it. */
+function recentFiles(random: Random): GeneratedTask {
+  const name = folderName(
+    random,
+    [...TEXT_FOLDERS, ...LOG_FOLDERS],
+    ["files", "documents", "data", "logs"],
+  );
+  // The whole home folder only with a filter its own dotfiles never match (an extension, a size).
+  const whole = random.chance(0.6);
+  const [days, period] = random.weighted(
+    [
+      [7, "the last 7 days"],
+      [1, "the last 24 hours"],
+      [3, "the last 3 days"],
+      [30, "the last 30 days"],
+    ] as const,
+    [5, 2, 1, 1],
+  );
+  const filter = random.pick(
+    whole ? (["extension", "size"] as const) : (["extension", "size", "none"] as const),
+  );
+  const extension = random.pick(["txt", "log", "csv", "jpg", "py"]);
+  // find's -size +N<unit> counts whole units rounded up: a file counts when larger than N units.
+  const [threshold, thresholdBytes, thresholdWords] = random.pick([
+    ["+1M", 1 << 20, "1MB"],
+    ["+100k", 100 << 10, "100KB"],
+    ["+500k", 500 << 10, "500KB"],
+  ] as const);
+  const subfolders = ["", "", `/${random.pick(["old", "archive", "2023", "work"])}`];
+  const files = new Map<string, { age: string; bytes: number }>();
+  let count = 0;
+  for (const file of fileNames(random, random.integer(6, 45))) {
+    const own =
+      filter === "extension" && random.chance(0.6) ? `${file.split(".")[0]}.${extension}` : file;
+    const path = `~/${name}${random.pick(subfolders)}/${own}`;
+    if (files.has(path)) continue;
+    // Ages well inside or outside the period (find's -mtime -N: less than N whole days old).
+    const recent = random.chance(0.6);
+    const age = !recent
+      ? `${random.integer(days + 1, days + 40)} days ago`
+      : days === 1
+        ? `${random.integer(1, 20)} hours ago`
+        : `${random.integer(0, days - 1)} days ago`;
+    const large = random.chance(0.5);
+    const bytes = large
+      ? Math.floor((thresholdBytes * random.integer(11, 60)) / 10)
+      : random.integer(10, thresholdBytes / 2);
+    files.set(path, { age, bytes });
+    const passes =
+      filter === "none" || (filter === "extension" ? own.endsWith(`.${extension}`) : large);
+    if (recent && passes) count += 1;
+  }
+  const where = whole
+    ? "your home directory"
+    : random.pick([
+        `the directory named "${name}" in your home directory`,
+        `the "${name}" directory in your home directory`,
+      ]);
+  const condition =
+    filter === "extension"
+      ? ` and have a ".${extension}" extension`
+      : filter === "size"
+        ? ` and are larger than ${thresholdWords}`
+        : "";
+  const description = random.pick([
+    `Count the number of files in ${where} that have been modified in ${period}${condition}.`,
+    `How many files in ${where} were modified in ${period}${condition}? Exclude directories from the count.`,
+    `Find and count the number of files within ${where} (and its subdirectories) that have been modified in ${period}${condition}.`,
+  ]);
+  const test =
+    filter === "extension"
+      ? ` -name '*.${extension}'`
+      : filter === "size"
+        ? ` -size ${threshold}`
+        : "";
   return {
-    kind: "csv-column-sum",
+    kind: "recent-files",
+    description,
+    init: [
+      ...[...new Set(subfolders)].map((sub) => `mkdir -p ~/${name}${sub}`),
+      ...[...files].flatMap(([path, file]) => [
+        `truncate -s ${file.bytes} ${path}`,
+        `touch -d '${file.age}' ${path}`,
+      ]),
+    ].join("\n"),
+    example: `find ${whole ? "~" : `~/${name}`} -type f -mtime -${days}${test} | wc -l`,
+    answer: String(count),
+  };
+}
+
+/** Unique IP addresses (the first field) across a folder's .log files, or of one access.log. */
+function uniqueAddresses(random: Random): GeneratedTask {
+  const folder = place(
+    random,
+    folderName(random, LOG_FOLDERS, ["logs", "log_files", "access_logs"]),
+  );
+  const prefix = random.pick(["192.168", "10.0", "172.16"]);
+  const pool = distinct(
+    random.integer(2, 35),
+    () => `${prefix}.${random.integer(0, 9)}.${random.integer(1, 254)}`,
+  );
+  const single = random.chance(0.3);
+  const names = single ? ["access.log"] : logFileNames(random, random.integer(2, 4));
+  const lines = names.map(() => [] as string[]);
+  const total = random.integer(Math.max(pool.length, names.length), pool.length + 30);
+  for (let k = 0; k < total; k++) {
+    // Every address of the pool appears at least once, every file has a line.
+    const address = k < pool.length ? pool[k] : random.pick(pool);
+    const text = random.chance(0.5)
+      ? `${address} - - [12/Oct/2023:${time(random)}] "GET /${random.pick(WORDS)} HTTP/1.1" ${random.pick([200, 200, 304, 404, 500])} ${random.integer(100, 9000)}`
+      : `${address} ${random.pick(MESSAGES)}`;
+    lines[k < names.length ? k : random.integer(0, names.length - 1)].push(text);
+  }
+  const writes = names.map((file, k) =>
+    writeFile(`${folder.path}/${file}`, random.shuffle(lines[k])),
+  );
+  const description = single
+    ? random.pick([
+        `Count the number of unique IP addresses that have accessed the web server, using the log file \`${folder.path}/access.log\`. Each line starts with the client's IP address.`,
+        `${folder.holds('a web server log named "access.log"')} Each line starts with an IP address. How many unique IP addresses appear in it?`,
+      ])
+    : random.pick([
+        `${folder.holds('multiple log files with the ".log" extension')} Each line starts with an IP address. Count the total number of unique IP addresses across all these log files.`,
+        `Count how many distinct IP addresses have accessed the server, as recorded in the ".log" files of ${folder.named}. The IP address is the first field of every line.`,
+      ]);
+  return {
+    kind: "unique-addresses",
+    description,
+    init: [`mkdir -p ${folder.path}`, ...writes].join("\n"),
+    example: `cat ${folder.path}/${single ? "access.log" : "*.log"} | awk '{print $1}' | sort -u | wc -l`,
+    answer: String(pool.length),
+  };
+}
+
+/** Unique dates (YYYY-MM-DD, the first field) across a folder's .log files. */
+function uniqueDates(random: Random): GeneratedTask {
+  const folder = place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files", "logfiles"]));
+  const days = random.sample(
+    Array.from({ length: 60 }, (_, k) => k + 1),
+    random.integer(1, 30),
+  );
+  const names = logFileNames(random, random.integer(2, 4));
+  const lines = names.map(() => [] as string[]);
+  const line = (day: number) => `${date(day)} ${time(random)} ${random.pick(MESSAGES)}`;
+  days.forEach((day, k) => lines[k % names.length].push(line(day)));
+  for (let extra = random.integer(0, 20); extra > 0; extra--)
+    lines[random.integer(0, names.length - 1)].push(line(random.pick(days)));
+  // Every file has a line (an empty file would add an empty date).
+  for (const file of lines) if (file.length === 0) file.push(line(random.pick(days)));
+  return {
+    kind: "unique-dates",
     description: random.pick([
-      `What is the sum of the ${columns[target]} column in ${path}?`,
-      `${path} is a CSV file with a header line. Add up its ${columns[target]} values and tell me the total.`,
+      `${folder.holds('multiple log files with the extension ".log". Each line starts with a timestamp in the format "YYYY-MM-DD HH:MM:SS" followed by a message')} Determine how many distinct days are represented across all log files combined.`,
+      `Count how many unique dates (YYYY-MM-DD) appear across all the ".log" files in ${folder.named}; every line starts with its date.`,
     ]),
     init: [
-      `mkdir -p ${parent(path)}`,
-      writeFile(path, [["id", "name", ...columns].join(","), ...rows]),
+      `mkdir -p ${folder.path}`,
+      ...names.map((file, k) => writeFile(`${folder.path}/${file}`, random.shuffle(lines[k]))),
     ].join("\n"),
-    example: `awk -F, 'NR>1 {s+=$${target + 3}} END {print s}' ${path}`,
-    answer: String(sum),
+    example: `cat ${folder.path}/*.log | awk '{print $1}' | sort -u | wc -l`,
+    answer: String(days.length),
   };
 }
 
-/** The name of the largest file of a folder. */
-function largestFile(random: Random): GeneratedTask {
-  const dir = folder(random);
-  const names = distinctNames(random, random.integer(3, 8)).map(
-    (name) => `${name}.${random.pick(EXTENSIONS)}`,
+/** The sum of the integers at the start of the lines of a file in the home directory. */
+function sumNumbers(random: Random): GeneratedTask {
+  const file = random.pick(["data.txt", "numbers.txt", "values.txt", "scores.txt", "amounts.txt"]);
+  const values = Array.from({ length: random.integer(3, 15) }, () => random.integer(1, 120));
+  const withWord = random.chance(0.6);
+  const hidden = random.chance(0.2);
+  const path = `~/${hidden ? "." : ""}${file}`;
+  return {
+    kind: "sum-numbers",
+    description: withWord
+      ? `In your home directory, there is a ${hidden ? "hidden " : ""}file named \`${hidden ? "." : ""}${file}\` containing multiple lines of text. Each line consists of an integer followed by a word. Find the sum of all the integers in the file.`
+      : `In your home directory, there is a ${hidden ? "hidden " : ""}file named "${hidden ? "." : ""}${file}" containing a list of numbers, one per line. What is the sum of all these numbers?`,
+    init: writeFile(
+      path,
+      values.map((value) => (withWord ? `${value} ${random.pick(WORDS)}` : String(value))),
+    ),
+    example: `awk '{s += $1} END {print s}' ${path}`,
+    answer: String(values.reduce((sum, value) => sum + value, 0)),
+  };
+}
+
+/** Unique lines of a hidden file in the home directory (case-sensitive or not). */
+function uniqueLines(random: Random): GeneratedTask {
+  const file = `.${random.pick(["filedata", "entries", "wordlist", "names", "items", "records"])}`;
+  const ignoreCase = random.chance(0.4);
+  const pool = random.sample(WORDS, random.integer(2, 30));
+  const lines = [
+    ...pool,
+    ...Array.from({ length: random.integer(1, 20) }, () => random.pick(pool)),
+  ].map((word) => (random.chance(ignoreCase ? 0.4 : 0) ? word.toUpperCase() : word));
+  // Case-sensitive tasks keep every word in lower case, so both counts are the pool's size.
+  return {
+    kind: "unique-lines",
+    description: ignoreCase
+      ? `In your home directory, there is a hidden file named "${file}" containing several words, one per line; some are repeated, in upper or lower case. Count the number of unique lines in this file without considering case differences.`
+      : `In your home directory, there is a hidden file named \`${file}\` containing several lines of text. Some lines are duplicated. Count the number of unique lines in this file.`,
+    init: writeFile(`~/${file}`, random.shuffle(lines)),
+    example: ignoreCase
+      ? `tr '[:upper:]' '[:lower:]' < ~/${file} | sort -u | wc -l`
+      : `sort -u ~/${file} | wc -l`,
+    answer: String(pool.length),
+  };
+}
+
+/** Keys of a hidden key=value file in the home directory: how many unique keys, or one key's value. */
+function configKeys(random: Random): GeneratedTask {
+  const file = `.${random.pick(["configdata", "configurations", "settings", "envfile", "appconfig"])}`;
+  const keys = random.sample(
+    "user port timeout retries language timezone theme domain workers cache_size log_level max_clients backup_hour queue_depth region mode".split(
+      " ",
+    ),
+    random.integer(3, 16),
   );
-  // Distinct sizes: the largest is one file.
+  const value = (key: string) =>
+    key === "user"
+      ? random.pick(PEOPLE).toLowerCase()
+      : key === "language"
+        ? random.pick(["en", "fr", "de", "es", "it", "ja"])
+        : key === "timezone"
+          ? random.pick(["UTC", "CET", "EST", "PST", "JST"])
+          : ["theme", "mode", "region", "domain", "log_level"].includes(key)
+            ? random.pick(WORDS)
+            : String(random.integer(key === "port" ? 1024 : 1, key === "port" ? 65000 : 5000));
+  const entries = keys.map((key) => [key, value(key)] as const);
+  // Repeated keys (a later line gives another value): the unique count is still the keys'.
+  const repeats = Array.from(
+    { length: random.integer(0, 4) },
+    () => [random.pick(keys), random.pick(WORDS)] as const,
+  );
+  const asksValue = random.chance(0.5);
+  const once = entries.filter(([key]) => !repeats.some(([other]) => other === key));
+  const target = once.length > 0 ? random.pick(once) : undefined;
+  const lines = random.shuffle([...entries, ...repeats]).map(([key, v]) => `${key}=${v}`);
+  if (asksValue && target !== undefined)
+    return {
+      kind: "config-value",
+      description: random.pick([
+        `In your home directory, there is a hidden file named \`${file}\` containing configuration entries in the format \`key=value\`. What is the value of the key "${target[0]}"?`,
+        `The hidden file "${file}" in your home directory holds settings as key=value lines. Tell me the value of ${target[0]}.`,
+      ]),
+      init: writeFile(`~/${file}`, lines),
+      example: `grep '^${target[0]}=' ~/${file} | cut -d= -f2`,
+      answer: target[1],
+    };
+  return {
+    kind: "unique-keys",
+    description: `In your home directory, there is a hidden file named \`${file}\` containing various configuration entries in the format \`key=value\`; some keys appear more than once. Count how many unique keys are present in this file.`,
+    init: writeFile(`~/${file}`, lines),
+    example: `cut -d= -f1 ~/${file} | sort -u | wc -l`,
+    answer: String(keys.length),
+  };
+}
+
+/** Entries of one error code (or unique codes) in `server_logs.txt`: "Timestamp - ServerID - ErrorCode". */
+function errorCodes(random: Random): GeneratedTask {
+  const codes = random.sample(
+    "E100 E204 E301 E302 E404 E418 E429 E500 E502 E503 E504 E601 E777 E808 E901 E999".split(" "),
+    random.integer(2, 14),
+  );
+  const entries = Array.from({ length: random.integer(Math.max(10, codes.length), 60) }, (_, k) =>
+    k < codes.length ? codes[k] : random.pick(codes),
+  );
+  const file = random.pick(["server_logs.txt", "errors.log", "server.log"]);
+  const lines = random
+    .shuffle(entries)
+    .map(
+      (code) =>
+        `${date(random.integer(1, 40))} ${time(random)} - server${random.integer(1, 9)} - ${code}`,
+    );
+  const target = random.pick(codes);
+  const counts = random.chance(0.5);
+  return {
+    kind: counts ? "error-code-entries" : "unique-error-codes",
+    description: counts
+      ? `In your home directory, there is a file named \`${file}\` which contains logs from multiple servers with entries formatted as "Timestamp - ServerID - ErrorCode". Count how many entries have the error code ${target}.`
+      : `In your home directory, there is a file named "${file}" with log entries formatted as "Timestamp - ServerID - ErrorCode". Count how many unique ErrorCode entries are present in the file.`,
+    init: writeFile(`~/${file}`, lines),
+    example: counts
+      ? `grep -c '${target}' ~/${file}`
+      : `awk '{print $NF}' ~/${file} | sort -u | wc -l`,
+    answer: String(counts ? entries.filter((code) => code === target).length : codes.length),
+  };
+}
+
+/** How many times a person did an action in a stock log ("Name | Action | index | count"). */
+function personActions(random: Random): GeneratedTask {
+  const people = random.sample(PEOPLE, random.integer(2, 6));
+  const person = random.pick(people);
+  const action = random.pick(["Buy", "Sell"]);
+  const lines = Array.from(
+    { length: random.integer(10, 60) },
+    () =>
+      `${random.pick(people)} | ${random.pick(["Buy", "Sell"])} | ${random.integer(1, 99)} | ${random.integer(1, 500)}`,
+  );
+  const path = random.pick(["~/stock.log", "~/trades.log", "/var/logs/stock.log"]);
+  return {
+    kind: "person-actions",
+    description: `Stock logs are shown in ${path}. Each line is "name | action | stock index | count". Tell me how many times ${person} ${action === "Buy" ? "bought" : "sold"} a stock.`,
+    init: [`mkdir -p ${path.slice(0, path.lastIndexOf("/"))}`, writeFile(path, lines)].join("\n"),
+    example: `grep '${person} | ${action}' ${path} | wc -l`,
+    answer: String(lines.filter((line) => line.startsWith(`${person} | ${action} |`)).length),
+  };
+}
+
+/** The name of the largest, or the most recently modified, file of a folder. */
+function extremeFile(random: Random): GeneratedTask {
+  const folder = place(random, folderName(random, TEXT_FOLDERS, ["files", "documents", "data"]));
+  const names = fileNames(random, random.integer(3, 9));
+  const largest = random.chance(0.5);
+  // Distinct sizes and days: one file is the answer.
   const sizes = random.sample(
     Array.from({ length: 4000 }, (_, k) => 64 + 7 * k),
     names.length,
   );
-  const largest = names[sizes.indexOf(Math.max(...sizes))];
-  return {
-    kind: "largest-file",
-    description: random.pick([
-      `Which file in ${dir} is the largest? Answer with its name only.`,
-      `Find the biggest file in the directory ${dir} and tell me its file name.`,
-    ]),
-    init: [
-      `mkdir -p ${dir}`,
-      ...names.map((file, k) => `head -c ${sizes[k]} /dev/zero > ${dir}/${file}`),
-    ].join("\n"),
-    example: `ls -S ${dir} | head -n 1`,
-    answer: largest,
-  };
-}
-
-/** The value of one key of a config file. */
-function configValue(random: Random): GeneratedTask {
-  const app = random.pick(APPS);
-  const path = `/etc/${app}/${app}.conf`;
-  const keys = random.sample(
-    [
-      "port",
-      "workers",
-      "timeout",
-      "retries",
-      "max_clients",
-      "cache_size",
-      "log_level",
-      "owner",
-      "backup_hour",
-      "queue_depth",
-    ],
-    random.integer(4, 8),
-  );
-  const values = keys.map((key) =>
-    key === "log_level"
-      ? random.pick(["debug", "info", "warning", "error"])
-      : key === "owner"
-        ? random.pick(USERS)
-        : String(key === "port" ? random.integer(1024, 65000) : random.integer(1, 5000)),
-  );
-  const target = random.integer(0, keys.length - 1);
-  return {
-    kind: "config-value",
-    description: random.pick([
-      `What is the value of ${keys[target]} in ${path}?`,
-      `The service ${app} is configured in ${path} (key=value lines). Which ${keys[target]} is it set to?`,
-    ]),
-    init: [
-      `mkdir -p /etc/${app}`,
-      writeFile(path, [`# ${app} settings`, ...keys.map((key, k) => `${key}=${values[k]}`)]),
-    ].join("\n"),
-    example: `grep '^${keys[target]}=' ${path} | cut -d= -f2`,
-    answer: values[target],
-  };
-}
-
-/** Distinct client addresses of an access log. */
-function distinctAddresses(random: Random): GeneratedTask {
-  const path = `/var/log/${random.pick(APPS)}/access.log`;
-  const pool = new Set<string>();
-  const wanted = random.integer(2, 30);
-  while (pool.size < wanted)
-    pool.add(`10.${random.integer(0, 255)}.${random.integer(0, 255)}.${random.integer(1, 254)}`);
-  const addresses = [...pool];
-  const used = new Set<string>();
-  const lines = Array.from({ length: random.integer(wanted, wanted + 40) }, (_, k) => {
-    // Every address of the pool appears at least once.
-    const address = k < addresses.length ? addresses[k] : random.pick(addresses);
-    used.add(address);
-    return `${address} - - [12/Mar/2024:10:${String(random.integer(10, 59))}:00] "GET /${random.pick(WORDS)} HTTP/1.1" ${random.pick([200, 200, 304, 404])} ${random.integer(100, 9000)}`;
-  });
-  return {
-    kind: "distinct-addresses",
-    description: random.pick([
-      `How many distinct IP addresses made requests in ${path}?`,
-      `Count the unique client addresses (the first field) in the access log ${path}.`,
-    ]),
-    init: [`mkdir -p ${parent(path)}`, writeFile(path, random.shuffle(lines))].join("\n"),
-    example: `awk '{print $1}' ${path} | sort -u | wc -l`,
-    answer: String(used.size),
-  };
-}
-
-/** Accounts of a passwd-like file with a given shell. */
-function shellAccounts(random: Random): GeneratedTask {
-  const path = `/root/${random.pick(["accounts", "users", "staff", "members"])}.txt`;
-  const shell = random.pick(SHELLS);
-  const names = random.sample(
-    USERS.flatMap((user) => [user, `${user}${random.integer(1, 9)}`]),
-    random.integer(3, 40),
-  );
-  let count = 0;
-  const lines = names.map((name, k) => {
-    const own = random.chance(0.35) ? shell : random.pick(SHELLS);
-    if (own === shell) count += 1;
-    return `${name}:x:${1000 + k}:${1000 + k}::/home/${name}:/bin/${own}`;
-  });
-  return {
-    kind: "shell-accounts",
-    description: random.pick([
-      `${path} lists accounts in the passwd format. How many of them use the shell /bin/${shell}?`,
-      `How many accounts in ${path} have /bin/${shell} as their login shell?`,
-    ]),
-    init: [`mkdir -p ${parent(path)}`, writeFile(path, lines)].join("\n"),
-    example: `grep -c ':/bin/${shell}$' ${path}`,
-    answer: String(count),
-  };
-}
-
-/** The most recently modified file of a folder. */
-function newestFile(random: Random): GeneratedTask {
-  const dir = folder(random);
-  const files = distinctNames(random, random.integer(3, 9)).map(
-    (name) => `${name}.${random.pick(EXTENSIONS)}`,
-  );
   const days = random.sample(
     Array.from({ length: 28 }, (_, k) => k + 1),
-    files.length,
+    names.length,
   );
-  const newest = files[days.indexOf(Math.max(...days))];
+  const answer = largest
+    ? names[sizes.indexOf(Math.max(...sizes))]
+    : names[days.indexOf(Math.max(...days))];
   return {
-    kind: "newest-file",
-    description: random.pick([
-      `Which file in ${dir} was modified most recently? Answer with the file name only.`,
-      `Tell me the name of the newest file (by modification time) in ${dir}.`,
-    ]),
+    kind: largest ? "largest-file" : "newest-file",
+    description: largest
+      ? random.pick([
+          `Which file in ${folder.named} is the largest? Answer with its file name only (without its directory).`,
+          `${folder.holds("several files of different sizes")} Find the biggest file and tell me its name.`,
+        ])
+      : random.pick([
+          `Which file in ${folder.named} was modified most recently? Tell me the file name only (without its directory).`,
+          `${folder.holds("several files")} Tell me the name of the newest file (by modification time).`,
+        ]),
     init: [
-      `mkdir -p ${dir}`,
-      ...files.map(
-        (file, k) => `touch -d '2023-11-${String(days[k]).padStart(2, "0")} 12:00' ${dir}/${file}`,
+      `mkdir -p ${folder.path}`,
+      ...names.map(
+        (file, k) =>
+          `head -c ${sizes[k]} /dev/zero > ${folder.path}/${file} && touch -d '2023-11-${String(days[k]).padStart(2, "0")} 12:00' ${folder.path}/${file}`,
       ),
     ].join("\n"),
-    example: `ls -t ${dir} | head -n 1`,
-    answer: newest,
+    example: `ls -${largest ? "S" : "t"} ${folder.path} | head -n 1`,
+    answer,
   };
 }
 
-/** Directories under a folder, at any depth. */
-function directoryCount(random: Random): GeneratedTask {
-  const root = folder(random);
-  const directories = new Set<string>();
-  const paths = Array.from({ length: random.integer(1, 12) }, () => {
-    const depth = random.integer(1, 3);
-    const parts = Array.from({ length: depth }, () => random.pick(WORDS.slice(0, 30)));
-    for (let k = 1; k <= depth; k++) directories.add(parts.slice(0, k).join("/"));
-    return `${root}/${parts.join("/")}`;
+/** The .log file of a folder with the most lines of a level (one file has the most). */
+function mostEntriesFile(random: Random): GeneratedTask {
+  const folder = place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]));
+  const names = logFileNames(random, random.integer(2, 6));
+  const level = random.pick(["ERROR", "WARN"]);
+  const counts = random.sample(
+    Array.from({ length: 15 }, (_, k) => k),
+    names.length,
+  );
+  const writes = names.map((file, k) => {
+    const lines = [
+      ...Array.from(
+        { length: counts[k] },
+        () => `${date(random.integer(1, 40))} ${level} ${random.pick(MESSAGES)}`,
+      ),
+      ...Array.from(
+        { length: random.integer(1, 8) },
+        () => `${date(random.integer(1, 40))} INFO ${random.pick(MESSAGES)}`,
+      ),
+    ];
+    return writeFile(`${folder.path}/${file}`, random.shuffle(lines));
   });
-  const files = Array.from(
-    { length: random.integer(0, 6) },
-    () => `${random.pick(paths)}/${random.pick(WORDS)}.${random.pick(EXTENSIONS)}`,
-  );
   return {
-    kind: "directory-count",
-    description: random.pick([
-      `How many directories are there under ${root}, at any depth, not counting ${root} itself?`,
-      `Count all subdirectories of ${root} (recursively).`,
-    ]),
-    init: [
-      `mkdir -p ${root}`,
-      ...paths.map((path) => `mkdir -p ${path}`),
-      ...files.map((file) => `touch ${file}`),
-    ].join("\n"),
-    example: `find ${root} -mindepth 1 -type d | wc -l`,
-    answer: String(directories.size),
+    kind: "most-entries-file",
+    description: `${folder.holds('multiple log files with the extension ".log"')} Find out which log file contains the most lines with "${level}" and return its filename (without the directory).`,
+    init: [`mkdir -p ${folder.path}`, ...writes].join("\n"),
+    example: `cd ${folder.path} && grep -c '${level}' *.log | sort -t: -k2 -n | tail -n 1 | cut -d: -f1`,
+    answer: names[counts.indexOf(Math.max(...counts))],
   };
 }
 
-/** Occurrences of a word in a text file. */
-function wordOccurrences(random: Random): GeneratedTask {
-  const path = `${folder(random)}/${random.pick(["notes", "story", "report", "draft", "minutes"])}.txt`;
-  const vocabulary = random.sample(WORDS, random.integer(4, 12));
-  const word = random.pick(vocabulary);
+/** Directories (recursively), hidden files, empty files, or files of an extension, in a folder. */
+function folderCounts(random: Random): GeneratedTask {
+  const folder = place(random, folderName(random, TEXT_FOLDERS, ["files", "data", "projects"]));
+  const kind = random.pick(["directories", "hidden", "empty", "extension", "name"] as const);
+  const subfolders = distinct(random.integer(1, 14), () =>
+    Array.from({ length: random.integer(1, 3) }, () => random.pick(WORDS.slice(0, 24))).join("/"),
+  );
+  const directories = new Set<string>();
+  for (const sub of subfolders) {
+    const parts = sub.split("/");
+    for (let k = 1; k <= parts.length; k++) directories.add(parts.slice(0, k).join("/"));
+  }
+  const extension = random.pick(["helloworld", "bak", "tmp", "dat", "cfg", "md"]);
+  const stem = random.pick(["report", "summary", "draft", "invoice"]);
   let count = 0;
-  const lines = Array.from({ length: random.integer(2, 25) }, () =>
-    Array.from({ length: random.integer(1, 8) }, () => {
-      const chosen = random.pick(vocabulary);
-      if (chosen === word) count += 1;
-      return chosen;
-    }).join(" "),
-  );
+  const files = distinct(random.integer(5, 40), () => {
+    const inFolder = kind === "hidden" || random.chance(0.4) ? "" : `${random.pick(subfolders)}/`;
+    const hidden = random.chance(0.4);
+    const file =
+      kind === "extension" && random.chance(0.45)
+        ? `${random.pick(FILE_STEMS)}${random.integer(1, 40)}.${extension}`
+        : kind === "name" && random.chance(0.45)
+          ? `${random.pick(["", "weekly_", "old_", "final_"])}${stem}${random.integer(1, 40)}.${random.pick(EXTENSIONS)}`
+          : `${random.pick(FILE_STEMS.filter((other) => !other.includes(stem)))}${random.integer(1, 40)}.${random.pick(EXTENSIONS)}`;
+    return `${inFolder}${kind === "hidden" && hidden ? "." : ""}${file}`;
+  });
+  const empty = new Set(files.filter(() => random.chance(0.4)));
+  for (const file of files) {
+    const base = file.slice(file.lastIndexOf("/") + 1);
+    if (
+      kind === "hidden"
+        ? base.startsWith(".")
+        : kind === "empty"
+          ? empty.has(file)
+          : kind === "extension"
+            ? base.endsWith(`.${extension}`)
+            : kind === "name"
+              ? base.includes(stem)
+              : false
+    )
+      count += 1;
+  }
+  const answer = kind === "directories" ? directories.size + 1 : count;
+  const descriptions = {
+    directories: [
+      `How many directories (recursively) are in ${folder.named}, counting the directory itself?`,
+      `Count all directories under ${folder.named}, including itself and every subdirectory at any depth.`,
+    ],
+    hidden: [
+      `How many hidden files are in ${folder.named}? (not including subdirectories)`,
+      `Count the hidden files (names starting with a dot) directly in ${folder.named}.`,
+    ],
+    empty: [
+      `How many empty files are there in ${folder.named} and all of its subdirectories?`,
+      `Count the files of size zero in ${folder.named}, recursively.`,
+    ],
+    extension: [
+      `Recursively find how many files have the extension .${extension} in ${folder.named}.`,
+      `How many ".${extension}" files are there in ${folder.named} and its subdirectories?`,
+    ],
+    name: [
+      `Count the number of files in ${folder.named} (recursively) whose names contain the word "${stem}".`,
+      `How many files under ${folder.named} have "${stem}" in their file name?`,
+    ],
+  };
+  const examples = {
+    directories: `find ${folder.path} -type d | wc -l`,
+    hidden: `find ${folder.path} -maxdepth 1 -type f -name '.*' | wc -l`,
+    empty: `find ${folder.path} -type f -empty | wc -l`,
+    extension: `find ${folder.path} -type f -name '*.${extension}' | wc -l`,
+    name: `find ${folder.path} -type f -name '*${stem}*' | wc -l`,
+  };
   return {
-    kind: "word-occurrences",
-    description: random.pick([
-      `How many times does the word '${word}' occur in ${path}?`,
-      `Count the occurrences of the word ${word} in the file ${path}.`,
-    ]),
-    init: [`mkdir -p ${parent(path)}`, writeFile(path, lines)].join("\n"),
-    example: `grep -o -w '${word}' ${path} | wc -l`,
-    answer: String(count),
+    kind: `folder-${kind}`,
+    description: random.pick(descriptions[kind]),
+    init: [
+      `mkdir -p ${folder.path}`,
+      ...subfolders.map((sub) => `mkdir -p ${folder.path}/${sub}`),
+      ...files.map((file) =>
+        empty.has(file)
+          ? `touch ${folder.path}/${file}`
+          : `echo ${random.pick(WORDS)} > ${folder.path}/${file}`,
+      ),
+    ].join("\n"),
+    example: examples[kind],
+    answer: String(answer),
   };
 }
 
-/** The kinds of generated tasks, drawn uniformly. */
-const KINDS: ReadonlyArray<(random: Random) => GeneratedTask> = [
-  logLevelCount,
-  extensionCount,
-  lineCount,
-  csvColumnSum,
-  largestFile,
-  configValue,
-  distinctAddresses,
-  shellAccounts,
-  newestFile,
-  directoryCount,
-  wordOccurrences,
+/** Files of a folder that contain a word (TODO), or the words of its .txt files. */
+function contentCounts(random: Random): GeneratedTask {
+  const folder = place(random, folderName(random, TEXT_FOLDERS, ["files", "documents", "notes"]));
+  const words = random.chance(0.5);
+  const names = fileNames(random, random.integer(4, 26), "txt");
+  const marker = random.pick(["TODO", "FIXME", "Linux"]);
+  let count = 0;
+  const writes = names.map((file) => {
+    const lines = Array.from({ length: random.integer(1, 6) }, () =>
+      sentence(random, random.integer(1, 8)),
+    );
+    if (!words && random.chance(0.45)) {
+      lines.splice(random.integer(0, lines.length), 0, `${marker}: ${sentence(random, 2)}`);
+      count += 1;
+    }
+    if (words) count += lines.join(" ").split(" ").length;
+    return writeFile(`${folder.path}/${file}`, lines);
+  });
+  return words
+    ? {
+        kind: "word-count",
+        description: random.pick([
+          `Count the total number of words across all \`.txt\` files in ${folder.named}.`,
+          `${folder.holds("several text files (.txt)")} How many words do they hold in total?`,
+        ]),
+        init: [`mkdir -p ${folder.path}`, ...writes].join("\n"),
+        example: `cat ${folder.path}/*.txt | wc -w`,
+        answer: String(count),
+      }
+    : {
+        kind: "files-containing",
+        description: random.pick([
+          `Count the number of files in ${folder.named} that contain the string "${marker}" in their contents.`,
+          `${folder.holds("several text files")} How many of these files contain the word "${marker}"?`,
+        ]),
+        init: [`mkdir -p ${folder.path}`, ...writes].join("\n"),
+        example: `grep -l '${marker}' ${folder.path}/*.txt | wc -l`,
+        answer: String(count),
+      };
+}
+
+/** The kinds of generated tasks and their weights: AgentBench's most frequent kinds most often. */
+const KINDS: ReadonlyArray<readonly [(random: Random) => GeneratedTask, number]> = [
+  [logLevelLines, 4],
+  [wordLines, 3],
+  [totalLines, 2],
+  [recentFiles, 3],
+  [uniqueAddresses, 2],
+  [uniqueDates, 1],
+  [sumNumbers, 1],
+  [uniqueLines, 1],
+  [configKeys, 2],
+  [errorCodes, 1],
+  [personActions, 1],
+  [extremeFile, 3],
+  [mostEntriesFile, 1],
+  [folderCounts, 3],
+  [contentCounts, 2],
 ];
 
 /** Generated instance `k` of a split on world `seed` (train: index OS_GENERATED_OFFSET + k; test: OS_GENERATED_TEST_OFFSET + k). */
 export function generateOsSample(k: number, seed = 0, split: "train" | "test" = "train"): OsSample {
   const random = new Random(mixSeeds(seed, split === "train" ? 0x05 : 0x05e, k));
-  const task = random.pick(KINDS)(random);
+  const kind = random.weighted(
+    KINDS.map(([generate]) => generate),
+    KINDS.map(([, weight]) => weight),
+  );
+  const task = kind(random);
   return {
     index: (split === "train" ? OS_GENERATED_OFFSET : OS_GENERATED_TEST_OFFSET) + k,
     split,
