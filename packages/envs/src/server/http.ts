@@ -1,12 +1,13 @@
 /**
- * The little HTTP layer the controller, the workers and the HTTP client share, on
- * `node:http` alone: JSON bodies with a size limit, bearer tokens, a router that turns every
+ * The little HTTP layer the controller, the workers and the HTTP client share: a `node:http`
+ * server with JSON bodies with a size limit, bearer tokens, a router that turns every
  * failure into a JSON error response (so a bad request never crashes a server), and a
- * keep-alive JSON requester with per-request time limits.
+ * keep-alive JSON requester (undici) with per-request time limits.
  */
 import http from "node:http";
 import { timingSafeEqual } from "node:crypto";
 import type { AddressInfo } from "node:net";
+import { Agent, type Dispatcher } from "undici";
 import { EnvironmentApiError } from "./protocol.js";
 
 /** Largest accepted request body, in bytes (default 8 MiB). */
@@ -369,37 +370,50 @@ export interface JsonRequestOptions {
   method: "GET" | "POST";
   body?: unknown;
   headers?: Record<string, string>;
-  /** Time limit for the whole request in milliseconds. */
+  /** Time limit in milliseconds: for the answer to begin, and again for each pause inside it (a JSON answer on a live connection comes whole). */
   timeoutMs: number;
 }
 
-/** Where a request goes: what `http.request` would take from a plain `http:` URL. */
+/** Where a request goes: the origin and path of a URL, and the credentials it spelled. */
 interface RequestTarget {
-  hostname: string;
-  port: string;
+  origin: string;
   path: string;
+  /** `Basic …` from a URL's `user:password@` (an `authorization` header given wins). */
+  authorization?: string;
 }
 
 /** Connection-level failures (the peer is gone), as opposed to HTTP error answers. */
 export class ConnectionError extends EnvironmentApiError {}
 
+/** undici's codes for a deadline passed: no answer (headers), or a pause inside the answer's body. */
+const DEADLINE_CODES = new Set(["UND_ERR_HEADERS_TIMEOUT", "UND_ERR_BODY_TIMEOUT"]);
+
 /**
- * Sends JSON requests over keep-alive sockets. A request that fails on a reused socket the
- * server had just closed (ECONNRESET) is retried once on a fresh one.
+ * Codes of a connection closed under a request: most likely a kept-alive connection the peer
+ * had just closed as the request went out, so the request is sent once more on a new one (a
+ * dead peer then answers connection refused).
+ */
+const RETRIED_CODES = new Set(["UND_ERR_SOCKET", "ECONNRESET"]);
+
+/**
+ * Sends JSON requests over keep-alive connections, on undici (a third of node:http's client
+ * CPU a call and a tenth of its garbage, `bench/scale-controller.ts`: the round-trip tail under
+ * load is the client's work and its GC). A request that fails because its connection was
+ * closed under it is sent once more on a new one.
  */
 export class JsonRequester {
-  private readonly agent: http.Agent;
+  private readonly agent: Agent;
   /** Parsed request targets by URL (a client calls a handful of URLs over and over). */
-  private readonly targets = new Map<string, RequestTarget | undefined>();
+  private readonly targets = new Map<string, RequestTarget>();
 
   constructor(options: { maxSockets?: number } = {}) {
-    // Idle sockets are dropped after 30 s, before the servers' 65 s keep-alive timeout closes them
-    // under us (the timeout does not affect requests in flight).
-    this.agent = new http.Agent({
-      keepAlive: true,
-      maxSockets: options.maxSockets ?? Infinity,
-      keepAliveMsecs: 10_000,
-      timeout: 30_000,
+    const maxSockets = options.maxSockets ?? Infinity;
+    // Idle connections are dropped after 30 s, before the servers' 65 s keep-alive timeout
+    // closes them under us (the timeout does not affect requests in flight).
+    this.agent = new Agent({
+      connections: Number.isFinite(maxSockets) ? maxSockets : null,
+      keepAliveTimeout: 30_000,
+      keepAliveMaxTimeout: 30_000,
     });
   }
 
@@ -407,107 +421,100 @@ export class JsonRequester {
     try {
       return await this.once(url, options);
     } catch (error) {
-      if (
-        (error as { reusedSocket?: boolean }).reusedSocket &&
-        (error as NodeJS.ErrnoException).code === "ECONNRESET"
-      )
+      if (RETRIED_CODES.has((error as { code?: string }).code ?? ""))
         return this.once(url, options);
       throw error;
     }
   }
 
-  private once(url: string, options: JsonRequestOptions): Promise<JsonResponse> {
+  private async once(url: string, options: JsonRequestOptions): Promise<JsonResponse> {
     const payload = options.body === undefined ? undefined : JSON.stringify(options.body);
-    const target = this.target(url);
-    const headers: Record<string, string | number> = { accept: "application/json" };
-    if (payload !== undefined) {
-      headers["content-type"] = "application/json";
-      headers["content-length"] = Buffer.byteLength(payload);
+    const headers: Record<string, string> = { accept: "application/json" };
+    if (payload !== undefined) headers["content-type"] = "application/json";
+    let target: RequestTarget;
+    try {
+      target = this.target(url);
+    } catch (error) {
+      throw new ConnectionError(
+        502,
+        `${options.method} ${url} failed: ${(error as Error).message}`,
+      );
     }
+    if (target.authorization) headers.authorization = target.authorization;
     if (options.headers) Object.assign(headers, options.headers);
-    return new Promise((resolve, reject) => {
-      const requestOptions = { method: options.method, agent: this.agent, headers };
-      const request = target
-        ? http.request({ ...target, ...requestOptions })
-        : http.request(url, requestOptions);
-      const timer = setTimeout(() => {
-        request.destroy(
-          new ConnectionError(
-            504,
-            `${options.method} ${url} took longer than ${options.timeoutMs} ms`,
-          ),
+    const failed = (error: unknown, stage: string) => {
+      const code = (error as { code?: string }).code;
+      if (code && DEADLINE_CODES.has(code))
+        return new ConnectionError(
+          504,
+          `${options.method} ${url} took longer than ${options.timeoutMs} ms`,
         );
-      }, options.timeoutMs);
-      request.on("error", (error) => {
-        clearTimeout(timer);
-        if (error instanceof EnvironmentApiError) return reject(error);
-        const failure = new ConnectionError(
+      return Object.assign(
+        new ConnectionError(
           502,
-          `${options.method} ${url} failed: ${error.message}`,
-        );
-        Object.assign(failure, {
-          code: (error as NodeJS.ErrnoException).code,
-          reusedSocket: request.reusedSocket,
-        });
-        reject(failure);
+          `${options.method} ${url} failed${stage}: ${(error as Error).message}`,
+        ),
+        { code },
+      );
+    };
+    let answer: Dispatcher.ResponseData;
+    try {
+      // The deadline counts until the answer's headers, and again between its body's chunks.
+      answer = await this.agent.request({
+        origin: target.origin,
+        path: target.path,
+        method: options.method,
+        headers,
+        body: payload,
+        headersTimeout: options.timeoutMs,
+        bodyTimeout: options.timeoutMs,
       });
-      request.on("response", (response) => {
-        const chunks: Buffer[] = [];
-        response.on("data", (chunk: Buffer) => chunks.push(chunk));
-        response.on("error", (error) => {
-          clearTimeout(timer);
-          reject(
-            new ConnectionError(
-              502,
-              `${options.method} ${url} failed while reading: ${error.message}`,
-            ),
-          );
-        });
-        response.on("end", () => {
-          clearTimeout(timer);
-          const text = Buffer.concat(chunks).toString("utf8");
-          let body: unknown = text;
-          try {
-            body = text === "" ? undefined : JSON.parse(text);
-          } catch {
-            // Not JSON: keep the text, the caller reports it.
-          }
-          resolve({ status: response.statusCode ?? 0, headers: response.headers, body });
-        });
-      });
-      request.end(payload);
-    });
+    } catch (error) {
+      throw failed(error, "");
+    }
+    let text: string;
+    try {
+      text = await answer.body.text();
+    } catch (error) {
+      throw failed(error, " while reading");
+    }
+    let body: unknown = text;
+    try {
+      body = text === "" ? undefined : JSON.parse(text);
+    } catch {
+      // Not JSON: keep the text, the caller reports it.
+    }
+    return {
+      status: answer.statusCode,
+      headers: answer.headers as http.IncomingHttpHeaders,
+      body,
+    };
   }
 
-  /**
-   * Host, port and path of a plain `http:` URL, parsed once per URL (a client calls a handful
-   * of URLs over and over); `undefined` for any other URL, which `http.request` parses itself.
-   */
-  private target(url: string): RequestTarget | undefined {
-    if (this.targets.has(url)) return this.targets.get(url);
-    let target: RequestTarget | undefined;
-    try {
-      const parsed = new URL(url);
-      if (parsed.protocol === "http:" && !parsed.username && !parsed.password)
-        target = {
-          // `[::1]` → `::1`: the host name without the brackets of a literal IPv6 address.
-          hostname: parsed.hostname.replace(/^\[(.*)\]$/, "$1"),
-          port: parsed.port || "80",
-          path: `${parsed.pathname}${parsed.search}`,
-        };
-    } catch {
-      // Not a URL: `http.request` reports it.
+  /** Origin and path of a URL, parsed once per URL (a client calls a handful of URLs over and over). */
+  private target(url: string): RequestTarget {
+    const known = this.targets.get(url);
+    if (known) return known;
+    const parsed = new URL(url);
+    if (parsed.protocol !== "http:" && parsed.protocol !== "https:")
+      throw new TypeError(`${parsed.protocol} is not http: or https:`);
+    const target: RequestTarget = {
+      origin: parsed.origin,
+      path: `${parsed.pathname}${parsed.search}`,
+    };
+    if (parsed.username || parsed.password) {
+      const credentials = `${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`;
+      target.authorization = `Basic ${Buffer.from(credentials).toString("base64")}`;
     }
-    if (this.targets.size >= 1_000) this.targets.clear();
     // Bounded: URLs with a query (one per task name, worker...) must not grow it without end.
     if (this.targets.size >= 256) this.targets.clear();
     this.targets.set(url, target);
     return target;
   }
 
-  /** Closes the pooled sockets. */
+  /** Closes the pooled connections (requests in flight fail). */
   close(): void {
-    this.agent.destroy();
+    void this.agent.destroy().catch(() => undefined);
   }
 }
 
