@@ -59,6 +59,11 @@ const START_BATCH = 250;
 /** HTTP connections of the load client. */
 const CLIENT_SOCKETS = 256;
 const CHILD_FLAG = "--scale-controller-child";
+/**
+ * The load generator runs in a process of its own too: inside `npm run bench` it would carry
+ * the heap of the benchmarks run before it (tfjs, models), whose scavenges were 15-20 ms there.
+ */
+const LOAD_FLAG = "--scale-controller-load";
 /** When set, per-call timestamps of both processes and their GC pauses are written to this file prefix (`.load.json`, `.controller.json`). */
 const TRACE = process.env.AGENTRL_SCALE_TRACE;
 
@@ -365,13 +370,29 @@ function summarize(
   };
 }
 
+/** Node flags of the bench's own processes (TypeScript sources through tsx). */
+const SOURCE_FLAGS = ["--conditions=source", "--import", "tsx"];
+
+/** Runs the load generator in a fresh process and returns its section. */
 export async function run(): Promise<BenchResult> {
+  const load = fork(fileURLToPath(import.meta.url), [LOAD_FLAG], {
+    execArgv: SOURCE_FLAGS,
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
+  return new Promise<BenchResult>((resolve, reject) => {
+    load.once("message", (result: BenchResult) => resolve(result));
+    load.once("exit", (code) =>
+      reject(new Error(`the load generator process exited (${code}) without a result`)),
+    );
+  });
+}
+
+/** The load generator: starts the controller process, opens the sessions, runs the phases. */
+async function runLoad(): Promise<BenchResult> {
   const file = fileURLToPath(import.meta.url);
   const server = fork(file, [CHILD_FLAG], {
     execArgv: [
-      "--conditions=source",
-      "--import",
-      "tsx",
+      ...SOURCE_FLAGS,
       "--expose-gc",
       ...(process.env.AGENTRL_SCALE_CHILD_FLAGS?.split(" ").filter(Boolean) ?? []),
       ...(process.env.AGENTRL_SCALE_PROFILE
@@ -589,7 +610,10 @@ export async function run(): Promise<BenchResult> {
 }
 
 if (process.argv.includes(CHILD_FLAG)) await child();
-else {
+else if (process.argv.includes(LOAD_FLAG)) {
+  const result = await runLoad();
+  process.send!(result, () => process.exit(0));
+} else {
   const invokedDirectly =
     process.argv[1] && import.meta.url.endsWith(process.argv[1].replace(/\\/g, "/"));
   if (invokedDirectly) console.log((await run()).markdown);
