@@ -85,6 +85,8 @@ export const WARM_START_RECIPES: Record<
   // cannot win, the expert answers what its command printed) beside AgentBench's, one row in
   // two: AgentBench's OS 7.5 -> 15.5 % greedy (n 200), every success read. From the shipped
   // model alone: `agentrl sft --preset reading --from-stage 6 --model models/warmstart --out DIR`.
+  // (R2 was trained on the first generator's tasks; since session 29 the stage draws the
+  // AgentBench-like ones, docs/warmstart.md "A second reading stage".)
   reading: {
     ...DEFAULT_RECIPE,
     then: [
