@@ -172,6 +172,12 @@ async function child(): Promise<void> {
   collectGarbage();
   let heapBeforeBytes = process.memoryUsage().heapUsed;
   let cpuFrom = process.cpuUsage();
+  /** Counters from here on (calls' times, CPU, event-loop delay), no GC forced. */
+  const resetCounters = () => {
+    interactMs = [];
+    cpuFrom = process.cpuUsage();
+    loop.reset();
+  };
   process.on("message", (message: { type: string }) => {
     if (message.type === "baseline") {
       collectGarbage();
@@ -192,16 +198,12 @@ async function child(): Promise<void> {
         cpuMs: (cpu.user + cpu.system) / 1000,
         gc: gc.take(),
       };
-      interactMs = [];
-      cpuFrom = process.cpuUsage();
-      loop.reset();
+      resetCounters();
       process.send!({ type: "stats", stats });
     }
     if (message.type === "reset" || message.type === "record") {
-      // The start of a measured window: counters from here on, no GC forced.
-      interactMs = [];
-      cpuFrom = process.cpuUsage();
-      loop.reset();
+      // The start of a measured window.
+      resetCounters();
       gc.take();
       calls = [];
       gc.events = [];
