@@ -187,6 +187,12 @@ export class ExpertStream {
   /** One turn of the round-robin: each family `weight` times in a row. */
   private readonly turn: CurriculumTaskFamily[];
   private next = 0;
+  /**
+   * The rows already played, by family (one object a world) and sample: the experts and the
+   * worlds are deterministic, so a sample drawn again is not played again (an OS or DB episode
+   * costs a container; an OS-only stage draws each of its ~2,300 samples twice on average).
+   */
+  private readonly played = new WeakMap<CurriculumTaskFamily, Map<number, SupervisedRow>>();
 
   constructor(
     families: CurriculumTaskFamily[],
@@ -232,7 +238,7 @@ export class ExpertStream {
           const indices = home.indicesAt("train", difficulty);
           draws.push(
             indices.length
-              ? expertRow(home, indices[this.random.nextInt(indices.length)], this.tokenizer)
+              ? this.row(home, indices[this.random.nextInt(indices.length)])
               : Promise.resolve(undefined),
           );
           continue;
@@ -243,7 +249,7 @@ export class ExpertStream {
           this.worlds.family(home, world).then((family) => {
             const indices = family.indicesAt("train", difficulty);
             return indices.length
-              ? expertRow(family, indices[Math.floor(pick * indices.length)], this.tokenizer)
+              ? this.row(family, indices[Math.floor(pick * indices.length)])
               : undefined;
           }),
         );
@@ -258,5 +264,19 @@ export class ExpertStream {
       }
     }
     return rows;
+  }
+
+  /** The expert row of `family`'s sample `index`: played once, then kept (a failed episode is played again on its next draw). */
+  private async row(
+    family: CurriculumTaskFamily,
+    index: number,
+  ): Promise<SupervisedRow | undefined> {
+    let rows = this.played.get(family);
+    if (!rows) this.played.set(family, (rows = new Map()));
+    const kept = rows.get(index);
+    if (kept) return kept;
+    const row = await expertRow(family, index, this.tokenizer);
+    if (row) rows.set(index, row);
+    return row;
   }
 }

@@ -8,6 +8,7 @@ import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
 import { createTaskFamily } from "@agentrl/envs";
 import { hasAgentBenchData } from "@agentrl/envs/internal";
 import { agentBenchProblemTexts, gatherTaskText } from "../corpus.js";
+import { ExpertStream } from "./rows.js";
 import {
   DOCKER_FAMILIES,
   WARM_START_RECIPES,
@@ -568,4 +569,37 @@ test("checkStagesRunnable: without Docker, the first stage that trains os or db 
         `stage ${osStage + 1} of ${stages.length} trains ${stages[osStage].tasks!.filter((task) => DOCKER_FAMILIES.has(task)).join(", ")}, which needs a Docker engine`,
       ),
   );
+});
+
+test("ExpertStream plays a drawn sample once: a sample drawn again reuses its row (the same tokens)", async () => {
+  const tokenizer = smallTokenizer(
+    await gatherTaskText({ tasks: ["kg"], episodesPerDifficulty: 2, dataDir: "/nonexistent" }),
+  );
+  const kg = await createTaskFamily("kg");
+  const two = kg.indicesAt("train", 0).slice(0, 2);
+  const played: number[] = [];
+  const family = Object.assign(Object.create(kg) as typeof kg, {
+    indicesAt: () => two,
+    expert: (index: number) => (played.push(index), kg.expert(index)),
+  });
+  const stream = new ExpertStream([family], tokenizer, {
+    difficulties: [0],
+    taskDifficulties: {},
+    curriculum: "uniform",
+    maxSequenceTokens: 100_000,
+    promptLossWeight: 0,
+    seed: 1,
+    taskWeights: {},
+  });
+  try {
+    const rows = [];
+    for (let k = 0; k < 8; k++) rows.push(...(await stream.batch(1, k / 8)));
+    assert.equal(rows.length, 8);
+    assert.deepEqual([...new Set(played)].sort(), [...two].sort(), "both samples drawn");
+    assert.equal(played.length, 2, `played ${played.join(", ")}: each once`);
+    const distinct = new Set(rows.map((row) => row.tokens.join(" ")));
+    assert.equal(distinct.size, 2, "two samples, two rows");
+  } finally {
+    await kg.close?.();
+  }
 });
