@@ -46,6 +46,7 @@ test("generated OS tasks look like AgentBench's: home-folder paths named in word
   const inHome = samples.filter((s) => /home directory|~\//.test(s.description)).length;
   assert.ok(inHome / samples.length > 0.75, `${inHome} of 2000 speak of the home directory`);
   const folders = new Set<string>();
+  const uses = new Map<string, number>();
   for (const sample of samples) {
     const { description } = sample;
     const example = sample.example!.code;
@@ -58,10 +59,14 @@ test("generated OS tasks look like AgentBench's: home-folder paths named in word
     for (const [, name] of example.matchAll(/(?:~|\/home\/student|\/var\/logs)\/([\w.-]+)/g)) {
       assert.ok(description.includes(name), `${name} of ${example} not in: ${description}`);
       folders.add(name);
+      uses.set(name, (uses.get(name) ?? 0) + 1);
     }
   }
-  // Many names, so that the command's folder must be read rather than recalled.
-  assert.ok(folders.size > 100, `${folders.size} distinct folder and file names`);
+  // Many names, none common, so that the command's folder must be read rather than recalled.
+  assert.ok(folders.size > 600, `${folders.size} distinct folder and file names`);
+  const [top, count] = [...uses].sort((a, b) => b[1] - a[1])[0];
+  const named = [...uses.values()].reduce((a, b) => a + b, 0);
+  assert.ok(count / named < 0.03, `${top}: ${count} of ${named} named paths`);
 });
 
 test("generated OS tasks: difficulty 0 answer tasks graded against the example's output, deterministic per (seed, instance), other worlds differ", () => {

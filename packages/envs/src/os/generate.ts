@@ -80,6 +80,8 @@ const WORDS = (
   "saffron sage shadow silver slate spruce summit tango thistle timber topaz tulip tundra " +
   "velvet violet walnut willow wren zephyr"
 ).split(" ");
+/** Topic words of generated folder names: the topics, then the text words. */
+const FOLDER_TOPICS = [...TOPICS, ...WORDS];
 /** Log messages as AgentBench's init scripts write them (no level word inside, in any case). */
 const MESSAGES = [
   "System started",
@@ -147,10 +149,16 @@ interface Place {
   named: string;
 }
 
-/** A folder name: one of AgentBench's (`names`) or a topic word before one of `tails`. */
+/**
+ * A folder name: one of AgentBench's (`names`, one in four) or a topic word before one of
+ * `tails`, the topic from ~140 words (`sales_logs`, `amber_documents`), so that no name is
+ * common enough to be recalled rather than read: with AgentBench's names two in five and 27
+ * topics (sessions 29-30) models trained on these rows wrote the frequent names
+ * (`~/project_logs`) whatever the question named.
+ */
 function folderName(random: Random, names: readonly string[], tails: readonly string[]): string {
-  if (random.chance(0.4)) return random.pick(names);
-  return `${random.pick(TOPICS)}${random.pick(["_", "_", ""])}${random.pick(tails)}`;
+  if (random.chance(0.25)) return random.pick(names);
+  return `${random.pick(FOLDER_TOPICS)}${random.pick(["_", "_", ""])}${random.pick(tails)}`;
 }
 
 /** A folder in the home directory named in words (most often), or an absolute one AgentBench also uses. */
