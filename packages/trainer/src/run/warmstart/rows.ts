@@ -6,6 +6,7 @@
 import { Rng } from "@agentrl/policy";
 import {
   createTaskFamily,
+  EnvironmentError,
   openFamilies,
   playEpisode,
   type CurriculumTaskFamily,
@@ -181,6 +182,9 @@ export class TrainingWorlds {
   }
 }
 
+/** Expert episodes that may fail in the environment in a row before a stage stops. */
+const MAX_ENVIRONMENT_FAILURES = 20;
+
 /** An endless stream of fresh expert rows over the families (weighted round-robin) and their worlds, with a curriculum. */
 export class ExpertStream {
   private readonly random: Rng;
@@ -193,6 +197,8 @@ export class ExpertStream {
    * costs a container; an OS-only stage draws each of its ~2,300 samples twice on average).
    */
   private readonly played = new WeakMap<CurriculumTaskFamily, Map<number, SupervisedRow>>();
+  /** Episodes that failed in the environment (a container that did not start) since the last one that did not. */
+  private environmentFailures = 0;
 
   constructor(
     families: CurriculumTaskFamily[],
@@ -205,6 +211,8 @@ export class ExpertStream {
       promptLossWeight: number;
       seed: number;
       taskWeights: Record<string, number>;
+      /** Where a failed episode's one line goes (default `console.log`). */
+      log?: (line: string) => void;
     },
     private readonly worlds?: TrainingWorlds,
   ) {
@@ -275,7 +283,24 @@ export class ExpertStream {
     if (!rows) this.played.set(family, (rows = new Map()));
     const kept = rows.get(index);
     if (kept) return kept;
-    const row = await expertRow(family, index, this.tokenizer);
+    let row: SupervisedRow | undefined;
+    try {
+      row = await expertRow(family, index, this.tokenizer);
+    } catch (error) {
+      // An environment fault (a container that did not start, a Docker engine under load) costs
+      // one draw, not the stage: another sample is drawn in its place. Many in a row stop it.
+      if (!(error instanceof EnvironmentError)) throw error;
+      const message = error.message.split("\n")[0];
+      if (++this.environmentFailures > MAX_ENVIRONMENT_FAILURES)
+        throw new WarmStartError(
+          `${this.environmentFailures} expert episodes in a row failed in the environment; the last: ${message}`,
+        );
+      (this.options.log ?? console.log)(
+        `warm start: an expert episode of ${family.name} sample ${index} failed (${message}); drawing another`,
+      );
+      return undefined;
+    }
+    this.environmentFailures = 0;
     if (row) rows.set(index, row);
     return row;
   }

@@ -170,6 +170,7 @@ async function openExpertData(settings: Settings, policy: Policy, log: Log): Pro
       promptLossWeight: settings.promptLossWeight,
       seed: settings.seed,
       taskWeights: settings.taskWeights,
+      log,
     },
     worlds,
   );

@@ -5,7 +5,7 @@ import { existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Policy, Tokenizer, trainByteLevelBpe } from "@agentrl/policy";
-import { createTaskFamily } from "@agentrl/envs";
+import { createTaskFamily, EnvironmentError } from "@agentrl/envs";
 import { hasAgentBenchData } from "@agentrl/envs/internal";
 import { agentBenchProblemTexts, gatherTaskText } from "../corpus.js";
 import { ExpertStream } from "./rows.js";
@@ -599,6 +599,55 @@ test("ExpertStream plays a drawn sample once: a sample drawn again reuses its ro
     assert.equal(played.length, 2, `played ${played.join(", ")}: each once`);
     const distinct = new Set(rows.map((row) => row.tokens.join(" ")));
     assert.equal(distinct.size, 2, "two samples, two rows");
+  } finally {
+    await kg.close?.();
+  }
+});
+
+test("ExpertStream: an episode that fails in the environment costs one draw (said in one line), not the stage; failures without end stop it with a WarmStartError", async () => {
+  const tokenizer = smallTokenizer(
+    await gatherTaskText({ tasks: ["kg"], episodesPerDifficulty: 2, dataDir: "/nonexistent" }),
+  );
+  const kg = await createTaskFamily("kg");
+  const [good, bad] = kg.indicesAt("train", 0);
+  const flaky = (broken: (index: number) => boolean) =>
+    Object.assign(Object.create(kg) as typeof kg, {
+      indicesAt: () => [good, bad],
+      startSession: (index: number) =>
+        broken(index)
+          ? Promise.reject(
+              new EnvironmentError(
+                `sample ${index} could not start: the container's command stream closed`,
+              ),
+            )
+          : kg.startSession(index),
+    });
+  const options = {
+    difficulties: [0],
+    taskDifficulties: {},
+    curriculum: "uniform" as const,
+    maxSequenceTokens: 100_000,
+    promptLossWeight: 0,
+    seed: 1,
+    taskWeights: {},
+  };
+  try {
+    const lines: string[] = [];
+    const stream = new ExpertStream([flaky((index) => index === bad)], tokenizer, {
+      ...options,
+      log: (line) => lines.push(line),
+    });
+    const rows = [];
+    for (let k = 0; k < 6; k++) rows.push(...(await stream.batch(1, 0)));
+    assert.equal(rows.length, 6);
+    assert.ok(lines.length > 0, "the failed draws are said");
+    assert.match(lines[0], new RegExp(`kg sample ${bad} failed \\(sample ${bad} could not start`));
+    const broken = new ExpertStream([flaky(() => true)], tokenizer, { ...options, log: () => {} });
+    await assert.rejects(broken.batch(1, 0), (error: Error) => {
+      assert.ok(error instanceof WarmStartError);
+      assert.match(error.message, /21 expert episodes in a row failed in the environment/);
+      return true;
+    });
   } finally {
     await kg.close?.();
   }
