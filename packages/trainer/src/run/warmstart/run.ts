@@ -335,9 +335,43 @@ async function trainSteps(
         learner.optimizer.learningRate,
       ]);
     return training;
+  } catch (error) {
+    bar?.stop();
+    if (training.steps > 0) await keepInterrupted(settings, learner.policy, training, error, log);
+    throw error;
   } finally {
     bar?.stop();
     await next?.catch(() => {}); // an unused prefetch finishes before its families close
+  }
+}
+
+/**
+ * A stage stopped by an error keeps what it trained: the model as it is, in `out/interrupted`
+ * (beside, not over, an earlier stage's model in `out`), with the steps made and the error.
+ */
+async function keepInterrupted(
+  settings: Settings,
+  policy: Policy,
+  training: Training,
+  error: unknown,
+  log: Log,
+): Promise<void> {
+  const folder = join(settings.out, "interrupted");
+  try {
+    await mkdir(folder, { recursive: true });
+    await policy.save(folder, { dtype: settings.saveDtype });
+    const reason = error instanceof Error ? error.message : String(error);
+    await writeFile(
+      join(folder, "interrupted.json"),
+      JSON.stringify({ steps: training.steps, of: settings.steps, error: reason }, null, 2) + "\n",
+    );
+    log(
+      `warm start: stopped by an error after ${training.steps} of ${settings.steps} steps; the model as trained so far is in ${folder} (go on with --model ${folder})`,
+    );
+  } catch (saveError) {
+    log(
+      `warm start: could not keep the interrupted model in ${folder}: ${(saveError as Error).message}`,
+    );
   }
 }
 

@@ -652,3 +652,41 @@ test("ExpertStream: an episode that fails in the environment costs one draw (sai
     await kg.close?.();
   }
 });
+
+test("runWarmStart stopped by an error mid-training keeps the model as trained in out/interrupted, says so, and rethrows", async () => {
+  await inTemporaryFolder("warmstart-interrupted-", async (out) => {
+    const lines: string[] = [];
+    await assert.rejects(
+      runWarmStart({
+        out,
+        architecture: {
+          preset: "test",
+          vocabSize: 600,
+          overrides: { maxPositionEmbeddings: 2048 },
+        },
+        corpusEpisodesPerDifficulty: 2,
+        tasks: ["alfworld"],
+        steps: 8,
+        batchSize: 1,
+        learningRate: 1e-2,
+        warmupSteps: 0,
+        schedule: "constant",
+        evalLimit: 0,
+        logEvery: 2,
+        progress: false,
+        // A failure after 4 steps: the log line of step 4 throws.
+        log: (line) => {
+          lines.push(line);
+          if (line.startsWith("step 4/8")) throw new Error("the disk is gone");
+        },
+      }),
+      /the disk is gone/,
+    );
+    const kept = JSON.parse(await readFile(join(out, "interrupted", "interrupted.json"), "utf8"));
+    assert.deepEqual(kept, { steps: 4, of: 8, error: "the disk is gone" });
+    assert.ok(existsSync(join(out, "interrupted", "model.safetensors")));
+    assert.ok(existsSync(join(out, "interrupted", "tokenizer.json")));
+    assert.ok(!existsSync(join(out, "warmstart.json")), "no finished stage's summary");
+    assert.ok(lines.some((line) => /stopped by an error after 4 of 8 steps/.test(line)));
+  });
+});
