@@ -311,19 +311,24 @@ test("warmStartStages merges each stage into the one before; fromStage starts a 
   assert.equal(fromStage(recipe, 1).model, undefined, "stage 1 without a model starts fresh");
 });
 
+/** A fresh test-preset model, 8 steps of one ALFWorld row at a constant 1e-2. */
+const EIGHT_ALFWORLD_STEPS = {
+  architecture: { preset: "test", vocabSize: 600, overrides: { maxPositionEmbeddings: 2048 } },
+  corpusEpisodesPerDifficulty: 2,
+  tasks: ["alfworld"],
+  steps: 8,
+  batchSize: 1,
+  learningRate: 1e-2,
+  warmupSteps: 0,
+  schedule: "constant",
+} satisfies Partial<WarmStartOptions>;
+
 test("runWarmStart: a fresh test-preset model trains a few steps, lowers its loss, is evaluated before and after, and is saved", async () => {
   await inTemporaryFolder("warmstart-test-", async (out) => {
     const lines: string[] = [];
     const summary = await runWarmStart({
       out,
-      architecture: { preset: "test", vocabSize: 600, overrides: { maxPositionEmbeddings: 2048 } },
-      corpusEpisodesPerDifficulty: 2,
-      tasks: ["alfworld"],
-      steps: 8,
-      batchSize: 1,
-      learningRate: 1e-2,
-      warmupSteps: 0,
-      schedule: "constant",
+      ...EIGHT_ALFWORLD_STEPS,
       difficulties: [0],
       evalLimit: 2,
       evalMaxTurns: 2,
@@ -659,18 +664,7 @@ test("runWarmStart stopped by an error mid-training keeps the model as trained i
     await assert.rejects(
       runWarmStart({
         out,
-        architecture: {
-          preset: "test",
-          vocabSize: 600,
-          overrides: { maxPositionEmbeddings: 2048 },
-        },
-        corpusEpisodesPerDifficulty: 2,
-        tasks: ["alfworld"],
-        steps: 8,
-        batchSize: 1,
-        learningRate: 1e-2,
-        warmupSteps: 0,
-        schedule: "constant",
+        ...EIGHT_ALFWORLD_STEPS,
         evalLimit: 0,
         logEvery: 2,
         progress: false,
