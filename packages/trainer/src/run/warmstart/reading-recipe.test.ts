@@ -1,7 +1,13 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
+import { readFile } from "node:fs/promises";
 import { fromStage, warmStartStages } from "./options.js";
-import { OS_READING_GENERATED, WARM_START_RECIPES } from "./recipes.js";
+import {
+  OS_COPY_GENERATED,
+  OS_COPY_MIXED_GENERATED,
+  OS_READING_GENERATED,
+  WARM_START_RECIPES,
+} from "./recipes.js";
 
 test("the reading recipe: the default recipe's stages unchanged, then one stage on generated OS tasks; --from-stage 6 trains that stage alone from the shipped model", () => {
   const defaultStages = warmStartStages({ ...WARM_START_RECIPES.default, out: "/tmp/w" });
@@ -25,4 +31,60 @@ test("the reading recipe: the default recipe's stages unchanged, then one stage 
   assert.equal(alone.model, "models/warmstart");
   assert.deepEqual(alone.familyOptions, last.familyOptions);
   assert.equal(alone.steps, 300);
+});
+
+/** The options a committed checkpoint records in its warmstart.json. */
+async function recordedOptions(model: string): Promise<Record<string, unknown>> {
+  const file = new URL(`../../../../../models/${model}/warmstart.json`, import.meta.url);
+  return JSON.parse(await readFile(file, "utf8")).options as Record<string, unknown>;
+}
+
+/** The options that decide what a stage trains. */
+const TRAINING_KEYS = [
+  "tasks",
+  "taskWeights",
+  "taskTrainingWorlds",
+  "familyOptions",
+  "steps",
+  "scheduleSteps",
+  "batchSize",
+  "learningRate",
+  "warmupSteps",
+  "schedule",
+  "difficulties",
+  "promptLossWeight",
+  "maxSequenceTokens",
+] as const;
+
+test("the os-copy recipe: the reading recipe, two OS-only stages, two mixed ones; its last two stages are what the committed checkpoints were trained with", async () => {
+  const readingStages = warmStartStages({ ...WARM_START_RECIPES.reading, out: "/tmp/w" });
+  const stages = warmStartStages({ ...WARM_START_RECIPES["os-copy"], out: "/tmp/w" });
+  assert.equal(stages.length, readingStages.length + 4);
+  assert.deepEqual(stages.slice(0, readingStages.length), readingStages);
+  const [osOnlyA, osOnlyB, mixed, last] = stages.slice(readingStages.length);
+  for (const stage of [osOnlyA, osOnlyB]) {
+    assert.deepEqual(stage.tasks, ["os"]);
+    assert.deepEqual(stage.familyOptions, { generatedSize: OS_COPY_GENERATED });
+    // About 7 of 8 OS rows are generated ones (AgentBench has 293 training tasks at difficulty 0).
+    assert.ok(OS_COPY_GENERATED / (OS_COPY_GENERATED + 293) > 0.85);
+  }
+  assert.deepEqual(mixed.tasks, ["kg", "webshop", "alfworld", "os"]);
+  assert.deepEqual(mixed.familyOptions, { generatedSize: OS_COPY_MIXED_GENERATED });
+  // Stage 9 made models/warmstart-os-copy-stage9 (run R7), stage 10 from it models/warmstart-os-copy (R9).
+  const stage9 = await recordedOptions("warmstart-os-copy-stage9");
+  const stage10 = await recordedOptions("warmstart-os-copy");
+  for (const key of TRAINING_KEYS) {
+    assert.deepEqual(mixed[key], stage9[key], `stage 9: ${key}`);
+    assert.deepEqual(last[key], stage10[key], `stage 10: ${key}`);
+  }
+  assert.equal(stage10.model, "models/warmstart-os-copy-stage9");
+  const alone = fromStage(
+    { ...WARM_START_RECIPES["os-copy"], out: "/tmp/w" },
+    stages.length,
+    "models/warmstart-os-copy-stage9",
+  );
+  assert.equal(alone.then, undefined);
+  assert.equal(alone.model, "models/warmstart-os-copy-stage9");
+  assert.deepEqual(alone.taskWeights, { kg: 4, webshop: 4, os: 3 });
+  assert.deepEqual(alone.familyOptions, { generatedSize: OS_COPY_MIXED_GENERATED });
 });

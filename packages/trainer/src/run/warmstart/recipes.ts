@@ -4,7 +4,7 @@
  * what they measured) is told in docs/warmstart.md, "The recipes' history".
  */
 import { DEFAULT_ARCHITECTURE } from "../config.js";
-import type { WarmStartOptions } from "./options.js";
+import type { WarmStartOptions, WarmStartStage } from "./options.js";
 
 /** What both recipes share: one cosine schedule over difficulty 0 with a progressive curriculum, light prompt loss, F16 output, a small final evaluation. */
 const RECIPE_BASE: Partial<WarmStartOptions> = {
@@ -73,6 +73,25 @@ const DEFAULT_RECIPE: Omit<
  */
 export const OS_READING_GENERATED = 300;
 
+/** The `reading` recipe's last stage (run R2). */
+const READING_STAGE: WarmStartStage = {
+  familyOptions: { generatedSize: OS_READING_GENERATED },
+  taskWeights: { kg: 4, webshop: 2, os: 3 },
+  steps: 300,
+  scheduleSteps: 300,
+  learningRate: 5e-4,
+};
+
+/**
+ * Generated OS tasks of the `os-copy` recipe's OS-only stages: ~7 of a step's 8 rows are
+ * generated ones (beside AgentBench's 293), so that a question's folder name is copied, not
+ * recalled (~850 distinct names in 2,000 tasks, envs/src/os/generate.ts).
+ */
+export const OS_COPY_GENERATED = 2000;
+
+/** Generated OS tasks of the `os-copy` recipe's mixed stages (three OS rows in four generated). */
+export const OS_COPY_MIXED_GENERATED = 900;
+
 /** The recipes by name; each stage says which run of docs/warmstart.md ("The recipes' history") it is. */
 export const WARM_START_RECIPES: Record<
   string,
@@ -89,14 +108,47 @@ export const WARM_START_RECIPES: Record<
   // AgentBench-like ones, docs/warmstart.md "A second reading stage".)
   reading: {
     ...DEFAULT_RECIPE,
+    then: [...[DEFAULT_RECIPE.then ?? []].flat(), READING_STAGE],
+  },
+  // Issue 37's folder copy (session 30 runs R5, R6, R7; session 31 run R9): the reading
+  // recipe, then two OS-only stages on many generated tasks (~7 of a step's 8 rows; the name
+  // of the question's folder copied into the command forms after ~8,400 such rows, and every
+  // other family is lost), then two mixed stages that bring KG, WebShop and ALFWorld back while
+  // the copy holds: models/warmstart-os-copy (R9). Stage 9's model is
+  // models/warmstart-os-copy-stage9 (R7): `agentrl sft --preset os-copy --from-stage 10 --model
+  // models/warmstart-os-copy-stage9 --out DIR` trains the last stage alone (32.5 min).
+  "os-copy": {
+    ...DEFAULT_RECIPE,
     then: [
       ...[DEFAULT_RECIPE.then ?? []].flat(),
+      READING_STAGE,
+      // Runs R5 and R6: OS alone, 2,000 generated tasks beside AgentBench's 293.
+      ...[1, 2].map(() => ({
+        tasks: ["os"],
+        taskWeights: {},
+        taskTrainingWorlds: { os: 1 },
+        familyOptions: { generatedSize: OS_COPY_GENERATED },
+        steps: 600,
+        scheduleSteps: 600,
+        learningRate: 1e-3,
+        evalLimit: 0,
+      })),
+      // Run R7: the reading stage's mix (KG from 32 worlds) on 900 generated OS tasks.
       {
-        familyOptions: { generatedSize: OS_READING_GENERATED },
+        tasks: ["kg", "webshop", "alfworld", "os"],
         taskWeights: { kg: 4, webshop: 2, os: 3 },
+        taskTrainingWorlds: { kg: 32 },
+        familyOptions: { generatedSize: OS_COPY_MIXED_GENERATED },
         steps: 300,
         scheduleSteps: 300,
         learningRate: 5e-4,
+      },
+      // Run R9: WebShop's rows doubled, 1,000 steps.
+      {
+        taskWeights: { kg: 4, webshop: 4, os: 3 },
+        steps: 1000,
+        scheduleSteps: 1000,
+        evalLimit: 100,
       },
     ],
   },
