@@ -262,6 +262,7 @@ export function registerSftCommand(program: Command): void {
         "  agentrl sft --preset default --from-stage 4 --model models/warmstart-copy --out models/warmstart   # its last two stages, from run H's model",
         "  agentrl sft --preset default --from-stage 5 --model models/warmstart --out /tmp/s7 --tasks kg:4,webshop:2,alfworld,os:3,db:3 --difficulties db:0-2 --steps 585   # the last stage again, with DB's three levels",
         "  agentrl sft --preset reading --from-stage 6 --model models/warmstart-reading --out /tmp/r3 --generated-size 600   # the reading stage again, two OS rows in three generated",
+        "  agentrl sft --preset os-copy --from-stage 10 --model models/warmstart-os-copy-stage9 --out /tmp/os-copy   # models/warmstart-os-copy's last stage (issue 37's folder copy, 1,000 mixed steps)",
         "",
       ].join("\n"),
     )
