@@ -82,6 +82,12 @@ const READING_STAGE: WarmStartStage = {
   learningRate: 5e-4,
 };
 
+/** The `reading` recipe: the default recipe's five stages, then the reading stage. */
+const READING_RECIPE = {
+  ...DEFAULT_RECIPE,
+  then: [...[DEFAULT_RECIPE.then ?? []].flat(), READING_STAGE],
+};
+
 /**
  * Generated OS tasks of the `os-copy` recipe's OS-only stages: ~7 of a step's 8 rows are
  * generated ones (beside AgentBench's 293), so that a question's folder name is copied, not
@@ -91,6 +97,18 @@ export const OS_COPY_GENERATED = 2000;
 
 /** Generated OS tasks of the `os-copy` recipe's mixed stages (three OS rows in four generated). */
 export const OS_COPY_MIXED_GENERATED = 900;
+
+/** The `os-copy` recipe's OS-only stage (runs R5 and R6): OS alone, 600 steps at 1e-3. */
+const OS_ONLY_STAGE: WarmStartStage = {
+  tasks: ["os"],
+  taskWeights: {},
+  taskTrainingWorlds: { os: 1 },
+  familyOptions: { generatedSize: OS_COPY_GENERATED },
+  steps: 600,
+  scheduleSteps: 600,
+  learningRate: 1e-3,
+  evalLimit: 0,
+};
 
 /** The recipes by name; each stage says which run of docs/warmstart.md ("The recipes' history") it is. */
 export const WARM_START_RECIPES: Record<
@@ -106,10 +124,7 @@ export const WARM_START_RECIPES: Record<
   // model alone: `agentrl sft --preset reading --from-stage 6 --model models/warmstart --out DIR`.
   // (R2 was trained on the first generator's tasks; since session 29 the stage draws the
   // AgentBench-like ones, docs/warmstart.md "A second reading stage".)
-  reading: {
-    ...DEFAULT_RECIPE,
-    then: [...[DEFAULT_RECIPE.then ?? []].flat(), READING_STAGE],
-  },
+  reading: READING_RECIPE,
   // Issue 37's folder copy (session 30 runs R5, R6, R7; session 31 run R9): the reading
   // recipe, then two OS-only stages on many generated tasks (~7 of a step's 8 rows; the name
   // of the question's folder copied into the command forms after ~8,400 such rows, and every
@@ -118,21 +133,12 @@ export const WARM_START_RECIPES: Record<
   // models/warmstart-os-copy-stage9 (R7): `agentrl sft --preset os-copy --from-stage 10 --model
   // models/warmstart-os-copy-stage9 --out DIR` trains the last stage alone (32.5 min).
   "os-copy": {
-    ...DEFAULT_RECIPE,
+    ...READING_RECIPE,
     then: [
-      ...[DEFAULT_RECIPE.then ?? []].flat(),
-      READING_STAGE,
-      // Runs R5 and R6: OS alone, 2,000 generated tasks beside AgentBench's 293.
-      ...[1, 2].map(() => ({
-        tasks: ["os"],
-        taskWeights: {},
-        taskTrainingWorlds: { os: 1 },
-        familyOptions: { generatedSize: OS_COPY_GENERATED },
-        steps: 600,
-        scheduleSteps: 600,
-        learningRate: 1e-3,
-        evalLimit: 0,
-      })),
+      ...READING_RECIPE.then,
+      // Runs R5 and R6: the same OS-only stage twice.
+      OS_ONLY_STAGE,
+      OS_ONLY_STAGE,
       // Run R7: the reading stage's mix (KG from 32 worlds) on 900 generated OS tasks.
       {
         tasks: ["kg", "webshop", "alfworld", "os"],
