@@ -78,7 +78,7 @@ export function registerTrainCommand(program: Command): void {
   program
     .command("train")
     .description(
-      "Train a policy: warm start, then GRPO over the task mix (no arguments: the embedded default run, ~21 min on a quiet 2-core machine)",
+      "Train a policy: warm start, then GRPO over the task mix (no arguments: the embedded default run, ~24 min on a quiet 2-core machine)",
     )
     .option(
       "-c, --config <file>",

@@ -123,6 +123,15 @@ export const DEFAULT_TASK_DIFFICULTIES: Partial<
   Record<(typeof DEFAULT_TASK_NAMES)[number], number[]>
 > = { db: [0, 1, 2] };
 
+/**
+ * Family options of the default mix: OS trains on 300 generated tasks beside AgentBench's,
+ * whose answers a constant cannot win and must be read (docs/tasks/os.md), as the shipped
+ * warm start learnt them.
+ */
+export const DEFAULT_TASK_FAMILY_OPTIONS: Partial<
+  Record<(typeof DEFAULT_TASK_NAMES)[number], Record<string, unknown>>
+> = { os: { generatedSize: 300 } };
+
 /** Architecture of the shipped warm start (`agentrl sft --preset default`) and of the default run's fresh model. */
 export const DEFAULT_ARCHITECTURE = {
   hiddenSize: 128,
@@ -212,7 +221,7 @@ const WarmStartSchema = z
       .string()
       .optional()
       .describe(
-        "A model folder that already had its warm start: the phase is skipped and RL starts from it. Default: `models/warmstart` when present, else the warm start this run folder already holds.",
+        "A model folder that already had its warm start: the phase is skipped and RL starts from it. Default: `models/warmstart-os-copy` when present (for the default model), else the warm start this run folder already holds.",
       ),
   })
   .strict();
@@ -241,7 +250,7 @@ const RlSchema = z
     steps: positiveInteger()
       .default(RL_DEFAULTS.steps)
       .describe(
-        "Optimizer steps of the RL phase (the default run: ~16 of its ~21 min on a quiet 2-core machine; from the shipped warm start a step takes ~9.5 s on average).",
+        "Optimizer steps of the RL phase (the default run: ~18 of its ~24 min on a quiet 2-core machine; from the shipped warm start a step takes ~10 s on average).",
       ),
     batchGroups: positiveInteger()
       .default(RL_DEFAULTS.batchGroups)
@@ -467,9 +476,9 @@ const RolloutSchema = z
       ),
     unreadAnswerReward: z
       .number()
-      .optional()
+      .default(0)
       .describe(
-        "Training reward of a right answer that was not read: not a line or field a command printed (OS reports it: a right guess, such as the constant `3` that alone scores 22 % of OS's test split), when lower than the environment's; 0 pays answer tasks only when read. Tasks graded on the system's state are always paid. Unset pays the environment's reward (the default: with the shipped warm start, which seldom reads, 0 took OS's training signal away, docs/tasks/os.md). Evaluation always uses the environment's reward.",
+        "Training reward of a right answer that was not read: not a line or field a command printed (OS reports it: a right guess, such as the constant `3` that alone scores 22 % of OS's test split), when lower than the environment's; 0 (the default) pays answer tasks only when read, 1 pays every right answer. Tasks graded on the system's state are always paid. The shipped warm start reads all its OS successes; from a warm start that seldom reads (`models/warmstart`), 0 took OS's training signal away (docs/tasks/os.md). Evaluation always uses the environment's reward.",
       ),
     infrastructureRetries: nonNegativeInteger()
       .default(EPISODE_DEFAULTS.infrastructureRetries)
@@ -605,11 +614,14 @@ export const TrainConfigSchema = z
             name,
             weight: DEFAULT_TASK_WEIGHTS[name] ?? 1,
             difficulty: DEFAULT_TASK_DIFFICULTIES[name] ?? 0,
+            ...(DEFAULT_TASK_FAMILY_OPTIONS[name]
+              ? { familyOptions: DEFAULT_TASK_FAMILY_OPTIONS[name] }
+              : {}),
           }),
         ),
       )
       .describe(
-        "The task mix. Default: the five families at difficulty 0 (db at 0, 1 and 2: all its test samples), weight 1 each but kg 1.5 and os 2.5 (os and db only when a Docker engine answers).",
+        "The task mix. Default: the five families at difficulty 0 (db at 0, 1 and 2: all its test samples), weight 1 each but kg 1.5 and os 2.5, os with 300 generated training tasks (`familyOptions: { generatedSize: 300 }`) beside AgentBench's (os and db only when a Docker engine answers).",
       ),
     environments: EnvironmentsSchema.prefault({}).describe(
       "Where tasks run: in the trainer's process, or behind controllers (`tasks[].controller`).",

@@ -8,7 +8,7 @@ import type { EpisodeOptions } from "@agentrl/rollout";
 import { initBackend, Policy } from "@agentrl/policy";
 import type { TrainConfig } from "../config.js";
 import { evaluate, faultedTasks, type TaskEvaluation } from "../evaluate.js";
-import { type Printer, SHIPPED_WARM_START } from "./options.js";
+import { type Printer, SHARED_EVALUATION_MEMOS } from "./options.js";
 import type { ProgressFactory } from "../progress.js";
 
 export function episodeOptions(config: TrainConfig): EpisodeOptions {
@@ -149,7 +149,7 @@ export async function evaluationKey(
 /**
  * Evaluates the model of `directory`, or returns stored results: this run's
  * `<run>/evaluations/<name>.json` (resume), else per task a memo `<model>/evaluations/<key>.json`
- * or `models/warmstart/evaluations/<key>.json` keyed by {@link evaluationKey}: the same files
+ * or `models/warmstart/evaluations/<key>.json` (SHARED_EVALUATION_MEMOS) keyed by {@link evaluationKey}: the same files
  * and settings give the same numbers, so the shipped checkpoint carries its own measurement
  * (and the fresh model's, which is re-made bit-identically from the seed). Only the tasks
  * without a memo are evaluated. A task with episodes ended by an infrastructure fault is
@@ -169,7 +169,7 @@ export async function evaluateCached(
     const key = await evaluationKey(directory, request, task);
     const memo = [
       join(directory, "evaluations", `${key}.json`),
-      join(SHIPPED_WARM_START, "evaluations", `${key}.json`),
+      join(SHARED_EVALUATION_MEMOS, `${key}.json`),
     ].find((path) => existsSync(path));
     if (!memo) {
       missing.push({ task, key });

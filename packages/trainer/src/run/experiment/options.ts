@@ -10,8 +10,20 @@ export type Printer = (line: string) => void;
 /** Creates a task family by name (the registry's unless a test swaps it): @agentrl/envs' TaskFamilyFactory. */
 export type FamilyFactory = TaskFamilyFactory;
 
-/** A shipped, already warm-started model (relative to the working directory): used as the warm checkpoint when present. */
-export const SHIPPED_WARM_START = "models/warmstart";
+/**
+ * The default run's shipped, already warm-started model (relative to the working directory),
+ * used as the warm checkpoint of the default model when present: the os-copy recipe's end,
+ * whose OS successes are all read from what its commands printed (docs/warmstart.md, "The
+ * os-copy recipe's end"; `models/warmstart`, the default recipe's end, was it until session 32).
+ */
+export const SHIPPED_WARM_START = "models/warmstart-os-copy";
+
+/**
+ * Evaluation memos shared by every run besides a model's own `<model>/evaluations`: those of
+ * models re-made bit-identically from a seed (the default run's fresh model), kept with the
+ * first shipped warm start's.
+ */
+export const SHARED_EVALUATION_MEMOS = "models/warmstart/evaluations";
 
 export interface ExperimentOptions {
   /** The configuration; default: the embedded default run (`defaultConfig()`). Use `loadConfig` / `resolveTrainConfig` for YAML and overrides. */
