@@ -272,7 +272,9 @@ test(
       const trainedCut = trajectories.filter((t) => /InferenceServerError/.test(t.error ?? ""));
       for (const t of trainedCut)
         assert.ok(failed.includes(t), "a trained cut episode is one of those that ended");
-      console.log(`${failed.length} episodes cut by the kill, ${trainedCut.length} of them trained`);
+      console.log(
+        `${failed.length} episodes cut by the kill, ${trainedCut.length} of them trained`,
+      );
       for (const t of failed) {
         assert.equal(t.status, "task error");
         assert.equal(t.endCause, "infrastructure");
