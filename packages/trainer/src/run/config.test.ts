@@ -3,12 +3,14 @@ import assert from "node:assert/strict";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { parse as parseYaml } from "yaml";
 import { EPISODE_DEFAULTS, PolicyPool } from "@agentrl/rollout";
 import { ppoClipTokenLoss, registerPolicyLoss } from "../rl/algorithms.js";
 import { CROSS_POLICY_DEFAULTS, RL_DEFAULTS, WARM_START_DEFAULTS } from "../rl/defaults.js";
 import { DEFAULT_GRPO, grpoOptionsOf } from "../rl/grpo.js";
 import { resolveWarmStartOptions, WARM_START_RECIPES } from "./warmstart/index.js";
+import { SHIPPED_WARM_START } from "./experiment/options.js";
 import { DEFAULT_OPTIMIZER, DEFAULT_SCHEDULE } from "../rl/learner.js";
 import {
   ConfigError,
@@ -28,6 +30,28 @@ function writeConfig(text: string): string {
 }
 
 describe("configuration", () => {
+  test("examples/os-copy.yaml spells out the default run: the same configuration but its run folder, its warm checkpoint the shipped one", async () => {
+    const example = await loadConfig({
+      file: fileURLToPath(new URL("../../../../examples/os-copy.yaml", import.meta.url)),
+    });
+    const defaults = defaultConfig();
+    assert.equal(example.warmStart.checkpoint, SHIPPED_WARM_START);
+    assert.equal(defaults.warmStart.checkpoint, undefined, "found as the shipped warm start");
+    assert.equal(defaults.rollout.unreadAnswerReward, 0, "the unread guess unpaid");
+    assert.deepEqual(defaults.tasks.find((task) => task.name === "os")?.familyOptions, {
+      generatedSize: 300,
+    });
+    const { checkpoint: _checkpoint, ...exampleWarmStart } = example.warmStart;
+    assert.deepEqual(
+      {
+        ...example,
+        warmStart: exampleWarmStart,
+        run: { ...example.run, directory: defaults.run.directory },
+      },
+      defaults,
+    );
+  });
+
   test("the defaults are the embedded default run: five families, async GRPO with task normalization and cross-policy sampling", () => {
     const config = defaultConfig();
     assert.deepEqual(
