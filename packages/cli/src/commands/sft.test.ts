@@ -79,7 +79,7 @@ test("sft --from-stage: a staged preset starts at stage k from --model; the late
   );
 });
 
-test("sft --generated-size: the generated training tasks of the family options, beside the preset's other family options", () => {
+test("sft --generated-size and --generated-places: the generated training tasks of the family options, beside the preset's other family options", () => {
   const reading = sftOptions({
     out: "/tmp/o",
     preset: "reading",
@@ -100,6 +100,15 @@ test("sft --generated-size: the generated training tasks of the family options, 
     generatedSize: 900,
   });
   assert.equal(more.familyOptions?.generatedSize, 900);
+  const stated = sftOptions({
+    out: "/tmp/o",
+    preset: "reading",
+    progress: false,
+    fromStage: 6,
+    model: "/models/r2",
+    generatedPlaces: "stated",
+  });
+  assert.deepEqual(stated.familyOptions, { ...reading.familyOptions, generatedPlaces: "stated" });
   assert.deepEqual(
     [more.steps, more.taskWeights, more.learningRate],
     [reading.steps, reading.taskWeights, reading.learningRate],

@@ -3,7 +3,7 @@
  * docs/warmstart.md). `--preset default` is the recipe that produced `models/warmstart`;
  * every flag given overrides the preset's value.
  */
-import { InvalidArgumentError, type Command } from "commander";
+import { InvalidArgumentError, Option, type Command } from "commander";
 import { listOption, numberOption } from "../options.js";
 import {
   WARM_START_RECIPES,
@@ -35,6 +35,8 @@ export interface SftCommandOptions {
   repetitionRows?: number;
   /** `--generated-size`: generated training tasks of the families that make them (`familyOptions.generatedSize`: os, db). */
   generatedSize?: number;
+  /** `--generated-places`: where OS's generated tasks put their folders (`familyOptions.generatedPlaces`). */
+  generatedPlaces?: "home" | "stated";
   fromStage?: number;
   progress: boolean;
 }
@@ -149,6 +151,8 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
   if (flags.repetitionRows !== undefined) options.repetitionRows = flags.repetitionRows;
   if (flags.generatedSize !== undefined)
     options.familyOptions = { ...options.familyOptions, generatedSize: flags.generatedSize };
+  if (flags.generatedPlaces !== undefined)
+    options.familyOptions = { ...options.familyOptions, generatedPlaces: flags.generatedPlaces };
   // Steps alone given: the preset's time budget must not cut the run short.
   if (flags.steps !== undefined && flags.minutes === undefined) delete options.minutes;
   // A length given on the command line is the whole run: the preset's later stages (`then`) are dropped.
@@ -244,6 +248,12 @@ export function registerSftCommand(program: Command): void {
       "--generated-size <n>",
       "generated training tasks beside the data's, for the families that make them (os: answers a constant cannot win; db) (default: the preset's; the reading preset's last stage: 300)",
       numberOption("--generated-size", { integer: true, minimum: 0 }),
+    )
+    .addOption(
+      new Option(
+        "--generated-places <where>",
+        "where OS's generated tasks put their folders: home (the home folder, as the shipped warm starts learnt) or stated (home, absolute and working-folder paths, each written as the question states it) (default: home)",
+      ).choices(["home", "stated"]),
     )
     .option(
       "--from-stage <k>",

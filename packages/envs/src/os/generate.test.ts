@@ -5,7 +5,7 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { generateOsSample, generateOsSamples, OS_GENERATED_OFFSET } from "./generate.js";
-import { answersExample, isAnswerGraded, osDifficulty } from "./data.js";
+import { answersExample, isAnswerGraded, newTopLevelFolders, osDifficulty } from "./data.js";
 import { osSamples } from "./index.js";
 
 /** AgentBench's data, where the project's setup puts it. */
@@ -89,10 +89,10 @@ test("generated OS tasks: difficulty 0 answer tasks graded against the example's
   assert.notDeepEqual(test[0].init, samples[0].init);
 });
 
-/** Runs a sample's init then its example in local bash, every absolute task folder and the home folder (`~`) moved under `root`: what the example prints. */
+/** Runs a sample's init then its example in local bash, every absolute task folder, the home folder (`~`) and the working folder moved under `root`: what the example prints. */
 function replayLocally(code: { init: string; example: string }, root: string): string {
   const relocate = (script: string) =>
-    script.replace(/(^|[\s>'"])\/(root|home|opt|srv|var|etc)(?=[/\s'"]|$)/gm, `$1${root}/$2`);
+    script.replace(/(^|[\s>'"])\/(root|home|opt|srv|var|etc|tmp)(?=[/\s'"]|$)/gm, `$1${root}/$2`);
   mkdirSync(join(root, "root"), { recursive: true });
   const result = spawnSync(
     "bash",
@@ -104,6 +104,8 @@ function replayLocally(code: { init: string; example: string }, root: string): s
     ],
     {
       encoding: "utf8",
+      // The working folder is the task's root, as `/` is the container's: relative folders land there.
+      cwd: root,
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C", HOME: join(root, "root") },
     },
   );
@@ -134,6 +136,67 @@ test("generated OS tasks: the example prints the expected answer (init and examp
   }
 });
 
+test("generated OS tasks with generatedPlaces `stated`: home, absolute and working-folder paths, each written in the command as the question states it; `home` draws the same tasks as before", () => {
+  const samples = generateOsSamples(2000, 0, "train", "stated");
+  assert.deepEqual(generateOsSamples(300, 0, "train", "home"), generateOsSamples(300, 0));
+  let home = 0;
+  let absolute = 0;
+  let relative = 0;
+  for (const { description, example, init, extraFolders } of samples) {
+    const code = example!.code;
+    assert.doesNotMatch(code, FIRST_GENERATOR_WORDS);
+    // Only folders writable under a read-only root (the samples ask for no tmpfs of their own).
+    assert.deepEqual(newTopLevelFolders(`${init[0].code}\n${code}`), extraFolders, code);
+    for (const path of code.match(/(?<![\w.~])\/[\w./*-]+/g) ?? []) {
+      if (path.startsWith("/dev/")) continue;
+      assert.match(path, /^\/(home\/student|var\/logs|var\/data|tmp|opt)\//, `${path} in ${code}`);
+      // The absolute folder is written as the question states it.
+      const folder = /^\/(home\/student|var\/logs|var\/data|tmp|opt)\/[\w.-]+/.exec(path)![0];
+      assert.ok(description.includes(folder), `${folder} of ${code} not in: ${description}`);
+    }
+    if (/~\//.test(code)) home += 1;
+    else if (/(?<![\w.~])\/(home\/student|var\/logs|var\/data|tmp|opt)\//.test(code)) absolute += 1;
+    else {
+      // A folder of the working folder: named with no place, written relative.
+      const folder = /(?:\s|^)(?:cd )?([a-z][\w-]*)\//.exec(code)?.[1];
+      if (folder === undefined) continue; // a task on one file of the home folder, not a folder
+      relative += 1;
+      assert.ok(description.includes(folder), `${folder} of ${code} not in: ${description}`);
+      assert.doesNotMatch(description, /home (directory|folder)/, description);
+    }
+  }
+  // Folder kinds draw home 40 %, absolute 35 %, working folder 25 %; the home-file kinds add to home.
+  assert.ok(
+    absolute > 300 && relative > 200,
+    `home ${home}, absolute ${absolute}, relative ${relative}`,
+  );
+  assert.ok(home > absolute, `home ${home}, absolute ${absolute}`);
+});
+
+test("generated OS tasks with generatedPlaces `stated`: the example prints the expected answer (replayed in local bash, the working folder a temporary one, 150 instances)", (t) => {
+  if (
+    spawnSync("bash", ["-c", "touch -d '3 days ago' /dev/null 2>/dev/null; find --version"])
+      .status !== 0
+  ) {
+    t.skip("needs GNU bash, find and touch -d");
+    return;
+  }
+  const root = mkdtempSync(join(tmpdir(), "agentrl-os-stated-"));
+  try {
+    for (const sample of generateOsSamples(150, 4, "train", "stated")) {
+      const folder = join(root, String(sample.index));
+      mkdirSync(folder, { recursive: true });
+      const printed = replayLocally(
+        { init: sample.init[0].code, example: sample.example!.code },
+        folder,
+      );
+      assert.equal(printed, sample.expectedAnswer, `${sample.labels[1]}: ${sample.description}`);
+    }
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+});
+
 test("osSamples: AgentBench's samples, then generatedSize training and generatedTestSize test instances of world `seed`", (t) => {
   if (!existsSync(join(AGENTBENCH, "os_interaction"))) {
     t.skip(`needs AgentBench's data in ${AGENTBENCH}`);
@@ -151,6 +214,20 @@ test("osSamples: AgentBench's samples, then generatedSize training and generated
   const generated = samples.filter((s) => s.labels.includes("generated"));
   assert.deepEqual(generated.slice(0, 40), generateOsSamples(40, 2));
   assert.deepEqual(generated.slice(40), generateOsSamples(5, 2, "test"));
+  const stated = osSamples({
+    dataDir: AGENTBENCH,
+    generatedSize: 40,
+    generatedPlaces: "stated",
+    seed: 2,
+  });
+  assert.deepEqual(
+    stated.filter((s) => s.labels.includes("generated")),
+    generateOsSamples(40, 2, "train", "stated"),
+  );
+  assert.throws(
+    () => osSamples({ dataDir: AGENTBENCH, generatedPlaces: "cwd" as never }),
+    /generatedPlaces must be "home" or "stated", got "cwd"/,
+  );
   // AgentBench's own split when not held out: every training.json sample trains.
   const own = osSamples({ dataDir: AGENTBENCH, holdOut: false });
   assert.ok(

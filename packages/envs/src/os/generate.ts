@@ -20,7 +20,9 @@
  * lines and keys of hidden files, the largest or newest file, …). The first generator
  * (sessions 25-27) put its files under invented absolute paths (`/var/log/billing`,
  * `/opt/ledger/…`) and a model trained on four generated rows in five wrote those paths into
- * AgentBench's questions (docs/warmstart.md, run R1).
+ * AgentBench's questions (docs/warmstart.md, run R1). With `places: "stated"` (session 32, OsGeneratedPlaces)
+ * the folders are also at absolute paths and in the working folder, as AgentBench's questions
+ * state them, each written in the command as stated.
  *
  * Everything is deterministic from (seed, instance number); `expectedAnswer` is the answer
  * computed here, which the example prints in the container (generate.test.ts replays it in
@@ -161,21 +163,71 @@ function folderName(random: Random, names: readonly string[], tails: readonly st
   return `${random.pick(FOLDER_TOPICS)}${random.pick(["_", "_", ""])}${random.pick(tails)}`;
 }
 
-/** A folder in the home directory named in words (most often), or an absolute one AgentBench also uses. */
-function place(random: Random, name: string): Place {
+/**
+ * Where the generated tasks put their folders. `home`: in the home folder, named in words
+ * (most often), or at an absolute path the question states (15 %): the tasks of the shipped
+ * warm starts. `stated`: as AgentBench's questions place them, each written in the command as
+ * the question states it: the home folder (40 %), an absolute path (35 %: `/home/student/…`,
+ * `/var/logs/…`, `/var/data/…`, `/tmp/…`, `/opt/…`: folders writable under a read-only root) or a folder named with no place at all, which
+ * AgentBench's init creates in the working folder (`mkdir -p log_files`, 25 %): the command
+ * then writes it relative (`log_files/*.log`). A model trained on `home` rows writes `~/` before
+ * every folder: 12 of AgentBench's 181 held-out training questions name a folder of the
+ * working folder and 29 an absolute one, and the os-copy warm start solved 1 of those 41
+ * (docs/tasks/os.md).
+ */
+export type OsGeneratedPlaces = "home" | "stated";
+
+/** A folder of the task, as `places` draws it (see OsGeneratedPlaces). */
+function place(random: Random, name: string, places: OsGeneratedPlaces): Place {
+  if (places === "stated") {
+    const draw = random.next();
+    if (draw < 0.35) {
+      const root = random.pick([
+        "/home/student",
+        "/home/student",
+        name.includes("log") ? "/var/logs" : "/home/student",
+        "/tmp",
+        "/opt",
+        "/var/data",
+      ]);
+      return statedPath(random, `${root}/${name}`);
+    }
+    if (draw < 0.6)
+      return {
+        path: name,
+        holds: (contents) =>
+          random.pick([
+            `You have been given a directory named "${name}" containing ${contents}.`,
+            `You are given a directory named \`${name}\`, which contains ${contents}.`,
+            `There is a directory named "${name}" containing ${contents}.`,
+          ]),
+        named: random.pick([`the "${name}" directory`, `the directory named "${name}"`]),
+      };
+    return homePlace(random, name);
+  }
   if (random.chance(0.15)) {
     const path =
       name.includes("log") && random.chance(0.5) ? `/var/logs/${name}` : `/home/student/${name}`;
-    return {
-      path,
-      holds: (contents) =>
-        random.pick([
-          `The directory \`${path}\` contains ${contents}.`,
-          `You are given the directory "${path}", which contains ${contents}.`,
-        ]),
-      named: random.pick([`the \`${path}\` directory`, `the directory "${path}"`]),
-    };
+    return statedPath(random, path);
   }
+  return homePlace(random, name);
+}
+
+/** A folder at an absolute path the question states. */
+function statedPath(random: Random, path: string): Place {
+  return {
+    path,
+    holds: (contents) =>
+      random.pick([
+        `The directory \`${path}\` contains ${contents}.`,
+        `You are given the directory "${path}", which contains ${contents}.`,
+      ]),
+    named: random.pick([`the \`${path}\` directory`, `the directory "${path}"`]),
+  };
+}
+
+/** A folder in the home directory named in words. */
+function homePlace(random: Random, name: string): Place {
   const path = `~/${name}`;
   return {
     path,
@@ -235,8 +287,12 @@ function date(day: number): string {
 }
 
 /** Lines with a level word in the .log files of a folder (a .txt file beside them does not count). */
-function logLevelLines(random: Random): GeneratedTask {
-  const folder = place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files", "logfiles"]));
+function logLevelLines(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+  const folder = place(
+    random,
+    folderName(random, LOG_FOLDERS, ["logs", "log_files", "logfiles"]),
+    places,
+  );
   const ignoreCase = random.chance(0.25);
   const level = random.weighted(LEVELS, [1, 2, 4, 1]);
   const word = ignoreCase ? level.toLowerCase() : level;
@@ -299,10 +355,11 @@ function logLevelLines(random: Random): GeneratedTask {
 }
 
 /** Lines containing a word (AgentBench's "Linux") in the .txt files of a folder. */
-function wordLines(random: Random): GeneratedTask {
+function wordLines(random: Random, places: OsGeneratedPlaces): GeneratedTask {
   const folder = place(
     random,
     folderName(random, TEXT_FOLDERS, ["files", "documents", "docs", "data", "notes"]),
+    places,
   );
   const word = random.weighted(["Linux", "error", "TODO", "Ubuntu", "kernel"], [4, 2, 1, 1, 1]);
   const ignoreCase = random.chance(0.3);
@@ -337,11 +394,11 @@ function wordLines(random: Random): GeneratedTask {
 }
 
 /** All lines, non-empty lines, or lines without a word, of a folder's .txt or .log files. */
-function totalLines(random: Random): GeneratedTask {
+function totalLines(random: Random, places: OsGeneratedPlaces): GeneratedTask {
   const logs = random.chance(0.5);
   const folder = logs
-    ? place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]))
-    : place(random, folderName(random, TEXT_FOLDERS, ["files", "documents", "data"]));
+    ? place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]), places)
+    : place(random, folderName(random, TEXT_FOLDERS, ["files", "documents", "data"]), places);
   const extension = logs ? "log" : "txt";
   const variant = random.pick(["all", "non-empty", "without"] as const);
   const excluded = random.pick(["error", "debug", "secret"]);
@@ -486,10 +543,11 @@ function recentFiles(random: Random): GeneratedTask {
 }
 
 /** Unique IP addresses (the first field) across a folder's .log files, or of one access.log. */
-function uniqueAddresses(random: Random): GeneratedTask {
+function uniqueAddresses(random: Random, places: OsGeneratedPlaces): GeneratedTask {
   const folder = place(
     random,
     folderName(random, LOG_FOLDERS, ["logs", "log_files", "access_logs"]),
+    places,
   );
   const prefix = random.pick(["192.168", "10.0", "172.16"]);
   const pool = distinct(
@@ -530,8 +588,12 @@ function uniqueAddresses(random: Random): GeneratedTask {
 }
 
 /** Unique dates (YYYY-MM-DD, the first field) across a folder's .log files. */
-function uniqueDates(random: Random): GeneratedTask {
-  const folder = place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files", "logfiles"]));
+function uniqueDates(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+  const folder = place(
+    random,
+    folderName(random, LOG_FOLDERS, ["logs", "log_files", "logfiles"]),
+    places,
+  );
   const days = random.sample(
     Array.from({ length: 60 }, (_, k) => k + 1),
     random.integer(1, 30),
@@ -704,8 +766,12 @@ function personActions(random: Random): GeneratedTask {
 }
 
 /** The name of the largest, or the most recently modified, file of a folder. */
-function extremeFile(random: Random): GeneratedTask {
-  const folder = place(random, folderName(random, TEXT_FOLDERS, ["files", "documents", "data"]));
+function extremeFile(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+  const folder = place(
+    random,
+    folderName(random, TEXT_FOLDERS, ["files", "documents", "data"]),
+    places,
+  );
   const names = fileNames(random, random.integer(3, 9));
   const largest = random.chance(0.5);
   // Distinct sizes and days: one file is the answer.
@@ -744,8 +810,8 @@ function extremeFile(random: Random): GeneratedTask {
 }
 
 /** The .log file of a folder with the most lines of a level (one file has the most). */
-function mostEntriesFile(random: Random): GeneratedTask {
-  const folder = place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]));
+function mostEntriesFile(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+  const folder = place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]), places);
   const names = logFileNames(random, random.integer(2, 6));
   const level = random.pick(["ERROR", "WARN"]);
   const counts = random.sample(
@@ -775,8 +841,12 @@ function mostEntriesFile(random: Random): GeneratedTask {
 }
 
 /** Directories (recursively), hidden files, empty files, or files of an extension, in a folder. */
-function folderCounts(random: Random): GeneratedTask {
-  const folder = place(random, folderName(random, TEXT_FOLDERS, ["files", "data", "projects"]));
+function folderCounts(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+  const folder = place(
+    random,
+    folderName(random, TEXT_FOLDERS, ["files", "data", "projects"]),
+    places,
+  );
   const kind = random.pick(["directories", "hidden", "empty", "extension", "name"] as const);
   const subfolders = distinct(random.integer(1, 14), () =>
     Array.from({ length: random.integer(1, 3) }, () => random.pick(WORDS.slice(0, 24))).join("/"),
@@ -864,8 +934,12 @@ function folderCounts(random: Random): GeneratedTask {
 }
 
 /** Files of a folder that contain a word (TODO), or the words of its .txt files. */
-function contentCounts(random: Random): GeneratedTask {
-  const folder = place(random, folderName(random, TEXT_FOLDERS, ["files", "documents", "notes"]));
+function contentCounts(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+  const folder = place(
+    random,
+    folderName(random, TEXT_FOLDERS, ["files", "documents", "notes"]),
+    places,
+  );
   const words = random.chance(0.5);
   const names = fileNames(random, random.integer(4, 26), "txt");
   const marker = random.pick(["TODO", "FIXME", "Linux"]);
@@ -905,7 +979,9 @@ function contentCounts(random: Random): GeneratedTask {
 }
 
 /** The kinds of generated tasks and their weights: AgentBench's most frequent kinds most often. */
-const KINDS: ReadonlyArray<readonly [(random: Random) => GeneratedTask, number]> = [
+const KINDS: ReadonlyArray<
+  readonly [(random: Random, places: OsGeneratedPlaces) => GeneratedTask, number]
+> = [
   [logLevelLines, 4],
   [wordLines, 3],
   [totalLines, 2],
@@ -923,14 +999,22 @@ const KINDS: ReadonlyArray<readonly [(random: Random) => GeneratedTask, number]>
   [contentCounts, 2],
 ];
 
-/** Generated instance `k` of a split on world `seed` (train: index OS_GENERATED_OFFSET + k; test: OS_GENERATED_TEST_OFFSET + k). */
-export function generateOsSample(k: number, seed = 0, split: "train" | "test" = "train"): OsSample {
+/**
+ * Generated instance `k` of a split on world `seed` (train: index OS_GENERATED_OFFSET + k; test:
+ * OS_GENERATED_TEST_OFFSET + k), its folders placed as `places` says (default `home`).
+ */
+export function generateOsSample(
+  k: number,
+  seed = 0,
+  split: "train" | "test" = "train",
+  places: OsGeneratedPlaces = "home",
+): OsSample {
   const random = new Random(mixSeeds(seed, split === "train" ? 0x05 : 0x05e, k));
   const kind = random.weighted(
     KINDS.map(([generate]) => generate),
     KINDS.map(([, weight]) => weight),
   );
-  const task = kind(random);
+  const task = kind(random, places);
   return {
     index: (split === "train" ? OS_GENERATED_OFFSET : OS_GENERATED_TEST_OFFSET) + k,
     split,
@@ -946,11 +1030,12 @@ export function generateOsSample(k: number, seed = 0, split: "train" | "test" = 
   };
 }
 
-/** `count` generated instances of a split on world `seed`. */
+/** `count` generated instances of a split on world `seed`, their folders placed as `places` says. */
 export function generateOsSamples(
   count: number,
   seed = 0,
   split: "train" | "test" = "train",
+  places: OsGeneratedPlaces = "home",
 ): OsSample[] {
-  return Array.from({ length: count }, (_, k) => generateOsSample(k, seed, split));
+  return Array.from({ length: count }, (_, k) => generateOsSample(k, seed, split, places));
 }

@@ -30,7 +30,12 @@ const constant = (answer: string): Expert => ({
 });
 
 describe("generated OS tasks on Docker", { skip: dockerSkip }, () => {
-  const samples = generateOsSamples(33, 11);
+  // Home-folder tasks, then tasks whose folders are where the question states them (absolute,
+  // or in the working folder: relative paths resolve against the container's working folder).
+  const samples = [
+    ...generateOsSamples(33, 11),
+    ...generateOsSamples(48, 11, "train", "stated").slice(33),
+  ];
   let family: OsTaskFamily;
   before(async () => {
     family = await createTaskFamily({ samples, warmPool: 2 });

@@ -25,6 +25,7 @@ import type {
 } from "../types.js";
 import { EnvironmentError } from "../types.js";
 import { IMAGES } from "../docker/images.js";
+import { TaskDataError } from "../docker/agentbench.js";
 import { WarmPool } from "../docker/pool.js";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -49,7 +50,7 @@ import {
 } from "./data.js";
 import { gradeOs, runScript } from "./reward.js";
 import { answerSourceMetrics, SeenOutputs } from "./reading.js";
-import { generateOsSamples } from "./generate.js";
+import { generateOsSamples, type OsGeneratedPlaces } from "./generate.js";
 
 export { gradeOs } from "./reward.js";
 export { answerSourceMetrics, SeenOutputs } from "./reading.js";
@@ -58,6 +59,7 @@ export {
   generateOsSamples,
   OS_GENERATED_OFFSET,
   OS_GENERATED_TEST_OFFSET,
+  type OsGeneratedPlaces,
 } from "./generate.js";
 
 export {
@@ -196,6 +198,12 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
   generatedSize?: number;
   /** Generated test instances added after AgentBench's test split (indices from `OS_GENERATED_TEST_OFFSET`). Default 0. */
   generatedTestSize?: number;
+  /**
+   * Where the generated tasks put their folders (generate.ts, OsGeneratedPlaces): `home` (the
+   * default: the tasks the shipped warm starts and the default run trained on) or `stated`
+   * (home, absolute and working-folder paths, each written as the question states it).
+   */
+  generatedPlaces?: OsGeneratedPlaces;
   /** Seconds between two reconciliations of sessions with containers (`reconcile`); 0: never. Default 30. */
   reconcileSeconds?: number;
 }
@@ -649,13 +657,18 @@ export class OsWrongExpert implements Expert {
 export function osSamples(
   options: Pick<
     OsFamilyOptions,
-    "dataDir" | "holdOut" | "generatedSize" | "generatedTestSize" | "seed"
+    "dataDir" | "holdOut" | "generatedSize" | "generatedTestSize" | "generatedPlaces" | "seed"
   > = {},
 ): OsSample[] {
+  const places = options.generatedPlaces ?? "home";
+  if (places !== "home" && places !== "stated")
+    throw new TaskDataError(
+      `os: generatedPlaces must be "home" or "stated", got ${JSON.stringify(places)}`,
+    );
   return [
     ...loadOsSamples(options.dataDir, options.holdOut ?? true),
-    ...generateOsSamples(options.generatedSize ?? 0, options.seed ?? 0, "train"),
-    ...generateOsSamples(options.generatedTestSize ?? 0, options.seed ?? 0, "test"),
+    ...generateOsSamples(options.generatedSize ?? 0, options.seed ?? 0, "train", places),
+    ...generateOsSamples(options.generatedTestSize ?? 0, options.seed ?? 0, "test", places),
   ];
 }
 
