@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { generateOsSample, generateOsSamples, OS_GENERATED_OFFSET } from "./generate.js";
 import { answersExample, isAnswerGraded, newTopLevelFolders, osDifficulty } from "./data.js";
 import { osSamples } from "./index.js";
+import type { OsSample } from "./data.js";
 
 /** AgentBench's data, where the project's setup puts it. */
 const AGENTBENCH = join(import.meta.dirname, "../../../../../shared/data/agentbench");
@@ -113,28 +114,34 @@ function replayLocally(code: { init: string; example: string }, root: string): s
   return result.stdout.trim();
 }
 
-test("generated OS tasks: the example prints the expected answer (init and example replayed in local bash under a temporary folder, 230 instances)", (t) => {
-  if (
-    spawnSync("bash", ["-c", "touch -d '3 days ago' /dev/null 2>/dev/null; find --version"])
-      .status !== 0
-  ) {
-    t.skip("needs GNU bash, find and touch -d");
-    return;
-  }
+/** Why the local replays cannot run here, if they cannot: they need GNU bash, find and touch -d. */
+const REPLAY_SKIP =
+  spawnSync("bash", ["-c", "touch -d '3 days ago' /dev/null 2>/dev/null; find --version"])
+    .status === 0
+    ? false
+    : "needs GNU bash, find and touch -d";
+
+/** Replays every sample in local bash (replayLocally), each under a temporary folder of its own: its example prints its expected answer. */
+function assertReplaysLocally(samples: readonly OsSample[]): void {
   const root = mkdtempSync(join(tmpdir(), "agentrl-os-generated-"));
   try {
-    for (const sample of generateOsSamples(230, 3)) {
-      const folder = join(root, String(sample.index));
+    for (const sample of samples) {
       const printed = replayLocally(
         { init: sample.init[0].code, example: sample.example!.code },
-        folder,
+        join(root, String(sample.index)),
       );
       assert.equal(printed, sample.expectedAnswer, `${sample.labels[1]}: ${sample.description}`);
     }
   } finally {
     rmSync(root, { recursive: true, force: true });
   }
-});
+}
+
+test(
+  "generated OS tasks: the example prints the expected answer (init and example replayed in local bash under a temporary folder, 230 instances)",
+  { skip: REPLAY_SKIP },
+  () => assertReplaysLocally(generateOsSamples(230, 3)),
+);
 
 test("generated OS tasks with generatedPlaces `stated`: home, absolute and working-folder paths, each written in the command as the question states it; `home` draws the same tasks as before", () => {
   const samples = generateOsSamples(2000, 0, "train", "stated");
@@ -173,29 +180,11 @@ test("generated OS tasks with generatedPlaces `stated`: home, absolute and worki
   assert.ok(home > absolute, `home ${home}, absolute ${absolute}`);
 });
 
-test("generated OS tasks with generatedPlaces `stated`: the example prints the expected answer (replayed in local bash, the working folder a temporary one, 150 instances)", (t) => {
-  if (
-    spawnSync("bash", ["-c", "touch -d '3 days ago' /dev/null 2>/dev/null; find --version"])
-      .status !== 0
-  ) {
-    t.skip("needs GNU bash, find and touch -d");
-    return;
-  }
-  const root = mkdtempSync(join(tmpdir(), "agentrl-os-stated-"));
-  try {
-    for (const sample of generateOsSamples(150, 4, "train", "stated")) {
-      const folder = join(root, String(sample.index));
-      mkdirSync(folder, { recursive: true });
-      const printed = replayLocally(
-        { init: sample.init[0].code, example: sample.example!.code },
-        folder,
-      );
-      assert.equal(printed, sample.expectedAnswer, `${sample.labels[1]}: ${sample.description}`);
-    }
-  } finally {
-    rmSync(root, { recursive: true, force: true });
-  }
-});
+test(
+  "generated OS tasks with generatedPlaces `stated`: the example prints the expected answer (replayed in local bash, the working folder a temporary one, 150 instances)",
+  { skip: REPLAY_SKIP },
+  () => assertReplaysLocally(generateOsSamples(150, 4, "train", "stated")),
+);
 
 test("osSamples: AgentBench's samples, then generatedSize training and generatedTestSize test instances of world `seed`", (t) => {
   if (!existsSync(join(AGENTBENCH, "os_interaction"))) {
