@@ -192,18 +192,7 @@ function place(random: Random, name: string, places: OsGeneratedPlaces): Place {
       ]);
       return statedPath(random, `${root}/${name}`);
     }
-    if (draw < 0.6)
-      return {
-        path: name,
-        holds: (contents) =>
-          random.pick([
-            `You have been given a directory named "${name}" containing ${contents}.`,
-            `You are given a directory named \`${name}\`, which contains ${contents}.`,
-            `There is a directory named "${name}" containing ${contents}.`,
-          ]),
-        named: random.pick([`the "${name}" directory`, `the directory named "${name}"`]),
-      };
-    return homePlace(random, name);
+    return draw < 0.6 ? workingFolderPlace(random, name) : homePlace(random, name);
   }
   if (random.chance(0.15)) {
     const path =
@@ -223,6 +212,20 @@ function statedPath(random: Random, path: string): Place {
         `You are given the directory "${path}", which contains ${contents}.`,
       ]),
     named: random.pick([`the \`${path}\` directory`, `the directory "${path}"`]),
+  };
+}
+
+/** A folder of the working folder, named with no place (AgentBench's `mkdir -p log_files`): written relative. */
+function workingFolderPlace(random: Random, name: string): Place {
+  return {
+    path: name,
+    holds: (contents) =>
+      random.pick([
+        `You have been given a directory named "${name}" containing ${contents}.`,
+        `You are given a directory named \`${name}\`, which contains ${contents}.`,
+        `There is a directory named "${name}" containing ${contents}.`,
+      ]),
+    named: random.pick([`the "${name}" directory`, `the directory named "${name}"`]),
   };
 }
 
