@@ -273,6 +273,7 @@ export function registerSftCommand(program: Command): void {
         "  agentrl sft --preset default --from-stage 5 --model models/warmstart --out /tmp/s7 --tasks kg:4,webshop:2,alfworld,os:3,db:3 --difficulties db:0-2 --steps 585   # the last stage again, with DB's three levels",
         "  agentrl sft --preset reading --from-stage 6 --model models/warmstart-reading --out /tmp/r3 --generated-size 600   # the reading stage again, two OS rows in three generated",
         "  agentrl sft --preset os-copy --from-stage 10 --model models/warmstart-os-copy-stage9 --out /tmp/os-copy   # models/warmstart-os-copy's last stage (issue 37's folder copy, 1,000 mixed steps)",
+        "  agentrl sft --preset os-stated --from-stage 11 --model models/warmstart-os-copy --out /tmp/os-stated   # models/warmstart-os-stated's stage (OS folders where the question states them, 600 mixed steps)",
         "",
       ].join("\n"),
     )

@@ -88,3 +88,27 @@ test("the os-copy recipe: the reading recipe, two OS-only stages, two mixed ones
   assert.deepEqual(alone.taskWeights, { kg: 4, webshop: 4, os: 3 });
   assert.deepEqual(alone.familyOptions, { generatedSize: OS_COPY_MIXED_GENERATED });
 });
+
+test("the os-stated recipe: the os-copy recipe, then one mixed stage on generated OS tasks with stated folders; that stage is what models/warmstart-os-stated was trained with", async () => {
+  const copyStages = warmStartStages({ ...WARM_START_RECIPES["os-copy"], out: "/tmp/w" });
+  const stages = warmStartStages({ ...WARM_START_RECIPES["os-stated"], out: "/tmp/w" });
+  assert.equal(stages.length, copyStages.length + 1);
+  assert.deepEqual(stages.slice(0, copyStages.length), copyStages);
+  const last = stages.at(-1)!;
+  assert.deepEqual(last.familyOptions, {
+    generatedSize: OS_COPY_MIXED_GENERATED,
+    generatedPlaces: "stated",
+  });
+  // Stage 11 made models/warmstart-os-stated (run R10) from models/warmstart-os-copy (R9).
+  const recorded = await recordedOptions("warmstart-os-stated");
+  for (const key of TRAINING_KEYS) assert.deepEqual(last[key], recorded[key], `stage 11: ${key}`);
+  assert.equal(recorded.model, "models/warmstart-os-copy");
+  const alone = fromStage(
+    { ...WARM_START_RECIPES["os-stated"], out: "/tmp/w" },
+    stages.length,
+    "models/warmstart-os-copy",
+  );
+  assert.equal(alone.then, undefined);
+  assert.equal(alone.model, "models/warmstart-os-copy");
+  assert.equal(alone.steps, 600);
+});

@@ -110,6 +110,43 @@ const OS_ONLY_STAGE: WarmStartStage = {
   evalLimit: 0,
 };
 
+/** The `os-copy` recipe's stages (run R9's last). */
+const OS_COPY_STAGES: WarmStartStage[] = [
+  ...READING_RECIPE.then,
+  // Runs R5 and R6: the same OS-only stage twice.
+  OS_ONLY_STAGE,
+  OS_ONLY_STAGE,
+  // Run R7: the reading stage's mix (KG from 32 worlds) on 900 generated OS tasks.
+  {
+    tasks: ["kg", "webshop", "alfworld", "os"],
+    taskWeights: { kg: 4, webshop: 2, os: 3 },
+    taskTrainingWorlds: { kg: 32 },
+    familyOptions: { generatedSize: OS_COPY_MIXED_GENERATED },
+    steps: 300,
+    scheduleSteps: 300,
+    learningRate: 5e-4,
+  },
+  // Run R9: WebShop's rows doubled, 1,000 steps.
+  {
+    taskWeights: { kg: 4, webshop: 4, os: 3 },
+    steps: 1000,
+    scheduleSteps: 1000,
+    evalLimit: 100,
+  },
+];
+
+/**
+ * The `os-stated` recipe's last stage (run R10): R9's mix again, 600 steps, on generated OS
+ * tasks whose folders sit where the question states them (home 40 %, absolute 35 %, working
+ * folder 25 %: envs/src/os/generate.ts `generatedPlaces`), not always under `~`.
+ */
+const OS_STATED_STAGE: WarmStartStage = {
+  familyOptions: { generatedSize: OS_COPY_MIXED_GENERATED, generatedPlaces: "stated" },
+  steps: 600,
+  scheduleSteps: 600,
+  evalLimit: 0,
+};
+
 /** The recipes by name; each stage says which run of docs/warmstart.md ("The recipes' history") it is. */
 export const WARM_START_RECIPES: Record<
   string,
@@ -132,32 +169,12 @@ export const WARM_START_RECIPES: Record<
   // the copy holds: models/warmstart-os-copy (R9). Stage 9's model is
   // models/warmstart-os-copy-stage9 (R7): `agentrl sft --preset os-copy --from-stage 10 --model
   // models/warmstart-os-copy-stage9 --out DIR` trains the last stage alone (32.5 min).
-  "os-copy": {
-    ...READING_RECIPE,
-    then: [
-      ...READING_RECIPE.then,
-      // Runs R5 and R6: the same OS-only stage twice.
-      OS_ONLY_STAGE,
-      OS_ONLY_STAGE,
-      // Run R7: the reading stage's mix (KG from 32 worlds) on 900 generated OS tasks.
-      {
-        tasks: ["kg", "webshop", "alfworld", "os"],
-        taskWeights: { kg: 4, webshop: 2, os: 3 },
-        taskTrainingWorlds: { kg: 32 },
-        familyOptions: { generatedSize: OS_COPY_MIXED_GENERATED },
-        steps: 300,
-        scheduleSteps: 300,
-        learningRate: 5e-4,
-      },
-      // Run R9: WebShop's rows doubled, 1,000 steps.
-      {
-        taskWeights: { kg: 4, webshop: 4, os: 3 },
-        steps: 1000,
-        scheduleSteps: 1000,
-        evalLimit: 100,
-      },
-    ],
-  },
+  "os-copy": { ...READING_RECIPE, then: OS_COPY_STAGES },
+  // Issue 37's stated folders (session 32, run R10): the os-copy recipe, then one mixed stage
+  // whose generated OS tasks put their folders where the question says (absolute, working
+  // folder or home): models/warmstart-os-stated. From R9's model alone (21 min):
+  // `agentrl sft --preset os-stated --from-stage 11 --model models/warmstart-os-copy --out DIR`.
+  "os-stated": { ...READING_RECIPE, then: [...OS_COPY_STAGES, OS_STATED_STAGE] },
   // Runs C/D: the first shipped checkpoint.
   alfworld: {
     architecture: {
