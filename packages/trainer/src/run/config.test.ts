@@ -30,9 +30,9 @@ function writeConfig(text: string): string {
 }
 
 describe("configuration", () => {
-  test("examples/os-copy.yaml spells out the default run: the same configuration but its run folder, its warm checkpoint the shipped one", async () => {
+  test("examples/os-stated.yaml spells out the default run: the same configuration but its run folder, its warm checkpoint the shipped one", async () => {
     const example = await loadConfig({
-      file: fileURLToPath(new URL("../../../../examples/os-copy.yaml", import.meta.url)),
+      file: fileURLToPath(new URL("../../../../examples/os-stated.yaml", import.meta.url)),
     });
     const defaults = defaultConfig();
     assert.equal(example.warmStart.checkpoint, SHIPPED_WARM_START);
@@ -40,6 +40,7 @@ describe("configuration", () => {
     assert.equal(defaults.rollout.unreadAnswerReward, 0, "the unread guess unpaid");
     assert.deepEqual(defaults.tasks.find((task) => task.name === "os")?.familyOptions, {
       generatedSize: 300,
+      generatedPlaces: "stated",
     });
     const { checkpoint: _checkpoint, ...exampleWarmStart } = example.warmStart;
     assert.deepEqual(

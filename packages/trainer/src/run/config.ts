@@ -125,12 +125,12 @@ export const DEFAULT_TASK_DIFFICULTIES: Partial<
 
 /**
  * Family options of the default mix: OS trains on 300 generated tasks beside AgentBench's,
- * whose answers a constant cannot win and must be read (docs/tasks/os.md), as the shipped
- * warm start learnt them.
+ * whose answers a constant cannot win and must be read, their folders where the question
+ * states them (docs/tasks/os.md), as the shipped warm start learnt them.
  */
 export const DEFAULT_TASK_FAMILY_OPTIONS: Partial<
   Record<(typeof DEFAULT_TASK_NAMES)[number], Record<string, unknown>>
-> = { os: { generatedSize: 300 } };
+> = { os: { generatedSize: 300, generatedPlaces: "stated" } };
 
 /** Architecture of the shipped warm start (`agentrl sft --preset default`) and of the default run's fresh model. */
 export const DEFAULT_ARCHITECTURE = {
@@ -221,7 +221,7 @@ const WarmStartSchema = z
       .string()
       .optional()
       .describe(
-        "A model folder that already had its warm start: the phase is skipped and RL starts from it. Default: `models/warmstart-os-copy` when present (for the default model), else the warm start this run folder already holds.",
+        "A model folder that already had its warm start: the phase is skipped and RL starts from it. Default: `models/warmstart-os-stated` when present (for the default model), else the warm start this run folder already holds.",
       ),
   })
   .strict();
@@ -621,7 +621,7 @@ export const TrainConfigSchema = z
         ),
       )
       .describe(
-        "The task mix. Default: the five families at difficulty 0 (db at 0, 1 and 2: all its test samples), weight 1 each but kg 1.5 and os 2.5, os with 300 generated training tasks (`familyOptions: { generatedSize: 300 }`) beside AgentBench's (os and db only when a Docker engine answers).",
+        "The task mix. Default: the five families at difficulty 0 (db at 0, 1 and 2: all its test samples), weight 1 each but kg 1.5 and os 2.5, os with 300 generated training tasks (`familyOptions: { generatedSize: 300, generatedPlaces: stated }`) beside AgentBench's (os and db only when a Docker engine answers).",
       ),
     environments: EnvironmentsSchema.prefault({}).describe(
       "Where tasks run: in the trainer's process, or behind controllers (`tasks[].controller`).",
