@@ -110,7 +110,7 @@ const OS_ONLY_STAGE: WarmStartStage = {
   evalLimit: 0,
 };
 
-/** The `os-copy` recipe's stages (run R9's last). */
+/** The `os-copy` recipe's stages after its first: the reading recipe's, then runs R5, R6, R7 and R9. */
 const OS_COPY_STAGES: WarmStartStage[] = [
   ...READING_RECIPE.then,
   // Runs R5 and R6: the same OS-only stage twice.
