@@ -211,7 +211,11 @@ export class DbTaskFamily implements CurriculumTaskFamily {
       );
       this.server = starting;
       starting.then(
-        (server) => this.runtime.onDeath(server.containerId, () => this.serverDied(starting)),
+        (server) =>
+          this.runtime.onDeath(server.containerId, () => {
+            server.stopped = true;
+            this.serverDied(starting);
+          }),
         () => {
           if (this.server === starting) this.server = undefined;
         },
@@ -250,6 +254,7 @@ export class DbTaskFamily implements CurriculumTaskFamily {
         throw error;
       }
       login.releaseSpace = releaseSpace;
+      login.server = server;
       connection = await server.connectAs(login);
       for (const statement of initStatements(sample)) {
         try {
@@ -285,10 +290,21 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     }
   }
 
-  /** Closes a session's connection, stops its statements, drops its user and database (never throws). */
+  /**
+   * Closes a session's connection, stops its statements, drops its user and database on the
+   * server that holds them (never throws). After that server died there is nothing to drop,
+   * and no new server is started for it: the session's slot is freed at once.
+   */
   async dropSession(connection: Connection | undefined, login: SessionLogin): Promise<void> {
     connection?.destroy();
-    await this.withAdmin((admin) => MariaDbServer.dropSessionUser(admin, login)).catch(() => {});
+    const server = login.server ?? (await this.sharedServer().catch(() => undefined));
+    const admin = server?.stopped ? undefined : await server?.connect().catch(() => undefined);
+    if (!admin) return login.releaseSpace?.();
+    try {
+      await MariaDbServer.dropSessionUser(admin, login);
+    } finally {
+      admin.destroy();
+    }
   }
 
   /** Called by a session when it ends. */

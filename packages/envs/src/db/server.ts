@@ -64,6 +64,8 @@ export interface SessionLogin {
   database: string;
   /** Gives the session's space back (set when it has one). */
   releaseSpace?: () => void;
+  /** The server holding the session's user and database (set when it has one). */
+  server?: MariaDbServer;
 }
 
 export class MariaDbServer {
@@ -73,6 +75,8 @@ export class MariaDbServer {
   private readonly socketDir: string;
   private readonly freeSpaces: number[];
   private runtime!: DockerRuntime;
+  /** Set when the container died: its sessions' users and databases went with it. */
+  stopped = false;
 
   private constructor(
     containerId: string,
