@@ -297,8 +297,10 @@ export class DbTaskFamily implements CurriculumTaskFamily {
    */
   async dropSession(connection: Connection | undefined, login: SessionLogin): Promise<void> {
     connection?.destroy();
-    const server = login.server ?? (await this.sharedServer().catch(() => undefined));
-    const admin = server?.stopped ? undefined : await server?.connect().catch(() => undefined);
+    // `server` is set with the login in startSession; never start a server just to drop a user.
+    const server = login.server;
+    const admin =
+      server && !server.stopped ? await server.connect().catch(() => undefined) : undefined;
     if (!admin) return login.releaseSpace?.();
     try {
       await MariaDbServer.dropSessionUser(admin, login);
