@@ -10,7 +10,7 @@ const rlDefaults = {
   steps: 100,
   batchGroups: 4,
   groupSize: 8,
-  learningRate: 2e-4,
+  learningRate: 1e-4,
   warmupSteps: 0,
   schedule: "cosine" as "constant" | "cosine",
   minLearningRateRatio: 0.1,

@@ -44,7 +44,7 @@ export async function availableGradientThreads(): Promise<1 | 2> {
 }
 
 export interface LearningRateSchedule {
-  /** Peak learning rate. Default 2e-4 (the config schema's `rl.learningRate`). */
+  /** Peak learning rate. Default 1e-4 (the config schema's `rl.learningRate`). */
   learningRate: number;
   /** Steps of linear warm-up from 0 to the peak. Default 0. */
   warmupSteps: number;

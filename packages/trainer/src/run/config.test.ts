@@ -30,18 +30,20 @@ function writeConfig(text: string): string {
 }
 
 describe("configuration", () => {
-  test("examples/os-stated.yaml spells out the default run: the same configuration but its run folder, its warm checkpoint the shipped one", async () => {
+  test("examples/default.yaml spells out the default run: the same configuration but its run folder, its warm checkpoint the shipped one", async () => {
     const example = await loadConfig({
-      file: fileURLToPath(new URL("../../../../examples/os-stated.yaml", import.meta.url)),
+      file: fileURLToPath(new URL("../../../../examples/default.yaml", import.meta.url)),
     });
     const defaults = defaultConfig();
     assert.equal(example.warmStart.checkpoint, SHIPPED_WARM_START);
     assert.equal(defaults.warmStart.checkpoint, undefined, "found as the shipped warm start");
     assert.equal(defaults.rollout.unreadAnswerReward, 0, "the unread guess unpaid");
-    assert.deepEqual(defaults.tasks.find((task) => task.name === "os")?.familyOptions, {
-      generatedSize: 300,
-      generatedPlaces: "stated",
-    });
+    assert.equal(defaults.rl.learningRate, 1e-4, "RL moves the warm start little");
+    assert.equal(
+      defaults.tasks.find((task) => task.name === "os")?.familyOptions,
+      undefined,
+      "OS on AgentBench's tasks alone",
+    );
     const { checkpoint: _checkpoint, ...exampleWarmStart } = example.warmStart;
     assert.deepEqual(
       {
@@ -93,7 +95,7 @@ describe("configuration", () => {
       epsilon: rl.adamEpsilon,
     });
     assert.equal(rl.microBatchTokens, 4096);
-    assert.equal(rl.learningRate, 2e-4);
+    assert.equal(rl.learningRate, 1e-4);
     const engine = { updateWeights: async () => {} };
     assert.equal(
       new PolicyPool({

@@ -123,15 +123,6 @@ export const DEFAULT_TASK_DIFFICULTIES: Partial<
   Record<(typeof DEFAULT_TASK_NAMES)[number], number[]>
 > = { db: [0, 1, 2] };
 
-/**
- * Family options of the default mix: OS trains on 300 generated tasks beside AgentBench's,
- * whose answers a constant cannot win and must be read, their folders where the question
- * states them (docs/tasks/os.md), as the shipped warm start learnt them.
- */
-export const DEFAULT_TASK_FAMILY_OPTIONS: Partial<
-  Record<(typeof DEFAULT_TASK_NAMES)[number], Record<string, unknown>>
-> = { os: { generatedSize: 300, generatedPlaces: "stated" } };
-
 /** Architecture of the shipped warm start (`agentrl sft --preset default`) and of the default run's fresh model. */
 export const DEFAULT_ARCHITECTURE = {
   hiddenSize: 128,
@@ -262,7 +253,9 @@ const RlSchema = z
       .number()
       .positive()
       .default(RL_DEFAULTS.learningRate)
-      .describe("Peak learning rate (AdamW)."),
+      .describe(
+        "Peak learning rate (AdamW). From the shipped warm start RL lifts no family and lowers greedy OS; it harms least when it moves least: 1e-4 kept the greedy mean at 53.5 / 53.6 % against 52.4 / 52.4 at 2e-4 (two seeds each, the warm start 54.0; docs/warmstart.md). 2e-4 until session 34.",
+      ),
     warmupSteps: nonNegativeInteger()
       .default(RL_DEFAULTS.warmupSteps)
       .describe("Steps of linear learning-rate warm-up."),
@@ -344,7 +337,7 @@ const RlSchema = z
       .nonnegative()
       .default(RL_DEFAULTS.klCoefficient)
       .describe(
-        "Coefficient of the k3 KL penalty to the frozen starting policy; 0 skips the reference model. AgentRL uses 1e-4 at lr 1e-6; at this lr (2e-4) 1e-4 let RL erode a family it barely trains on (ALFWorld 100 → 94.5 / 97.0 / 99.5 % greedy in three default runs); 0.05 kept it at 100 % in all three, the means within the seeds' spread (greedy 51.7 ± 1.0 against 51.2 ± 0.7 %; README).",
+        "Coefficient of the k3 KL penalty to the frozen starting policy; 0 skips the reference model. AgentRL uses 1e-4 at lr 1e-6; at lr 2e-4 (the default until session 34) 1e-4 let RL erode a family it barely trains on (ALFWorld 100 → 94.5 / 97.0 / 99.5 % greedy in three default runs); 0.05 kept it at 100 % in all three, the means within the seeds' spread (greedy 51.7 ± 1.0 against 51.2 ± 0.7 %; README).",
       ),
     entropyCoefficient: z
       .number()
@@ -614,14 +607,11 @@ export const TrainConfigSchema = z
             name,
             weight: DEFAULT_TASK_WEIGHTS[name] ?? 1,
             difficulty: DEFAULT_TASK_DIFFICULTIES[name] ?? 0,
-            ...(DEFAULT_TASK_FAMILY_OPTIONS[name]
-              ? { familyOptions: DEFAULT_TASK_FAMILY_OPTIONS[name] }
-              : {}),
           }),
         ),
       )
       .describe(
-        "The task mix. Default: the five families at difficulty 0 (db at 0, 1 and 2: all its test samples), weight 1 each but kg 1.5 and os 2.5, os with 300 generated training tasks (`familyOptions: { generatedSize: 300, generatedPlaces: stated }`) beside AgentBench's (os and db only when a Docker engine answers).",
+        "The task mix. Default: the five families at difficulty 0 (db at 0, 1 and 2: all its test samples), weight 1 each but kg 1.5 and os 2.5 (os and db only when a Docker engine answers). OS trains on AgentBench's tasks alone: from the shipped warm start, 300 generated OS tasks beside them (`familyOptions: { generatedSize: 300, generatedPlaces: stated }`, what the warm start learnt on) lowered greedy OS more (32.0 → 27.0 % at lr 1e-4, against 29.0 / 30.0 % without them, two seeds; docs/warmstart.md).",
       ),
     environments: EnvironmentsSchema.prefault({}).describe(
       "Where tasks run: in the trainer's process, or behind controllers (`tasks[].controller`).",
