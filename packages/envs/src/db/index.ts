@@ -280,9 +280,12 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     }
   }
 
-  /** Runs `work` on a fresh admin connection of the shared server, closed after. */
-  private async withAdmin<T>(work: (admin: Connection) => Promise<T>): Promise<T> {
-    const admin = await (await this.sharedServer()).connect();
+  /** Runs `work` on a fresh admin connection of `server` (default: the shared one), closed after. */
+  private async withAdmin<T>(
+    work: (admin: Connection) => Promise<T>,
+    server?: MariaDbServer,
+  ): Promise<T> {
+    const admin = await (server ?? (await this.sharedServer())).connect();
     try {
       return await work(admin);
     } finally {
@@ -299,14 +302,10 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     connection?.destroy();
     // `server` is set with the login in startSession; never start a server just to drop a user.
     const server = login.server;
-    const admin =
-      server && !server.stopped ? await server.connect().catch(() => undefined) : undefined;
-    if (!admin) return login.releaseSpace?.();
-    try {
-      await MariaDbServer.dropSessionUser(admin, login);
-    } finally {
-      admin.destroy();
-    }
+    if (!server || server.stopped) return login.releaseSpace?.();
+    await this.withAdmin((admin) => MariaDbServer.dropSessionUser(admin, login), server).catch(() =>
+      login.releaseSpace?.(),
+    );
   }
 
   /** Called by a session when it ends. */
