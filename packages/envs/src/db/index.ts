@@ -303,6 +303,7 @@ export class DbTaskFamily implements CurriculumTaskFamily {
     // `server` is set with the login in startSession; never start a server just to drop a user.
     const server = login.server;
     if (!server || server.stopped) return login.releaseSpace?.();
+    // dropSessionUser never throws and frees the space itself: this catch is a failed connect.
     await this.withAdmin((admin) => MariaDbServer.dropSessionUser(admin, login), server).catch(() =>
       login.releaseSpace?.(),
     );
