@@ -7,6 +7,7 @@ import {
   AlgorithmError,
   grpoAdvantage,
   grpoMeanOnlyAdvantage,
+  shuffledGrpoAdvantage,
   getAdvantageEstimator,
   normalizeAdvantagesByTask,
   ppoClipTokenLoss,
@@ -57,6 +58,26 @@ describe("GRPO advantages (hand-computed)", () => {
     assert.equal(getAdvantageEstimator("grpo"), grpoAdvantage);
     assert.throws(() => getAdvantageEstimator("nope"), /unknown advantage estimator "nope"/);
     assert.throws(() => getAdvantageEstimator("nope"), AlgorithmError);
+  });
+  test("grpo_shuffled permutes GRPO's advantages within the group, seeded", () => {
+    const rewards = [1, 0, 0, 0, 0, 0, 0, 0];
+    const sorted = (values: number[]) => [...values].sort((a, b) => a - b);
+    const shuffled = shuffledGrpoAdvantage(7);
+    const winnerAt = new Set<number>();
+    const draws: number[][] = [];
+    for (let call = 0; call < 40; call++) {
+      const advantages = shuffled(rewards);
+      close(sorted(advantages), sorted(grpoAdvantage(rewards)));
+      winnerAt.add(advantages.indexOf(Math.max(...advantages)));
+      draws.push(advantages);
+    }
+    // The success's advantage lands on other episodes: the signal is gone, its size kept.
+    assert.ok(winnerAt.size >= 6, `the positive advantage visited ${winnerAt.size} of 8 places`);
+    const again = shuffledGrpoAdvantage(7);
+    for (const draw of draws) assert.deepEqual(again(rewards), draw);
+    assert.notDeepEqual(shuffledGrpoAdvantage(8)(rewards), draws[0]);
+    close(shuffledGrpoAdvantage(1)([1, 1, 1]), [0, 0, 0]);
+    assert.ok(getAdvantageEstimator("grpo_shuffled")([1, 0]).some((a) => a !== 0));
   });
 });
 

@@ -351,7 +351,7 @@ const RlSchema = z
     advantageEstimator: registeredName("advantage estimator", advantageEstimatorNames)
       .default(RL_DEFAULTS.advantageEstimator)
       .describe(
-        "Group advantage, by its registered name (`registerAdvantageEstimator` adds more): `grpo` (R − mean)/(std + ε), or `grpo_no_std` R − mean.",
+        "Group advantage, by its registered name (`registerAdvantageEstimator` adds more): `grpo` (R − mean)/(std + ε), `grpo_no_std` R − mean, or `grpo_shuffled`, a control: GRPO's advantages permuted at random within each group (the update's size without its signal).",
       ),
     taskAdvantageNormalization: z
       .boolean()
