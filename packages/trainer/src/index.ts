@@ -14,6 +14,7 @@ export {
   getAdvantageEstimator,
   grpoAdvantage,
   grpoMeanOnlyAdvantage,
+  shuffledGrpoAdvantage,
   klK3,
   type LossReduction,
   maskedMean,

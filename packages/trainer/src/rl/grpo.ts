@@ -43,7 +43,7 @@ import {
 export * from "./micro-batches.js";
 
 export interface GrpoOptions extends PolicyObjectiveOptions {
-  /** Registered advantage estimator: `grpo` ((R − mean)/(std + ε)) or `grpo_no_std`. Default `grpo`. */
+  /** Registered advantage estimator: `grpo` ((R − mean)/(std + ε)), `grpo_no_std`, or the control `grpo_shuffled`. Default `grpo`. */
   advantageEstimator: string;
   /** Re-normalise advantages per task across the batch, before the loss (AgentRL). Default true. */
   taskAdvantageNormalization: boolean;
