@@ -274,6 +274,7 @@ export function registerSftCommand(program: Command): void {
         "  agentrl sft --preset reading --from-stage 6 --model models/warmstart-reading --out /tmp/r3 --generated-size 600   # the reading stage again, two OS rows in three generated",
         "  agentrl sft --preset os-copy --from-stage 10 --model models/warmstart-os-copy-stage9 --out /tmp/os-copy   # models/warmstart-os-copy's last stage (issue 37's folder copy, 1,000 mixed steps)",
         "  agentrl sft --preset os-stated --from-stage 11 --model models/warmstart-os-copy --out /tmp/os-stated   # models/warmstart-os-stated's stage (OS folders where the question states them, 600 mixed steps)",
+        "  agentrl sft --preset os-stated-long --from-stage 12 --model models/warmstart-os-stated --out /tmp/os-stated-long   # models/warmstart-os-stated-long's stage (R10's stage again, seed 1)",
         "",
       ].join("\n"),
     )

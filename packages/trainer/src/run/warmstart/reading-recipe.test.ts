@@ -112,3 +112,26 @@ test("the os-stated recipe: the os-copy recipe, then one mixed stage on generate
   assert.equal(alone.model, "models/warmstart-os-copy");
   assert.equal(alone.steps, 600);
 });
+
+test("the os-stated-long recipe: the os-stated recipe, then its last stage again on seed 1; that stage is what models/warmstart-os-stated-long was trained with", async () => {
+  const statedStages = warmStartStages({ ...WARM_START_RECIPES["os-stated"], out: "/tmp/w" });
+  const stages = warmStartStages({ ...WARM_START_RECIPES["os-stated-long"], out: "/tmp/w" });
+  assert.equal(stages.length, statedStages.length + 1);
+  assert.deepEqual(stages.slice(0, statedStages.length), statedStages);
+  const last = stages.at(-1)!;
+  assert.equal(last.seed, 1);
+  assert.notEqual(statedStages.at(-1)!.seed, 1);
+  // Stage 12 made models/warmstart-os-stated-long (run R11) from models/warmstart-os-stated (R10).
+  const recorded = await recordedOptions("warmstart-os-stated-long");
+  for (const key of [...TRAINING_KEYS, "seed" as const])
+    assert.deepEqual(last[key], recorded[key], `stage 12: ${key}`);
+  assert.equal(recorded.model, "models/warmstart-os-stated");
+  const alone = fromStage(
+    { ...WARM_START_RECIPES["os-stated-long"], out: "/tmp/w" },
+    stages.length,
+    "models/warmstart-os-stated",
+  );
+  assert.equal(alone.then, undefined);
+  assert.equal(alone.model, "models/warmstart-os-stated");
+  assert.equal(alone.seed, 1);
+});

@@ -175,6 +175,13 @@ export const WARM_START_RECIPES: Record<
   // folder or home): models/warmstart-os-stated. From R9's model alone (21 min):
   // `agentrl sft --preset os-stated --from-stage 11 --model models/warmstart-os-copy --out DIR`.
   "os-stated": { ...READING_RECIPE, then: [...OS_COPY_STAGES, OS_STATED_STAGE] },
+  // Run R11 (session 36): the os-stated recipe with its last stage run again on another
+  // episode stream (seed 1): models/warmstart-os-stated-long. From R10's model alone (21 min):
+  // `agentrl sft --preset os-stated-long --from-stage 12 --model models/warmstart-os-stated --out DIR`.
+  "os-stated-long": {
+    ...READING_RECIPE,
+    then: [...OS_COPY_STAGES, OS_STATED_STAGE, { ...OS_STATED_STAGE, seed: 1 }],
+  },
   // Runs C/D: the first shipped checkpoint.
   alfworld: {
     architecture: {
