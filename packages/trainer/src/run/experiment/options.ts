@@ -12,12 +12,13 @@ export type FamilyFactory = TaskFamilyFactory;
 
 /**
  * The default run's shipped, already warm-started model (relative to the working directory),
- * used as the warm checkpoint of the default model when present: the os-stated recipe's end
- * (run R10), whose OS successes are all read from what its commands printed and whose commands
- * put a folder where the question states it (docs/warmstart.md, "R10"). Until session 32 it was
- * `models/warmstart` (the default recipe's end); in session 32 `models/warmstart-os-copy` (R9).
+ * used as the warm checkpoint of the default model when present: the os-stated-long recipe's
+ * end (run R11), whose OS successes are all read from what its commands printed and whose
+ * commands put a folder where the question states it (docs/warmstart.md, "R11"). Until session
+ * 32 it was `models/warmstart` (the default recipe's end); in session 32
+ * `models/warmstart-os-copy` (R9); in sessions 33-35 `models/warmstart-os-stated` (R10).
  */
-export const SHIPPED_WARM_START = "models/warmstart-os-stated";
+export const SHIPPED_WARM_START = "models/warmstart-os-stated-long";
 
 /**
  * Evaluation memos shared by every run besides a model's own `<model>/evaluations`: those of
