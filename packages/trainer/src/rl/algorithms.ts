@@ -8,6 +8,7 @@
  */
 import * as tf from "@tensorflow/tfjs-core";
 import { AgentRLError } from "@agentrl/spec";
+import { Random } from "@agentrl/envs";
 import { RL_DEFAULTS } from "./defaults.js";
 
 /** An estimator or loss named that no one registered, or a loss term missing its input. */
@@ -84,26 +85,12 @@ export const grpoMeanOnlyAdvantage: AdvantageEstimator = (rewards) => {
  * episode carries another episode's advantage. The update keeps GRPO's size, spread and
  * zero group mean but loses its signal (which episode earned what): a run that moves the
  * model as much under it as under `grpo` is moved by the update's noise, not by the reward.
- * `seed` fixes the stream of permutations (mulberry32); the registered `grpo_shuffled`
+ * `seed` fixes the stream of permutations (envs' `Random`); the registered `grpo_shuffled`
  * starts at seed 0 in each process.
  */
 export function shuffledGrpoAdvantage(seed: number): AdvantageEstimator {
-  let state = seed >>> 0;
-  const next = (): number => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  return (rewards) => {
-    const advantages = grpoAdvantage(rewards);
-    for (let i = advantages.length - 1; i > 0; i--) {
-      const j = Math.floor(next() * (i + 1));
-      [advantages[i], advantages[j]] = [advantages[j], advantages[i]];
-    }
-    return advantages;
-  };
+  const random = new Random(seed);
+  return (rewards) => random.shuffle(grpoAdvantage(rewards));
 }
 
 registerAdvantageEstimator("grpo", grpoAdvantage);
