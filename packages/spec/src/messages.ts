@@ -73,6 +73,11 @@ export type AssistantMessage = {
   role: "assistant";
   content: string | null;
   tool_calls?: ToolCall[];
+  /**
+   * Set by an expert on a turn its warm-start row shows but does not train on (a deliberate
+   * mistake the next turn recovers from); never set on a model's turn.
+   */
+  untrained?: boolean;
 };
 
 /** The result of one tool call, answering the call with id `tool_call_id`. */

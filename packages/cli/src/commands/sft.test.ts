@@ -79,7 +79,7 @@ test("sft --from-stage: a staged preset starts at stage k from --model; the late
   );
 });
 
-test("sft --generated-size and --generated-places: the generated training tasks of the family options, beside the preset's other family options", () => {
+test("sft --generated-size, --generated-places and --generated-recovery: the generated training tasks of the family options, beside the preset's other family options", () => {
   const reading = sftOptions({
     out: "/tmp/o",
     preset: "reading",
@@ -109,6 +109,18 @@ test("sft --generated-size and --generated-places: the generated training tasks 
     generatedPlaces: "stated",
   });
   assert.deepEqual(stated.familyOptions, { ...reading.familyOptions, generatedPlaces: "stated" });
+  const recovering = sftOptions({
+    out: "/tmp/o",
+    preset: "reading",
+    progress: false,
+    fromStage: 6,
+    model: "/models/r2",
+    generatedRecovery: 0.5,
+  });
+  assert.deepEqual(recovering.familyOptions, {
+    ...reading.familyOptions,
+    generatedRecovery: 0.5,
+  });
   assert.deepEqual(
     [more.steps, more.taskWeights, more.learningRate],
     [reading.steps, reading.taskWeights, reading.learningRate],

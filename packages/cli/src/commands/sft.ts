@@ -37,6 +37,8 @@ export interface SftCommandOptions {
   generatedSize?: number;
   /** `--generated-places`: where OS's generated tasks put their folders (`familyOptions.generatedPlaces`). */
   generatedPlaces?: "home" | "stated";
+  /** `--generated-recovery`: share of OS's working-folder tasks whose expert recovers from a mistake (`familyOptions.generatedRecovery`). */
+  generatedRecovery?: number;
   fromStage?: number;
   progress: boolean;
 }
@@ -153,6 +155,11 @@ export function sftOptions(flags: SftCommandOptions): WarmStartOptions {
     options.familyOptions = { ...options.familyOptions, generatedSize: flags.generatedSize };
   if (flags.generatedPlaces !== undefined)
     options.familyOptions = { ...options.familyOptions, generatedPlaces: flags.generatedPlaces };
+  if (flags.generatedRecovery !== undefined)
+    options.familyOptions = {
+      ...options.familyOptions,
+      generatedRecovery: flags.generatedRecovery,
+    };
   // Steps alone given: the preset's time budget must not cut the run short.
   if (flags.steps !== undefined && flags.minutes === undefined) delete options.minutes;
   // A length given on the command line is the whole run: the preset's later stages (`then`) are dropped.
@@ -256,6 +263,11 @@ export function registerSftCommand(program: Command): void {
       ).choices(["home", "stated"]),
     )
     .option(
+      "--generated-recovery <share>",
+      "share (0 to 1) of OS's generated working-folder tasks whose expert first runs the usual mistake (the folder under ~/; shown, not trained on), reads the error, then runs the right command (default: the preset's, else 0)",
+      numberOption("--generated-recovery", { minimum: 0, maximum: 1 }),
+    )
+    .option(
       "--from-stage <k>",
       "start a staged preset at its stage k (1-based) from --model, e.g. a saved earlier stage; the later stages follow",
       numberOption("--from-stage", { integer: true, minimum: 1 }),
@@ -275,6 +287,7 @@ export function registerSftCommand(program: Command): void {
         "  agentrl sft --preset os-copy --from-stage 10 --model models/warmstart-os-copy-stage9 --out /tmp/os-copy   # models/warmstart-os-copy's last stage (issue 37's folder copy, 1,000 mixed steps)",
         "  agentrl sft --preset os-stated --from-stage 11 --model models/warmstart-os-copy --out /tmp/os-stated   # models/warmstart-os-stated's stage (OS folders where the question states them, 600 mixed steps)",
         "  agentrl sft --preset os-stated-long --from-stage 12 --model models/warmstart-os-stated --out /tmp/os-stated-long   # models/warmstart-os-stated-long's stage (R10's stage again, seed 1)",
+        "  agentrl sft --preset os-stated-longer --from-stage 13 --model models/warmstart-os-stated-long --out /tmp/os-stated-longer   # models/warmstart-os-stated-longer's stage (the same stage a third time, seed 2)",
         "",
       ].join("\n"),
     )

@@ -56,6 +56,12 @@ export interface OsSample {
   extraFiles: string[];
   /** The answer the example prints, when known without running it (generated tasks, generate.ts). */
   expectedAnswer?: string;
+  /**
+   * A plausible first command that fails (generated tasks whose folder is the working folder's:
+   * the example with the folder written under `~/`). A recovering expert runs it first, untrained
+   * on, then the example (`OsFamilyOptions.generatedRecovery`).
+   */
+  mistake?: Script;
 }
 
 const scriptObject = z.union([

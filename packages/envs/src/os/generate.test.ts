@@ -91,7 +91,11 @@ test("generated OS tasks: difficulty 0 answer tasks graded against the example's
 });
 
 /** Runs a sample's init then its example in local bash, every absolute task folder, the home folder (`~`) and the working folder moved under `root`: what the example prints. */
-function replayLocally(code: { init: string; example: string }, root: string): string {
+function replayLocally(
+  code: { init: string; example: string },
+  root: string,
+  options: { anyExit?: boolean } = {},
+): string {
   const relocate = (script: string) =>
     script.replace(/(^|[\s>'"])\/(root|home|opt|srv|var|etc|tmp)(?=[/\s'"]|$)/gm, `$1${root}/$2`);
   mkdirSync(join(root, "root"), { recursive: true });
@@ -110,7 +114,7 @@ function replayLocally(code: { init: string; example: string }, root: string): s
       env: { PATH: process.env.PATH ?? "/usr/bin:/bin", LC_ALL: "C", HOME: join(root, "root") },
     },
   );
-  assert.equal(result.status, 0, result.stderr);
+  if (!options.anyExit) assert.equal(result.status, 0, result.stderr);
   return result.stdout.trim();
 }
 
@@ -149,7 +153,7 @@ test("generated OS tasks with generatedPlaces `stated`: home, absolute and worki
   let home = 0;
   let absolute = 0;
   let relative = 0;
-  for (const { description, example, init, extraFolders } of samples) {
+  for (const { description, example, init, extraFolders, mistake } of samples) {
     const code = example!.code;
     assert.doesNotMatch(code, FIRST_GENERATOR_WORDS);
     // Only folders writable under a read-only root (the samples ask for no tmpfs of their own).
@@ -161,15 +165,22 @@ test("generated OS tasks with generatedPlaces `stated`: home, absolute and worki
       const folder = /^\/(home\/student|var\/logs|var\/data|tmp|opt)\/[\w.-]+/.exec(path)![0];
       assert.ok(description.includes(folder), `${folder} of ${code} not in: ${description}`);
     }
-    if (/~\//.test(code)) home += 1;
-    else if (/(?<![\w.~])\/(home\/student|var\/logs|var\/data|tmp|opt)\//.test(code)) absolute += 1;
-    else {
+    if (/~\//.test(code)) {
+      home += 1;
+      assert.equal(mistake, undefined, code);
+    } else if (/(?<![\w.~])\/(home\/student|var\/logs|var\/data|tmp|opt)\//.test(code)) {
+      absolute += 1;
+      assert.equal(mistake, undefined, code);
+    } else {
       // A folder of the working folder: named with no place, written relative.
       const folder = /(?:\s|^)(?:cd )?([a-z][\w-]*)\//.exec(code)?.[1];
       if (folder === undefined) continue; // a task on one file of the home folder, not a folder
       relative += 1;
       assert.ok(description.includes(folder), `${folder} of ${code} not in: ${description}`);
       assert.doesNotMatch(description, /home (directory|folder)/, description);
+      // The mistake a home-trained model makes: the same command with the folder under `~/`.
+      assert.equal(mistake?.code.replaceAll(`~/${folder}`, folder), code, mistake?.code);
+      assert.ok(mistake.code.includes(`~/${folder}`), mistake.code);
     }
   }
   // Folder kinds draw home 40 %, absolute 35 %, working folder 25 %; the home-file kinds add to home.
@@ -184,6 +195,28 @@ test(
   "generated OS tasks with generatedPlaces `stated`: the example prints the expected answer (replayed in local bash, the working folder a temporary one, 150 instances)",
   { skip: REPLAY_SKIP },
   () => assertReplaysLocally(generateOsSamples(150, 4, "train", "stated")),
+);
+
+test(
+  "generated OS tasks with generatedPlaces `stated`: a mistake (the working folder's folder written under `~/`) does not print the answer (replayed in local bash)",
+  { skip: REPLAY_SKIP },
+  () => {
+    const samples = generateOsSamples(150, 4, "train", "stated").filter((s) => s.mistake);
+    assert.ok(samples.length > 20, `${samples.length} samples with a mistake`);
+    const root = mkdtempSync(join(tmpdir(), "agentrl-os-mistake-"));
+    try {
+      for (const sample of samples) {
+        const printed = replayLocally(
+          { init: sample.init[0].code, example: sample.mistake!.code },
+          join(root, String(sample.index)),
+          { anyExit: true },
+        );
+        assert.notEqual(printed, sample.expectedAnswer, sample.mistake!.code);
+      }
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  },
 );
 
 test("osSamples: AgentBench's samples, then generatedSize training and generatedTestSize test instances of world `seed`", (t) => {

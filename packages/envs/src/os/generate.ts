@@ -149,6 +149,14 @@ interface Place {
   holds: (contents: string) => string;
   /** Words naming the folder after "in" ("the directory named "logs" in your home directory"). */
   named: string;
+  /** The folder is the working folder's, written relative (`log_files`): see `OsSample.mistake`. */
+  relative?: boolean;
+}
+
+/** How a task's folders are placed (`places`), and the folders placed so far (`drawn`, by `place`). */
+interface FolderDraw {
+  places: OsGeneratedPlaces;
+  drawn: Place[];
 }
 
 /**
@@ -178,7 +186,13 @@ function folderName(random: Random, names: readonly string[], tails: readonly st
 export type OsGeneratedPlaces = "home" | "stated";
 
 /** A folder of the task, as `places` draws it (see OsGeneratedPlaces). */
-function place(random: Random, name: string, places: OsGeneratedPlaces): Place {
+function place(random: Random, name: string, draw: FolderDraw): Place {
+  const drawn = placeAs(random, name, draw.places);
+  draw.drawn.push(drawn);
+  return drawn;
+}
+
+function placeAs(random: Random, name: string, places: OsGeneratedPlaces): Place {
   if (places === "stated") {
     const draw = random.next();
     if (draw < 0.35) {
@@ -219,6 +233,7 @@ function statedPath(random: Random, path: string): Place {
 function workingFolderPlace(random: Random, name: string): Place {
   return {
     path: name,
+    relative: true,
     holds: (contents) =>
       random.pick([
         `You have been given a directory named "${name}" containing ${contents}.`,
@@ -290,7 +305,7 @@ function date(day: number): string {
 }
 
 /** Lines with a level word in the .log files of a folder (a .txt file beside them does not count). */
-function logLevelLines(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+function logLevelLines(random: Random, places: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, LOG_FOLDERS, ["logs", "log_files", "logfiles"]),
@@ -358,7 +373,7 @@ function logLevelLines(random: Random, places: OsGeneratedPlaces): GeneratedTask
 }
 
 /** Lines containing a word (AgentBench's "Linux") in the .txt files of a folder. */
-function wordLines(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+function wordLines(random: Random, places: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, TEXT_FOLDERS, ["files", "documents", "docs", "data", "notes"]),
@@ -397,7 +412,7 @@ function wordLines(random: Random, places: OsGeneratedPlaces): GeneratedTask {
 }
 
 /** All lines, non-empty lines, or lines without a word, of a folder's .txt or .log files. */
-function totalLines(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+function totalLines(random: Random, places: FolderDraw): GeneratedTask {
   const logs = random.chance(0.5);
   const folder = logs
     ? place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]), places)
@@ -546,7 +561,7 @@ function recentFiles(random: Random): GeneratedTask {
 }
 
 /** Unique IP addresses (the first field) across a folder's .log files, or of one access.log. */
-function uniqueAddresses(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+function uniqueAddresses(random: Random, places: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, LOG_FOLDERS, ["logs", "log_files", "access_logs"]),
@@ -591,7 +606,7 @@ function uniqueAddresses(random: Random, places: OsGeneratedPlaces): GeneratedTa
 }
 
 /** Unique dates (YYYY-MM-DD, the first field) across a folder's .log files. */
-function uniqueDates(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+function uniqueDates(random: Random, places: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, LOG_FOLDERS, ["logs", "log_files", "logfiles"]),
@@ -769,7 +784,7 @@ function personActions(random: Random): GeneratedTask {
 }
 
 /** The name of the largest, or the most recently modified, file of a folder. */
-function extremeFile(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+function extremeFile(random: Random, places: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, TEXT_FOLDERS, ["files", "documents", "data"]),
@@ -813,7 +828,7 @@ function extremeFile(random: Random, places: OsGeneratedPlaces): GeneratedTask {
 }
 
 /** The .log file of a folder with the most lines of a level (one file has the most). */
-function mostEntriesFile(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+function mostEntriesFile(random: Random, places: FolderDraw): GeneratedTask {
   const folder = place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]), places);
   const names = logFileNames(random, random.integer(2, 6));
   const level = random.pick(["ERROR", "WARN"]);
@@ -844,7 +859,7 @@ function mostEntriesFile(random: Random, places: OsGeneratedPlaces): GeneratedTa
 }
 
 /** Directories (recursively), hidden files, empty files, or files of an extension, in a folder. */
-function folderCounts(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+function folderCounts(random: Random, places: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, TEXT_FOLDERS, ["files", "data", "projects"]),
@@ -937,7 +952,7 @@ function folderCounts(random: Random, places: OsGeneratedPlaces): GeneratedTask 
 }
 
 /** Files of a folder that contain a word (TODO), or the words of its .txt files. */
-function contentCounts(random: Random, places: OsGeneratedPlaces): GeneratedTask {
+function contentCounts(random: Random, places: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, TEXT_FOLDERS, ["files", "documents", "notes"]),
@@ -983,7 +998,7 @@ function contentCounts(random: Random, places: OsGeneratedPlaces): GeneratedTask
 
 /** The kinds of generated tasks and their weights: AgentBench's most frequent kinds most often. */
 const KINDS: ReadonlyArray<
-  readonly [(random: Random, places: OsGeneratedPlaces) => GeneratedTask, number]
+  readonly [(random: Random, places: FolderDraw) => GeneratedTask, number]
 > = [
   [logLevelLines, 4],
   [wordLines, 3],
@@ -1017,7 +1032,9 @@ export function generateOsSample(
     KINDS.map(([generate]) => generate),
     KINDS.map(([, weight]) => weight),
   );
-  const task = kind(random, places);
+  const draw: FolderDraw = { places, drawn: [] };
+  const task = kind(random, draw);
+  const mistake = homeWritten(task.example, draw.drawn);
   return {
     index: (split === "train" ? OS_GENERATED_OFFSET : OS_GENERATED_TEST_OFFSET) + k,
     split,
@@ -1030,7 +1047,25 @@ export function generateOsSample(
     extraFolders: [],
     extraFiles: [],
     expectedAnswer: task.answer,
+    ...(mistake === undefined ? {} : { mistake: { language: "bash", code: mistake } }),
   };
+}
+
+/**
+ * The example with each of the working folder's folders written in the home folder instead
+ * (`log_files/*.log` -> `~/log_files/*.log`): the command a model trained on home rows writes
+ * for "a directory named "log_files"" (docs/tasks/os.md); undefined when no folder is relative.
+ */
+function homeWritten(example: string, folders: readonly Place[]): string | undefined {
+  let written = example;
+  for (const folder of folders.filter((f) => f.relative)) {
+    const name = folder.path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+    written = written.replace(
+      new RegExp(`(?<![\\w~/.-])${name}(?=[/\\s'"]|$)`, "g"),
+      `~/${folder.path}`,
+    );
+  }
+  return written === example ? undefined : written;
 }
 
 /** `count` generated instances of a split on world `seed`, their folders placed as `places` says. */

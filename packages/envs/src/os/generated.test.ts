@@ -71,4 +71,35 @@ describe("generated OS tasks on Docker", { skip: dockerSkip }, () => {
     assert.ok(won <= 3, `the constant 3 solved ${won} of ${indices.length}`);
     for (const episode of three) assert.equal(episode.metrics.answerFromOutput, 0);
   });
+
+  test("with generatedRecovery 1 the expert of a working-folder task first runs its mistake (untrained: the folder under ~/, an error), then the example, and answers what it printed", async () => {
+    const mistaken = generateOsSamples(60, 12, "train", "stated")
+      .filter((sample) => sample.mistake)
+      .slice(0, 6);
+    assert.equal(mistaken.length, 6, "six working-folder tasks among 60 stated ones");
+    const recovering = await createTaskFamily({ samples: mistaken, generatedRecovery: 1 });
+    try {
+      const episodes = await playEpisodes(
+        recovering,
+        mistaken.map((sample) => sample.index),
+        (index) => recovering.expert(index),
+        { concurrency: 2 },
+      );
+      episodes.forEach((episode, k) => {
+        const detail = JSON.stringify(episode.messages.slice(2));
+        const turns = episode.messages.filter((m) => m.role === "assistant");
+        assert.deepEqual(
+          turns.map((turn) => turn.untrained === true),
+          [true, false, false],
+          detail,
+        );
+        assert.match(episode.messages[3].content ?? "", /No such file or directory/, detail);
+        assert.equal(episode.reward, 1, detail);
+        assert.equal(episode.metrics.answerFromOutput, 1, detail);
+        assert.ok(mistaken[k].mistake!.code.includes("~/"), detail);
+      });
+    } finally {
+      await recovering.close();
+    }
+  });
 });

@@ -204,6 +204,13 @@ export interface OsFamilyOptions extends TaskFamilyOptions {
    * (home, absolute and working-folder paths, each written as the question states it).
    */
   generatedPlaces?: OsGeneratedPlaces;
+  /**
+   * Share of the generated tasks with a `mistake` (folders of the working folder) whose expert
+   * recovers: it first runs the mistake (the folder under `~/`, a turn its row does not train
+   * on), reads the error, then runs the example. Chosen per index (golden-ratio stride), so the
+   * same tasks recover in every stage. Default 0.
+   */
+  generatedRecovery?: number;
   /** Seconds between two reconciliations of sessions with containers (`reconcile`); 0: never. Default 30. */
   reconcileSeconds?: number;
 }
@@ -222,10 +229,17 @@ export class OsTaskFamily implements CurriculumTaskFamily {
   private readonly images: Record<string, string>;
   /** Host folders holding the files bound into a session's container (see `OsSample.extraFiles`). */
   private readonly hostFolders = new Map<string, string>();
+  /** `OsFamilyOptions.generatedRecovery`. */
+  private readonly recoveryShare: number;
 
   constructor(runtime: DockerRuntime, options: OsFamilyOptions = {}, ownsRuntime = false) {
     this.runtime = runtime;
     this.ownsRuntime = ownsRuntime;
+    this.recoveryShare = options.generatedRecovery ?? 0;
+    if (!(this.recoveryShare >= 0 && this.recoveryShare <= 1))
+      throw new TaskDataError(
+        `os: generatedRecovery must be a share in [0, 1], got ${JSON.stringify(options.generatedRecovery)}`,
+      );
     this.samples = options.samples ?? osSamples(options);
     this.commandSeconds = options.commandSeconds ?? OS_COMMAND_SECONDS;
     const diskBytes = options.diskBytes ?? OS_DISK_BYTES;
@@ -443,7 +457,7 @@ export class OsTaskFamily implements CurriculumTaskFamily {
   }
 
   expert(index: number): Expert {
-    return new OsExpert(this.sample(index));
+    return new OsExpert(this.sample(index), (index * 0.6180339887498949) % 1 < this.recoveryShare);
   }
 
   wrongExpert(index: number): Expert {
@@ -621,13 +635,20 @@ function assistantTurns(history: Message[]): number {
  * match-graded samples it answers the expected answer.
  */
 export class OsExpert implements Expert {
-  constructor(private readonly sample: OsSample) {}
+  /** `recover`: when the sample has a `mistake`, run it first (untrained on), then the example. */
+  constructor(
+    private readonly sample: OsSample,
+    private readonly recover = false,
+  ) {}
 
   act(history: Message[]): AssistantMessage {
     const turn = assistantTurns(history);
     const { sample } = this;
     if (sample.match) return toolCall("answer_action", { answer: sample.match.answer ?? "" }, turn);
-    if (turn === 0 && sample.example)
+    const mistake = this.recover ? sample.mistake : undefined;
+    if (turn === 0 && mistake)
+      return { ...toolCall("bash_action", { script: mistake.code }, turn), untrained: true };
+    if (turn === (mistake ? 1 : 0) && sample.example)
       return toolCall("bash_action", { script: sample.example.code }, turn);
     if (answersExample(sample)) {
       const output = lastToolOutput(history);

@@ -60,6 +60,34 @@ test("an expert conversation becomes the templated sequence, with the loss on th
   );
 });
 
+test("an expert turn marked `untrained` (a mistake the next turn recovers from) is in the sequence but not in the loss", () => {
+  const tokenizer = makeTokenizer();
+  const mistaken: Message[] = [
+    conversation[0],
+    {
+      role: "assistant",
+      content: null,
+      untrained: true,
+      tool_calls: [
+        { id: "c0", type: "function", function: { name: "add", arguments: '{"a": 2, "b": 4}' } },
+      ],
+    },
+    { role: "tool", tool_call_id: "c0", content: "6" },
+    ...conversation.slice(1),
+  ];
+  const row = expertSequence(tokenizer, "calc", mistaken, tools);
+  const text = tokenizer.decode(Array.from(row.tokens));
+  assert.ok(text.includes('{"a": 2, "b": 4}'), "the mistake is shown");
+  const trainedText = (tokens: Int32Array, mask: Uint8Array) =>
+    tokenizer.decode(Array.from(tokens).filter((_, i) => mask[i] === 1));
+  const plain = expertSequence(tokenizer, "calc", conversation, tools);
+  assert.equal(
+    trainedText(row.tokens, row.lossMask),
+    trainedText(plain.tokens, plain.lossMask),
+    "the trained tokens are those of the conversation without the mistake",
+  );
+});
+
 test("supervised steps lower the loss on expert tokens", () => {
   const tokenizer = makeTokenizer();
   const policy = Policy.create(presetConfig("test", { vocabSize: tokenizer.vocabSize }), {

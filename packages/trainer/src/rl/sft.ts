@@ -34,11 +34,14 @@ export interface SupervisedRow {
   task: string;
   /** [L] token ids. */
   tokens: Int32Array;
-  /** [L] 1 on the assistant's tokens. */
+  /** [L] 1 on the assistant's tokens (but those of turns marked `untrained`). */
   lossMask: Uint8Array;
 }
 
-/** Builds the training sequence of one expert conversation (opening messages included). */
+/**
+ * Builds the training sequence of one expert conversation (opening messages included); an
+ * assistant turn marked `untrained` (an expert's deliberate mistake) is shown, not trained on.
+ */
 export function expertSequence(
   tokenizer: ChatTokenizer,
   task: string,
@@ -66,7 +69,7 @@ export function expertSequence(
       endOfTurnText,
     );
     tokens.push(...turn);
-    mask.push(...turn.map(() => 1));
+    mask.push(...turn.map(() => (message.untrained ? 0 : 1)));
     let next = i + 1;
     while (next < conversation.length && conversation[next].role !== "assistant") next++;
     if (next === i + 1) continue;
