@@ -135,3 +135,24 @@ test("the os-stated-long recipe: the os-stated recipe, then its last stage again
   assert.equal(alone.model, "models/warmstart-os-stated");
   assert.equal(alone.seed, 1);
 });
+
+test("the os-stated-longer recipe: the os-stated-long recipe, then the same stage again on seed 2; that stage is what models/warmstart-os-stated-longer was trained with", async () => {
+  const longStages = warmStartStages({ ...WARM_START_RECIPES["os-stated-long"], out: "/tmp/w" });
+  const stages = warmStartStages({ ...WARM_START_RECIPES["os-stated-longer"], out: "/tmp/w" });
+  assert.equal(stages.length, longStages.length + 1);
+  assert.deepEqual(stages.slice(0, longStages.length), longStages);
+  const last = stages.at(-1)!;
+  assert.equal(last.seed, 2);
+  // Stage 13 made models/warmstart-os-stated-longer (run R12) from models/warmstart-os-stated-long (R11).
+  const recorded = await recordedOptions("warmstart-os-stated-longer");
+  for (const key of [...TRAINING_KEYS, "seed" as const])
+    assert.deepEqual(last[key], recorded[key], `stage 13: ${key}`);
+  assert.equal(recorded.model, "models/warmstart-os-stated-long");
+  const alone = fromStage(
+    { ...WARM_START_RECIPES["os-stated-longer"], out: "/tmp/w" },
+    stages.length,
+    "models/warmstart-os-stated-long",
+  );
+  assert.equal(alone.then, undefined);
+  assert.equal(alone.seed, 2);
+});

@@ -182,6 +182,18 @@ export const WARM_START_RECIPES: Record<
     ...READING_RECIPE,
     then: [...OS_COPY_STAGES, OS_STATED_STAGE, { ...OS_STATED_STAGE, seed: 1 }],
   },
+  // Run R12 (session 37): the os-stated-long recipe with the same stage a third time (seed 2):
+  // models/warmstart-os-stated-longer. From R11's model alone (22 min):
+  // `agentrl sft --preset os-stated-longer --from-stage 13 --model models/warmstart-os-stated-long --out DIR`.
+  "os-stated-longer": {
+    ...READING_RECIPE,
+    then: [
+      ...OS_COPY_STAGES,
+      OS_STATED_STAGE,
+      { ...OS_STATED_STAGE, seed: 1 },
+      { ...OS_STATED_STAGE, seed: 2 },
+    ],
+  },
   // Runs C/D: the first shipped checkpoint.
   alfworld: {
     architecture: {
