@@ -12,13 +12,14 @@ export type FamilyFactory = TaskFamilyFactory;
 
 /**
  * The default run's shipped, already warm-started model (relative to the working directory),
- * used as the warm checkpoint of the default model when present: the os-stated-long recipe's
- * end (run R11), whose OS successes are all read from what its commands printed and whose
- * commands put a folder where the question states it (docs/warmstart.md, "R11"). Until session
+ * used as the warm checkpoint of the default model when present: the os-stated-longer recipe's
+ * end (run R12), whose OS successes are all read from what its commands printed and whose
+ * commands put a folder where the question states it (docs/warmstart.md, "R12"). Until session
  * 32 it was `models/warmstart` (the default recipe's end); in session 32
- * `models/warmstart-os-copy` (R9); in sessions 33-35 `models/warmstart-os-stated` (R10).
+ * `models/warmstart-os-copy` (R9); in sessions 33-35 `models/warmstart-os-stated` (R10); in
+ * session 36 `models/warmstart-os-stated-long` (R11).
  */
-export const SHIPPED_WARM_START = "models/warmstart-os-stated-long";
+export const SHIPPED_WARM_START = "models/warmstart-os-stated-longer";
 
 /**
  * Evaluation memos shared by every run besides a model's own `<model>/evaluations`: those of
