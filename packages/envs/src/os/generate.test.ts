@@ -125,16 +125,26 @@ const REPLAY_SKIP =
     ? false
     : "needs GNU bash, find and touch -d";
 
-/** Replays every sample in local bash (replayLocally), each under a temporary folder of its own: its example prints its expected answer. */
-function assertReplaysLocally(samples: readonly OsSample[]): void {
+/**
+ * Replays every sample in local bash (replayLocally), each under a temporary folder of its own:
+ * its example prints its expected answer, or (`mistakes`) its mistake does not.
+ */
+function assertReplaysLocally(
+  samples: readonly OsSample[],
+  options: { mistakes?: boolean } = {},
+): void {
   const root = mkdtempSync(join(tmpdir(), "agentrl-os-generated-"));
   try {
     for (const sample of samples) {
+      const script = (options.mistakes ? sample.mistake : sample.example)!.code;
       const printed = replayLocally(
-        { init: sample.init[0].code, example: sample.example!.code },
+        { init: sample.init[0].code, example: script },
         join(root, String(sample.index)),
+        { anyExit: options.mistakes },
       );
-      assert.equal(printed, sample.expectedAnswer, `${sample.labels[1]}: ${sample.description}`);
+      const detail = `${sample.labels[1]}: ${script}`;
+      if (options.mistakes) assert.notEqual(printed, sample.expectedAnswer, detail);
+      else assert.equal(printed, sample.expectedAnswer, `${detail} for ${sample.description}`);
     }
   } finally {
     rmSync(root, { recursive: true, force: true });
@@ -203,19 +213,7 @@ test(
   () => {
     const samples = generateOsSamples(150, 4, "train", "stated").filter((s) => s.mistake);
     assert.ok(samples.length > 20, `${samples.length} samples with a mistake`);
-    const root = mkdtempSync(join(tmpdir(), "agentrl-os-mistake-"));
-    try {
-      for (const sample of samples) {
-        const printed = replayLocally(
-          { init: sample.init[0].code, example: sample.mistake!.code },
-          join(root, String(sample.index)),
-          { anyExit: true },
-        );
-        assert.notEqual(printed, sample.expectedAnswer, sample.mistake!.code);
-      }
-    } finally {
-      rmSync(root, { recursive: true, force: true });
-    }
+    assertReplaysLocally(samples, { mistakes: true });
   },
 );
 
