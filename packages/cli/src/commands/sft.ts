@@ -288,6 +288,7 @@ export function registerSftCommand(program: Command): void {
         "  agentrl sft --preset os-stated --from-stage 11 --model models/warmstart-os-copy --out /tmp/os-stated   # models/warmstart-os-stated's stage (OS folders where the question states them, 600 mixed steps)",
         "  agentrl sft --preset os-stated-long --from-stage 12 --model models/warmstart-os-stated --out /tmp/os-stated-long   # models/warmstart-os-stated-long's stage (R10's stage again, seed 1)",
         "  agentrl sft --preset os-stated-longer --from-stage 13 --model models/warmstart-os-stated-long --out /tmp/os-stated-longer   # models/warmstart-os-stated-longer's stage (the same stage a third time, seed 2)",
+        "  agentrl sft --preset os-recovery --from-stage 14 --model models/warmstart-os-stated-longer --out /tmp/os-recovery   # models/warmstart-os-recovery's stage (the same stage, seed 3, half the working-folder tasks recovering from the ~/ mistake)",
         "",
       ].join("\n"),
     )

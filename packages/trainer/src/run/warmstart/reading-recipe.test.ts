@@ -156,3 +156,21 @@ test("the os-stated-longer recipe: the os-stated-long recipe, then the same stag
   assert.equal(alone.then, undefined);
   assert.equal(alone.seed, 2);
 });
+
+test("the os-recovery recipe: the os-stated-longer recipe, then the stage again on seed 3 with half the working-folder tasks' experts recovering; that stage is what models/warmstart-os-recovery was trained with", async () => {
+  const longerStages = warmStartStages({
+    ...WARM_START_RECIPES["os-stated-longer"],
+    out: "/tmp/w",
+  });
+  const stages = warmStartStages({ ...WARM_START_RECIPES["os-recovery"], out: "/tmp/w" });
+  assert.equal(stages.length, longerStages.length + 1);
+  assert.deepEqual(stages.slice(0, longerStages.length), longerStages);
+  const last = stages.at(-1)!;
+  assert.equal(last.seed, 3);
+  assert.equal(last.familyOptions?.generatedRecovery, 0.5);
+  // Stage 14 made models/warmstart-os-recovery (run R13) from models/warmstart-os-stated-longer (R12).
+  const recorded = await recordedOptions("warmstart-os-recovery");
+  for (const key of [...TRAINING_KEYS, "seed" as const])
+    assert.deepEqual(last[key], recorded[key], `stage 14: ${key}`);
+  assert.equal(recorded.model, "models/warmstart-os-stated-longer");
+});

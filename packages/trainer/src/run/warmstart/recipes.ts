@@ -194,6 +194,26 @@ export const WARM_START_RECIPES: Record<
       { ...OS_STATED_STAGE, seed: 2 },
     ],
   },
+  // Run R13 (session 37, not the default's warm start: no RL run from it yet): the
+  // os-stated-longer recipe, then the stage a fourth time (seed 3) with recovery rows: half
+  // of the generated working-folder tasks' experts first write the folder under `~/` (shown,
+  // not trained on), read the error, then run the right command: models/warmstart-os-recovery.
+  // From R12's model alone (22 min): `agentrl sft --preset os-recovery --from-stage 14 --model
+  // models/warmstart-os-stated-longer --out DIR`.
+  "os-recovery": {
+    ...READING_RECIPE,
+    then: [
+      ...OS_COPY_STAGES,
+      OS_STATED_STAGE,
+      { ...OS_STATED_STAGE, seed: 1 },
+      { ...OS_STATED_STAGE, seed: 2 },
+      {
+        ...OS_STATED_STAGE,
+        familyOptions: { ...OS_STATED_STAGE.familyOptions, generatedRecovery: 0.5 },
+        seed: 3,
+      },
+    ],
+  },
   // Runs C/D: the first shipped checkpoint.
   alfworld: {
     architecture: {
