@@ -147,6 +147,14 @@ const OS_STATED_STAGE: WarmStartStage = {
   evalLimit: 0,
 };
 
+/** The os-stated-longer recipe's stages after its first: the os-copy ones, then the stated stage on seeds 0, 1 and 2 (runs R10, R11, R12). */
+const OS_STATED_LONGER_STAGES: WarmStartStage[] = [
+  ...OS_COPY_STAGES,
+  OS_STATED_STAGE,
+  { ...OS_STATED_STAGE, seed: 1 },
+  { ...OS_STATED_STAGE, seed: 2 },
+];
+
 /** The recipes by name; each stage says which run of docs/warmstart.md ("The recipes' history") it is. */
 export const WARM_START_RECIPES: Record<
   string,
@@ -185,15 +193,7 @@ export const WARM_START_RECIPES: Record<
   // Run R12 (session 37): the os-stated-long recipe with the same stage a third time (seed 2):
   // models/warmstart-os-stated-longer. From R11's model alone (22 min):
   // `agentrl sft --preset os-stated-longer --from-stage 13 --model models/warmstart-os-stated-long --out DIR`.
-  "os-stated-longer": {
-    ...READING_RECIPE,
-    then: [
-      ...OS_COPY_STAGES,
-      OS_STATED_STAGE,
-      { ...OS_STATED_STAGE, seed: 1 },
-      { ...OS_STATED_STAGE, seed: 2 },
-    ],
-  },
+  "os-stated-longer": { ...READING_RECIPE, then: OS_STATED_LONGER_STAGES },
   // Run R13 (session 37, not the default's warm start: no RL run from it yet): the
   // os-stated-longer recipe, then the stage a fourth time (seed 3) with recovery rows: half
   // of the generated working-folder tasks' experts first write the folder under `~/` (shown,
@@ -203,10 +203,7 @@ export const WARM_START_RECIPES: Record<
   "os-recovery": {
     ...READING_RECIPE,
     then: [
-      ...OS_COPY_STAGES,
-      OS_STATED_STAGE,
-      { ...OS_STATED_STAGE, seed: 1 },
-      { ...OS_STATED_STAGE, seed: 2 },
+      ...OS_STATED_LONGER_STAGES,
       {
         ...OS_STATED_STAGE,
         familyOptions: { ...OS_STATED_STAGE.familyOptions, generatedRecovery: 0.5 },
