@@ -305,11 +305,11 @@ function date(day: number): string {
 }
 
 /** Lines with a level word in the .log files of a folder (a .txt file beside them does not count). */
-function logLevelLines(random: Random, places: FolderDraw): GeneratedTask {
+function logLevelLines(random: Random, draw: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, LOG_FOLDERS, ["logs", "log_files", "logfiles"]),
-    places,
+    draw,
   );
   const ignoreCase = random.chance(0.25);
   const level = random.weighted(LEVELS, [1, 2, 4, 1]);
@@ -373,11 +373,11 @@ function logLevelLines(random: Random, places: FolderDraw): GeneratedTask {
 }
 
 /** Lines containing a word (AgentBench's "Linux") in the .txt files of a folder. */
-function wordLines(random: Random, places: FolderDraw): GeneratedTask {
+function wordLines(random: Random, draw: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, TEXT_FOLDERS, ["files", "documents", "docs", "data", "notes"]),
-    places,
+    draw,
   );
   const word = random.weighted(["Linux", "error", "TODO", "Ubuntu", "kernel"], [4, 2, 1, 1, 1]);
   const ignoreCase = random.chance(0.3);
@@ -412,11 +412,11 @@ function wordLines(random: Random, places: FolderDraw): GeneratedTask {
 }
 
 /** All lines, non-empty lines, or lines without a word, of a folder's .txt or .log files. */
-function totalLines(random: Random, places: FolderDraw): GeneratedTask {
+function totalLines(random: Random, draw: FolderDraw): GeneratedTask {
   const logs = random.chance(0.5);
   const folder = logs
-    ? place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]), places)
-    : place(random, folderName(random, TEXT_FOLDERS, ["files", "documents", "data"]), places);
+    ? place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]), draw)
+    : place(random, folderName(random, TEXT_FOLDERS, ["files", "documents", "data"]), draw);
   const extension = logs ? "log" : "txt";
   const variant = random.pick(["all", "non-empty", "without"] as const);
   const excluded = random.pick(["error", "debug", "secret"]);
@@ -561,11 +561,11 @@ function recentFiles(random: Random): GeneratedTask {
 }
 
 /** Unique IP addresses (the first field) across a folder's .log files, or of one access.log. */
-function uniqueAddresses(random: Random, places: FolderDraw): GeneratedTask {
+function uniqueAddresses(random: Random, draw: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, LOG_FOLDERS, ["logs", "log_files", "access_logs"]),
-    places,
+    draw,
   );
   const prefix = random.pick(["192.168", "10.0", "172.16"]);
   const pool = distinct(
@@ -606,11 +606,11 @@ function uniqueAddresses(random: Random, places: FolderDraw): GeneratedTask {
 }
 
 /** Unique dates (YYYY-MM-DD, the first field) across a folder's .log files. */
-function uniqueDates(random: Random, places: FolderDraw): GeneratedTask {
+function uniqueDates(random: Random, draw: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, LOG_FOLDERS, ["logs", "log_files", "logfiles"]),
-    places,
+    draw,
   );
   const days = random.sample(
     Array.from({ length: 60 }, (_, k) => k + 1),
@@ -784,11 +784,11 @@ function personActions(random: Random): GeneratedTask {
 }
 
 /** The name of the largest, or the most recently modified, file of a folder. */
-function extremeFile(random: Random, places: FolderDraw): GeneratedTask {
+function extremeFile(random: Random, draw: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, TEXT_FOLDERS, ["files", "documents", "data"]),
-    places,
+    draw,
   );
   const names = fileNames(random, random.integer(3, 9));
   const largest = random.chance(0.5);
@@ -828,8 +828,8 @@ function extremeFile(random: Random, places: FolderDraw): GeneratedTask {
 }
 
 /** The .log file of a folder with the most lines of a level (one file has the most). */
-function mostEntriesFile(random: Random, places: FolderDraw): GeneratedTask {
-  const folder = place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]), places);
+function mostEntriesFile(random: Random, draw: FolderDraw): GeneratedTask {
+  const folder = place(random, folderName(random, LOG_FOLDERS, ["logs", "log_files"]), draw);
   const names = logFileNames(random, random.integer(2, 6));
   const level = random.pick(["ERROR", "WARN"]);
   const counts = random.sample(
@@ -859,11 +859,11 @@ function mostEntriesFile(random: Random, places: FolderDraw): GeneratedTask {
 }
 
 /** Directories (recursively), hidden files, empty files, or files of an extension, in a folder. */
-function folderCounts(random: Random, places: FolderDraw): GeneratedTask {
+function folderCounts(random: Random, draw: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, TEXT_FOLDERS, ["files", "data", "projects"]),
-    places,
+    draw,
   );
   const kind = random.pick(["directories", "hidden", "empty", "extension", "name"] as const);
   const subfolders = distinct(random.integer(1, 14), () =>
@@ -952,11 +952,11 @@ function folderCounts(random: Random, places: FolderDraw): GeneratedTask {
 }
 
 /** Files of a folder that contain a word (TODO), or the words of its .txt files. */
-function contentCounts(random: Random, places: FolderDraw): GeneratedTask {
+function contentCounts(random: Random, draw: FolderDraw): GeneratedTask {
   const folder = place(
     random,
     folderName(random, TEXT_FOLDERS, ["files", "documents", "notes"]),
-    places,
+    draw,
   );
   const words = random.chance(0.5);
   const names = fileNames(random, random.integer(4, 26), "txt");
@@ -997,25 +997,24 @@ function contentCounts(random: Random, places: FolderDraw): GeneratedTask {
 }
 
 /** The kinds of generated tasks and their weights: AgentBench's most frequent kinds most often. */
-const KINDS: ReadonlyArray<
-  readonly [(random: Random, places: FolderDraw) => GeneratedTask, number]
-> = [
-  [logLevelLines, 4],
-  [wordLines, 3],
-  [totalLines, 2],
-  [recentFiles, 3],
-  [uniqueAddresses, 2],
-  [uniqueDates, 1],
-  [sumNumbers, 1],
-  [uniqueLines, 1],
-  [configKeys, 2],
-  [errorCodes, 1],
-  [personActions, 1],
-  [extremeFile, 3],
-  [mostEntriesFile, 1],
-  [folderCounts, 3],
-  [contentCounts, 2],
-];
+const KINDS: ReadonlyArray<readonly [(random: Random, draw: FolderDraw) => GeneratedTask, number]> =
+  [
+    [logLevelLines, 4],
+    [wordLines, 3],
+    [totalLines, 2],
+    [recentFiles, 3],
+    [uniqueAddresses, 2],
+    [uniqueDates, 1],
+    [sumNumbers, 1],
+    [uniqueLines, 1],
+    [configKeys, 2],
+    [errorCodes, 1],
+    [personActions, 1],
+    [extremeFile, 3],
+    [mostEntriesFile, 1],
+    [folderCounts, 3],
+    [contentCounts, 2],
+  ];
 
 /**
  * Generated instance `k` of a split on world `seed` (train: index OS_GENERATED_OFFSET + k; test:
