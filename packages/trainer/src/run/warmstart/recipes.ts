@@ -194,7 +194,7 @@ export const WARM_START_RECIPES: Record<
   // models/warmstart-os-stated-longer. From R11's model alone (22 min):
   // `agentrl sft --preset os-stated-longer --from-stage 13 --model models/warmstart-os-stated-long --out DIR`.
   "os-stated-longer": { ...READING_RECIPE, then: OS_STATED_LONGER_STAGES },
-  // Run R13 (session 37, not the default's warm start: no RL run from it yet): the
+  // Run R13 (session 37; the default run's warm start since session 38): the
   // os-stated-longer recipe, then the stage a fourth time (seed 3) with recovery rows: half
   // of the generated working-folder tasks' experts first write the folder under `~/` (shown,
   // not trained on), read the error, then run the right command: models/warmstart-os-recovery.
