@@ -289,6 +289,7 @@ export function registerSftCommand(program: Command): void {
         "  agentrl sft --preset os-stated-long --from-stage 12 --model models/warmstart-os-stated --out /tmp/os-stated-long   # models/warmstart-os-stated-long's stage (R10's stage again, seed 1)",
         "  agentrl sft --preset os-stated-longer --from-stage 13 --model models/warmstart-os-stated-long --out /tmp/os-stated-longer   # models/warmstart-os-stated-longer's stage (the same stage a third time, seed 2)",
         "  agentrl sft --preset os-recovery --from-stage 14 --model models/warmstart-os-stated-longer --out /tmp/os-recovery   # models/warmstart-os-recovery's stage (the same stage, seed 3, half the working-folder tasks recovering from the ~/ mistake)",
+        "  agentrl sft --preset os-weighted --from-stage 15 --model models/warmstart-os-recovery --out /tmp/os-weighted   # models/warmstart-os-weighted's stage (R13's stage on seed 4 with OS's rows doubled)",
         "",
       ].join("\n"),
     )

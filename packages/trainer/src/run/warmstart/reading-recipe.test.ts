@@ -174,3 +174,19 @@ test("the os-recovery recipe: the os-stated-longer recipe, then the stage again 
     assert.deepEqual(last[key], recorded[key], `stage 14: ${key}`);
   assert.equal(recorded.model, "models/warmstart-os-stated-longer");
 });
+
+test("the os-weighted recipe: the os-recovery recipe, then its last stage on seed 4 with OS's rows doubled; that stage is what models/warmstart-os-weighted was trained with", async () => {
+  const recoveryStages = warmStartStages({ ...WARM_START_RECIPES["os-recovery"], out: "/tmp/w" });
+  const stages = warmStartStages({ ...WARM_START_RECIPES["os-weighted"], out: "/tmp/w" });
+  assert.equal(stages.length, recoveryStages.length + 1);
+  assert.deepEqual(stages.slice(0, recoveryStages.length), recoveryStages);
+  const last = stages.at(-1)!;
+  assert.equal(last.seed, 4);
+  assert.deepEqual(last.taskWeights, { kg: 4, webshop: 4, os: 6 });
+  assert.equal(last.familyOptions?.generatedRecovery, 0.5);
+  // Stage 15 made models/warmstart-os-weighted (run R15) from models/warmstart-os-recovery (R13).
+  const recorded = await recordedOptions("warmstart-os-weighted");
+  for (const key of [...TRAINING_KEYS, "seed" as const])
+    assert.deepEqual(last[key], recorded[key], `stage 15: ${key}`);
+  assert.equal(recorded.model, "models/warmstart-os-recovery");
+});

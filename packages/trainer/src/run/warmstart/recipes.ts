@@ -155,6 +155,20 @@ const OS_STATED_LONGER_STAGES: WarmStartStage[] = [
   { ...OS_STATED_STAGE, seed: 2 },
 ];
 
+/** The os-recovery recipe's last stage (run R13): the stated stage on seed 3, half the working-folder tasks' experts recovering. */
+const OS_RECOVERY_STAGE: WarmStartStage = {
+  ...OS_STATED_STAGE,
+  familyOptions: { ...OS_STATED_STAGE.familyOptions, generatedRecovery: 0.5 },
+  seed: 3,
+};
+
+/** The os-weighted recipe's last stage (run R15): R13's stage on seed 4 with OS's rows doubled. */
+const OS_WEIGHTED_STAGE: WarmStartStage = {
+  ...OS_RECOVERY_STAGE,
+  taskWeights: { kg: 4, webshop: 4, os: 6 },
+  seed: 4,
+};
+
 /** The recipes by name; each stage says which run of docs/warmstart.md ("The recipes' history") it is. */
 export const WARM_START_RECIPES: Record<
   string,
@@ -200,16 +214,14 @@ export const WARM_START_RECIPES: Record<
   // not trained on), read the error, then run the right command: models/warmstart-os-recovery.
   // From R12's model alone (22 min): `agentrl sft --preset os-recovery --from-stage 14 --model
   // models/warmstart-os-stated-longer --out DIR`.
-  "os-recovery": {
+  "os-recovery": { ...READING_RECIPE, then: [...OS_STATED_LONGER_STAGES, OS_RECOVERY_STAGE] },
+  // Run R15 (session 39): the os-recovery recipe, then its last stage once more (seed 4) with
+  // OS's rows doubled (weight 6 against KG's and WebShop's 4): models/warmstart-os-weighted.
+  // From R13's model alone (17 min): `agentrl sft --preset os-weighted --from-stage 15 --model
+  // models/warmstart-os-recovery --out DIR`.
+  "os-weighted": {
     ...READING_RECIPE,
-    then: [
-      ...OS_STATED_LONGER_STAGES,
-      {
-        ...OS_STATED_STAGE,
-        familyOptions: { ...OS_STATED_STAGE.familyOptions, generatedRecovery: 0.5 },
-        seed: 3,
-      },
-    ],
+    then: [...OS_STATED_LONGER_STAGES, OS_RECOVERY_STAGE, OS_WEIGHTED_STAGE],
   },
   // Runs C/D: the first shipped checkpoint.
   alfworld: {
