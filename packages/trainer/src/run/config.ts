@@ -212,7 +212,7 @@ const WarmStartSchema = z
       .string()
       .optional()
       .describe(
-        "A model folder that already had its warm start: the phase is skipped and RL starts from it. Default: `models/warmstart-os-recovery` when present (for the default model), else the warm start this run folder already holds.",
+        "A model folder that already had its warm start: the phase is skipped and RL starts from it. Default: `models/warmstart-os-weighted` when present (for the default model), else the warm start this run folder already holds.",
       ),
   })
   .strict();

@@ -418,7 +418,7 @@ test("a new run in a used folder moves the earlier run's outputs to previous/ an
   }
 });
 
-test("the default run's greedy evaluations of the shipped warm start are memoised under the same keys (models/warmstart-os-recovery/evaluations)", async (t) => {
+test("the default run's greedy evaluations of the shipped warm start are memoised under the same keys (models/warmstart-os-weighted/evaluations)", async (t) => {
   if (!existsSync(join(SHIPPED_WARM_START, "evaluations")))
     return t.skip(`no ${SHIPPED_WARM_START}/evaluations in ${process.cwd()}`);
   // The memos were measured on wasm; another backend keys (rightly) differently.

@@ -12,15 +12,16 @@ export type FamilyFactory = TaskFamilyFactory;
 
 /**
  * The default run's shipped, already warm-started model (relative to the working directory),
- * used as the warm checkpoint of the default model when present: the os-recovery recipe's end
- * (run R13), whose OS successes are all read from what its commands printed, whose commands put
- * a folder where the question states it, and which runs a second command after an error
- * (docs/warmstart.md, "R13"). Until session 32 it was `models/warmstart` (the default recipe's
- * end); in session 32 `models/warmstart-os-copy` (R9); in sessions 33-35
- * `models/warmstart-os-stated` (R10); in session 36 `models/warmstart-os-stated-long` (R11); in
- * session 37 `models/warmstart-os-stated-longer` (R12).
+ * used as the warm checkpoint of the default model when present: the os-weighted recipe's end
+ * (run R15: R13's stage once more with OS's rows doubled), whose OS successes are all read from
+ * what its commands printed, whose commands put a folder where the question states it, and
+ * which runs a second command after an error (docs/warmstart.md, "R15"). Until session 32 it was
+ * `models/warmstart` (the default recipe's end); in session 32 `models/warmstart-os-copy` (R9);
+ * in sessions 33-35 `models/warmstart-os-stated` (R10); in session 36
+ * `models/warmstart-os-stated-long` (R11); in session 37 `models/warmstart-os-stated-longer`
+ * (R12); in session 38 `models/warmstart-os-recovery` (R13).
  */
-export const SHIPPED_WARM_START = "models/warmstart-os-recovery";
+export const SHIPPED_WARM_START = "models/warmstart-os-weighted";
 
 /**
  * Evaluation memos shared by every run besides a model's own `<model>/evaluations`: those of
