@@ -56,6 +56,28 @@ const TRAINING_KEYS = [
   "maxSequenceTokens",
 ] as const;
 
+/**
+ * A recipe that is `previous` and one more stage: checks the stages before it are `previous`'s,
+ * and that the last one trains what `checkpoint` (models/<checkpoint>) records, seed included,
+ * started from `fromModel`. Returns the stages.
+ */
+async function assertOneMoreStage(
+  recipe: string,
+  previous: string,
+  checkpoint: string,
+  fromModel: string,
+): Promise<ReturnType<typeof warmStartStages>> {
+  const before = warmStartStages({ ...WARM_START_RECIPES[previous], out: "/tmp/w" });
+  const stages = warmStartStages({ ...WARM_START_RECIPES[recipe], out: "/tmp/w" });
+  assert.equal(stages.length, before.length + 1);
+  assert.deepEqual(stages.slice(0, before.length), before);
+  const recorded = await recordedOptions(checkpoint);
+  for (const key of [...TRAINING_KEYS, "seed" as const])
+    assert.deepEqual(stages.at(-1)![key], recorded[key], `stage ${stages.length}: ${key}`);
+  assert.equal(recorded.model, fromModel);
+  return stages;
+}
+
 test("the os-copy recipe: the reading recipe, two OS-only stages, two mixed ones; its last two stages are what the committed checkpoints were trained with", async () => {
   const readingStages = warmStartStages({ ...WARM_START_RECIPES.reading, out: "/tmp/w" });
   const stages = warmStartStages({ ...WARM_START_RECIPES["os-copy"], out: "/tmp/w" });
@@ -114,18 +136,16 @@ test("the os-stated recipe: the os-copy recipe, then one mixed stage on generate
 });
 
 test("the os-stated-long recipe: the os-stated recipe, then its last stage again on seed 1; that stage is what models/warmstart-os-stated-long was trained with", async () => {
-  const statedStages = warmStartStages({ ...WARM_START_RECIPES["os-stated"], out: "/tmp/w" });
-  const stages = warmStartStages({ ...WARM_START_RECIPES["os-stated-long"], out: "/tmp/w" });
-  assert.equal(stages.length, statedStages.length + 1);
-  assert.deepEqual(stages.slice(0, statedStages.length), statedStages);
+  // Stage 12 made models/warmstart-os-stated-long (run R11) from models/warmstart-os-stated (R10).
+  const stages = await assertOneMoreStage(
+    "os-stated-long",
+    "os-stated",
+    "warmstart-os-stated-long",
+    "models/warmstart-os-stated",
+  );
   const last = stages.at(-1)!;
   assert.equal(last.seed, 1);
-  assert.notEqual(statedStages.at(-1)!.seed, 1);
-  // Stage 12 made models/warmstart-os-stated-long (run R11) from models/warmstart-os-stated (R10).
-  const recorded = await recordedOptions("warmstart-os-stated-long");
-  for (const key of [...TRAINING_KEYS, "seed" as const])
-    assert.deepEqual(last[key], recorded[key], `stage 12: ${key}`);
-  assert.equal(recorded.model, "models/warmstart-os-stated");
+  assert.notEqual(stages.at(-2)!.seed, 1);
   const alone = fromStage(
     { ...WARM_START_RECIPES["os-stated-long"], out: "/tmp/w" },
     stages.length,
@@ -137,17 +157,15 @@ test("the os-stated-long recipe: the os-stated recipe, then its last stage again
 });
 
 test("the os-stated-longer recipe: the os-stated-long recipe, then the same stage again on seed 2; that stage is what models/warmstart-os-stated-longer was trained with", async () => {
-  const longStages = warmStartStages({ ...WARM_START_RECIPES["os-stated-long"], out: "/tmp/w" });
-  const stages = warmStartStages({ ...WARM_START_RECIPES["os-stated-longer"], out: "/tmp/w" });
-  assert.equal(stages.length, longStages.length + 1);
-  assert.deepEqual(stages.slice(0, longStages.length), longStages);
+  // Stage 13 made models/warmstart-os-stated-longer (run R12) from models/warmstart-os-stated-long (R11).
+  const stages = await assertOneMoreStage(
+    "os-stated-longer",
+    "os-stated-long",
+    "warmstart-os-stated-longer",
+    "models/warmstart-os-stated-long",
+  );
   const last = stages.at(-1)!;
   assert.equal(last.seed, 2);
-  // Stage 13 made models/warmstart-os-stated-longer (run R12) from models/warmstart-os-stated-long (R11).
-  const recorded = await recordedOptions("warmstart-os-stated-longer");
-  for (const key of [...TRAINING_KEYS, "seed" as const])
-    assert.deepEqual(last[key], recorded[key], `stage 13: ${key}`);
-  assert.equal(recorded.model, "models/warmstart-os-stated-long");
   const alone = fromStage(
     { ...WARM_START_RECIPES["os-stated-longer"], out: "/tmp/w" },
     stages.length,
@@ -158,35 +176,28 @@ test("the os-stated-longer recipe: the os-stated-long recipe, then the same stag
 });
 
 test("the os-recovery recipe: the os-stated-longer recipe, then the stage again on seed 3 with half the working-folder tasks' experts recovering; that stage is what models/warmstart-os-recovery was trained with", async () => {
-  const longerStages = warmStartStages({
-    ...WARM_START_RECIPES["os-stated-longer"],
-    out: "/tmp/w",
-  });
-  const stages = warmStartStages({ ...WARM_START_RECIPES["os-recovery"], out: "/tmp/w" });
-  assert.equal(stages.length, longerStages.length + 1);
-  assert.deepEqual(stages.slice(0, longerStages.length), longerStages);
+  // Stage 14 made models/warmstart-os-recovery (run R13) from models/warmstart-os-stated-longer (R12).
+  const stages = await assertOneMoreStage(
+    "os-recovery",
+    "os-stated-longer",
+    "warmstart-os-recovery",
+    "models/warmstart-os-stated-longer",
+  );
   const last = stages.at(-1)!;
   assert.equal(last.seed, 3);
   assert.equal(last.familyOptions?.generatedRecovery, 0.5);
-  // Stage 14 made models/warmstart-os-recovery (run R13) from models/warmstart-os-stated-longer (R12).
-  const recorded = await recordedOptions("warmstart-os-recovery");
-  for (const key of [...TRAINING_KEYS, "seed" as const])
-    assert.deepEqual(last[key], recorded[key], `stage 14: ${key}`);
-  assert.equal(recorded.model, "models/warmstart-os-stated-longer");
 });
 
 test("the os-weighted recipe: the os-recovery recipe, then its last stage on seed 4 with OS's rows doubled; that stage is what models/warmstart-os-weighted was trained with", async () => {
-  const recoveryStages = warmStartStages({ ...WARM_START_RECIPES["os-recovery"], out: "/tmp/w" });
-  const stages = warmStartStages({ ...WARM_START_RECIPES["os-weighted"], out: "/tmp/w" });
-  assert.equal(stages.length, recoveryStages.length + 1);
-  assert.deepEqual(stages.slice(0, recoveryStages.length), recoveryStages);
+  // Stage 15 made models/warmstart-os-weighted (run R15) from models/warmstart-os-recovery (R13).
+  const stages = await assertOneMoreStage(
+    "os-weighted",
+    "os-recovery",
+    "warmstart-os-weighted",
+    "models/warmstart-os-recovery",
+  );
   const last = stages.at(-1)!;
   assert.equal(last.seed, 4);
   assert.deepEqual(last.taskWeights, { kg: 4, webshop: 4, os: 6 });
   assert.equal(last.familyOptions?.generatedRecovery, 0.5);
-  // Stage 15 made models/warmstart-os-weighted (run R15) from models/warmstart-os-recovery (R13).
-  const recorded = await recordedOptions("warmstart-os-weighted");
-  for (const key of [...TRAINING_KEYS, "seed" as const])
-    assert.deepEqual(last[key], recorded[key], `stage 15: ${key}`);
-  assert.equal(recorded.model, "models/warmstart-os-recovery");
 });
